@@ -1,0 +1,7 @@
+"""Environment API: specs, the batched multi-agent base class, configs and the task registry."""
+
+from sim.core.env import MultiAgentEnv, Obs
+from sim.core.registry import make, register, registered_tasks
+from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
+
+__all__ = ["EnvSpec", "GroupSpec", "MultiAgentEnv", "Obs", "ObsEntry", "ObsTerm", "make", "register", "registered_tasks"]

@@ -1,0 +1,185 @@
+"""The batched multi-agent environment contract shared by every task.
+
+``obs = env.reset(seed)`` and ``obs, reward, terminated, truncated, info = env.step(actions)``:
+
+    obs[group][entry]   Tensor[num_envs, n_agents, *shape]
+    actions[group]      Tensor[num_envs, n_agents, action_dim], float32 in [-1, 1], on env.device
+    reward[group]       Tensor[num_envs, n_agents]
+    terminated          Tensor[num_envs] bool   (a terminal state: do not bootstrap)
+    truncated           Tensor[num_envs] bool   (time limit: bootstrap from info["final_obs"])
+
+Finished environments are reset inside ``step``; ``info["final_obs"]`` holds the observation
+before that reset for every env (equal to ``obs`` where nothing finished). ``info["episode"]``
+holds means over the episodes that ended this step (return, length, each reward term, each
+termination reason), present only when at least one ended.
+
+A task subclasses :class:`MultiAgentEnv` and implements the hooks ``_build_spec``,
+``_reset_idx``, ``_apply_actions``, ``_control_step``, ``_observations``, ``_rewards`` and
+``_terminations``. ``decimation`` control-loop ticks run per ``step``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+from torch import Tensor
+
+from sim.core.config import resolve_device
+from sim.core.spec import EnvSpec
+
+Obs = dict[str, dict[str, Tensor]]
+
+
+class MultiAgentEnv(ABC):
+    """Base class: seeding, action validation, the step loop, auto-reset and episode statistics."""
+
+    task_name: str = "unnamed"
+
+    def __init__(self, cfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.cfg = cfg
+        self.num_envs = num_envs
+        self.device = resolve_device(device)
+        self.rng = torch.Generator(device=self.device)
+        self.rng.manual_seed(seed)
+        self.episode_step = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+        self.spec: EnvSpec = self._build_spec()
+        self._ep_terms: dict[str, Tensor] = {}
+        self._ep_return = torch.zeros(num_envs, device=self.device)
+
+    # ----------------------------------------------------------------- public API
+    @property
+    def max_episode_steps(self) -> int:
+        return self.spec.max_episode_steps
+
+    def reset(self, seed: int | None = None) -> Obs:
+        """Reset every environment; reseeds the env's generator when ``seed`` is given."""
+        if seed is not None:
+            self.rng.manual_seed(seed)
+        all_ids = torch.arange(self.num_envs, device=self.device)
+        self._reset_all_idx(all_ids)
+        return self._observations()
+
+    def step(self, actions: dict[str, Tensor]) -> tuple[Obs, dict[str, Tensor], Tensor, Tensor, dict]:
+        """Advance one control step; see the module docstring for shapes."""
+        self._check_actions(actions)
+        self._apply_actions(actions)
+        for _ in range(self.decimation):
+            self._control_step()
+        self.episode_step += 1
+
+        obs = self._observations()
+        reward, terms = self._rewards()
+        terminated, reasons = self._terminations()
+        truncated = (self.episode_step >= self.max_episode_steps) & ~terminated
+        done = terminated | truncated
+        self._accumulate(reward, terms)
+
+        info: dict = {"final_obs": obs, "reward_terms": terms, "termination_reasons": reasons}
+        done_ids = done.nonzero().squeeze(-1)
+        if done_ids.numel() > 0:
+            info["episode"] = self._episode_stats(done_ids, reasons, truncated)
+            self._reset_all_idx(done_ids)
+            obs = self._observations()
+        return obs, reward, terminated, truncated, info
+
+    def sample_actions(self, generator: torch.Generator | None = None) -> dict[str, Tensor]:
+        """Uniform random actions in [-1, 1] for every group."""
+        return {
+            name: torch.rand(
+                (self.num_envs, g.n_agents, g.action_dim), generator=generator or self.rng, device=self.device
+            )
+            * 2
+            - 1
+            for name, g in self.spec.groups.items()
+        }
+
+    def zero_actions(self) -> dict[str, Tensor]:
+        return {
+            name: torch.zeros(self.num_envs, g.n_agents, g.action_dim, device=self.device)
+            for name, g in self.spec.groups.items()
+        }
+
+    # ----------------------------------------------------------------- task hooks
+    decimation: int = 1
+
+    @abstractmethod
+    def _build_spec(self) -> EnvSpec: ...
+
+    @abstractmethod
+    def _reset_idx(self, env_ids: Tensor) -> None:
+        """Reset the task state of ``env_ids [k]`` (long)."""
+
+    @abstractmethod
+    def _apply_actions(self, actions: dict[str, Tensor]) -> None:
+        """Take validated actions once per control step (scaling, latency buffers)."""
+
+    @abstractmethod
+    def _control_step(self) -> None:
+        """One tick of the low-level control loop (controllers + physics substeps)."""
+
+    @abstractmethod
+    def _observations(self) -> Obs:
+        """Fresh observation tensors (never views of buffers that are later mutated in place)."""
+
+    @abstractmethod
+    def _rewards(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """``(reward[group] [num_envs, n_agents], weighted terms name -> [num_envs])``."""
+
+    @abstractmethod
+    def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
+        """``(terminated [num_envs] bool, reason name -> [num_envs] bool)``."""
+
+    # ----------------------------------------------------------------- internals
+    def _reset_all_idx(self, env_ids: Tensor) -> None:
+        self.episode_step[env_ids] = 0
+        self._ep_return[env_ids] = 0.0
+        for buf in self._ep_terms.values():
+            buf[env_ids] = 0.0
+        self._reset_idx(env_ids)
+
+    def _check_actions(self, actions: dict[str, Tensor]) -> None:
+        if not isinstance(actions, dict) or set(actions) != set(self.spec.groups):
+            got = sorted(actions) if isinstance(actions, dict) else type(actions).__name__
+            raise ValueError(f"actions must be a dict with keys {sorted(self.spec.groups)}, got {got}")
+        for name, group in self.spec.groups.items():
+            act = actions[name]
+            expected = (self.num_envs, group.n_agents, group.action_dim)
+            if not isinstance(act, Tensor):
+                raise ValueError(f"actions[{name!r}] must be a torch.Tensor, got {type(act).__name__}")
+            if tuple(act.shape) != expected:
+                raise ValueError(f"actions[{name!r}] has shape {tuple(act.shape)}, expected {expected}")
+            if act.dtype != torch.float32:
+                raise ValueError(f"actions[{name!r}] has dtype {act.dtype}, expected torch.float32")
+            if act.device != self.device:
+                raise ValueError(f"actions[{name!r}] is on {act.device}, the env is on {self.device}")
+            if not bool(torch.isfinite(act).all()):
+                bad = (~torch.isfinite(act)).any(-1).any(-1).nonzero().squeeze(-1)[:5].tolist()
+                raise ValueError(f"actions[{name!r}] contains NaN or inf (first envs: {bad})")
+
+    def _accumulate(self, reward: dict[str, Tensor], terms: dict[str, Tensor]) -> None:
+        self._ep_return += torch.stack([r.mean(-1) for r in reward.values()]).mean(0)
+        for key, val in terms.items():
+            if key not in self._ep_terms:
+                self._ep_terms[key] = torch.zeros(self.num_envs, device=self.device)
+            self._ep_terms[key] += val
+
+    def _episode_stats(self, ids: Tensor, reasons: dict[str, Tensor], truncated: Tensor) -> dict[str, Tensor]:
+        stats = {
+            "return": self._ep_return[ids].mean(),
+            "length": self.episode_step[ids].float().mean(),
+            "count": torch.tensor(float(ids.numel()), device=self.device),
+            "termination/time_out": truncated[ids].float().mean(),
+        }
+        for key, buf in self._ep_terms.items():
+            stats[f"reward/{key}"] = buf[ids].mean()
+        for key, flag in reasons.items():
+            stats[f"termination/{key}"] = flag[ids].float().mean()
+        stats.update(self._episode_metrics(ids))
+        return stats
+
+    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
+        """Task metrics at the end of the episodes ``env_ids`` (before reset); override to add."""
+        return {}

@@ -1,0 +1,39 @@
+"""Randomisation helpers: seeded uniform sampling and per-env action latency."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def uniform(low: float, high: float, shape: tuple[int, ...], rng: torch.Generator, device: torch.device) -> Tensor:
+    """Uniform samples in ``[low, high)`` drawn from the env's generator."""
+    return low + (high - low) * torch.rand(shape, generator=rng, device=device)
+
+
+class DelayBuffer:
+    """Delays actions by a per-env number of control steps (0 = no delay).
+
+    Keeps the last ``max_delay + 1`` actions, ``[max_delay + 1, E, ...]``; ``push`` stores the new
+    action and returns, per env, the one from ``delay[e]`` steps ago.
+    """
+
+    def __init__(self, max_delay: int, shape: tuple[int, ...], device: torch.device) -> None:
+        self.buf = torch.zeros(max_delay + 1, *shape, device=device)
+        self.delay = torch.zeros(shape[0], dtype=torch.long, device=device)
+        self.max_delay = max_delay
+
+    def set_delay(self, env_ids: Tensor, steps: Tensor) -> None:
+        if int(steps.max()) > self.max_delay if steps.numel() else False:
+            raise ValueError(f"delay {int(steps.max())} exceeds the buffer's max_delay {self.max_delay}")
+        self.delay[env_ids] = steps
+
+    def reset(self, env_ids: Tensor) -> None:
+        self.buf[:, env_ids] = 0.0
+
+    def push(self, action: Tensor) -> Tensor:
+        if self.max_delay == 0:
+            return action
+        self.buf = torch.cat((action.unsqueeze(0), self.buf[:-1]), dim=0)
+        idx = self.delay.view(1, -1, *([1] * (action.dim() - 1))).expand(1, *action.shape)
+        return self.buf.gather(0, idx).squeeze(0)

@@ -1,0 +1,96 @@
+"""Specs: what an environment's agent groups observe and do.
+
+A spec is the single record of names, shapes, slices and units; the training code, the ONNX
+metadata and the ROS policy node all read it instead of hard-coding indices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class ObsTerm:
+    """A named slice of a flat observation vector (one time step, before history stacking)."""
+
+    name: str
+    size: int
+    unit: str = ""
+    frame: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ObsEntry:
+    """One observation entry of a group, ``Tensor[num_envs, n_agents, *shape]``.
+
+    ``terms`` lists the parts of one frame in concatenation order; with ``history > 1`` the entry
+    holds ``history`` frames, oldest first, so ``shape[-1] == history * frame_size``.
+    """
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+    terms: tuple[ObsTerm, ...] = ()
+    history: int = 1
+
+    @property
+    def frame_size(self) -> int:
+        return sum(t.size for t in self.terms)
+
+    def slices(self) -> dict[str, slice]:
+        """Name -> slice within one frame."""
+        out, start = {}, 0
+        for term in self.terms:
+            out[term.name] = slice(start, start + term.size)
+            start += term.size
+        return out
+
+    def to_dict(self) -> dict:
+        """JSON-friendly layout (for ONNX metadata and the ROS node)."""
+        return {
+            "shape": list(self.shape),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "history": self.history,
+            "terms": [asdict(t) for t in self.terms],
+        }
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """An agent group: how many agents, what each observes, and its action space.
+
+    Observation entry ``"policy"`` is what the actor sees; ``"state"`` is the privileged global
+    state for a centralised critic. Actions are ``[num_envs, n_agents, action_dim]`` in [-1, 1];
+    ``action_scale``/``action_names``/``action_units`` say what +-1 means physically.
+    """
+
+    n_agents: int
+    observations: dict[str, ObsEntry]
+    action_dim: int
+    action_names: tuple[str, ...]
+    action_units: tuple[str, ...]
+    action_scale: tuple[float, ...]
+    action_low: float = -1.0
+    action_high: float = 1.0
+
+    @property
+    def state_shape(self) -> tuple[int, ...]:
+        return self.observations["state"].shape
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Static description of a task instance."""
+
+    task: str
+    groups: dict[str, GroupSpec]
+    control_dt: float  # s, one env.step
+    physics_dt: float  # s, one physics integration step
+    max_episode_steps: int
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def control_hz(self) -> float:
+        return 1.0 / self.control_dt

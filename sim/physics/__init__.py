@@ -1,0 +1,1 @@
+"""Torch-native batched physics: rigid bodies, multirotors, cables, contact, controllers."""

@@ -1,0 +1,124 @@
+"""Configuration of the cable_load task (decentralised MAVs carrying a cable-suspended load).
+
+Defaults follow the TU Delft decentralised aerial manipulation paper (arXiv 2508.01522): three
+~1.4 kg MAVs, a 1.4 kg load, policy at 100 Hz, INDI controller at 300 Hz, 20 s episodes, goals
+within +-1 m in xy, 0.5-1.5 m up, roll/pitch up to 30 deg here (the paper samples +-45 deg), any yaw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RandomizationCfg:
+    """Per-episode domain randomisation. ``enabled=False`` uses nominal values everywhere.
+
+    Each range is ``(low, high)``; a range with ``low == high`` pins that parameter.
+    """
+
+    enabled: bool = True
+    load_mass: tuple[float, float] = (1.2, 1.6)  # kg
+    load_inertia_scale: tuple[float, float] = (0.8, 1.2)
+    cable_length_scale: tuple[float, float] = (0.95, 1.05)
+    motor_thrust_scale: tuple[float, float] = (0.95, 1.05)  # per MAV, unknown to the controller
+    motor_tau_scale: tuple[float, float] = (0.8, 1.2)  # per MAV
+    action_delay_steps: tuple[int, int] = (0, 1)  # control steps, uniform integer, inclusive
+
+
+@dataclass(frozen=True)
+class ObsNoiseCfg:
+    """Zero-mean Gaussian noise on the policy observation (std per quantity)."""
+
+    enabled: bool = True
+    position: float = 0.005  # m
+    rotation: float = 0.01  # on 6D rotation entries
+    velocity: float = 0.02  # m/s
+    angular_velocity: float = 0.02  # rad/s
+
+
+@dataclass(frozen=True)
+class FaultCfg:
+    """One MAV stops producing thrust at a random time (rotors commanded to zero)."""
+
+    enabled: bool = False
+    probability: float = 1.0  # per episode
+    time_range: tuple[float, float] = (2.0, 15.0)  # s
+
+
+@dataclass(frozen=True)
+class RewardCfg:
+    """Reward = sum of named raw terms times these scales (per control step)."""
+
+    position: float = 1.5  # exp(-|e_p| / position_sigma)
+    orientation: float = 1.5  # exp(-e_theta / orientation_sigma)
+    action_smoothness: float = -0.5  # |a_t - a_{t-1}|^2 (normalised actions)
+    body_rate: float = -0.05  # |omega|^2 (rad/s)^2
+    cable_force: float = -0.5  # ((T - T_hover) / T_hover)^2
+    termination: float = -10.0  # once, on a terminal step
+    position_sigma: float = 0.5  # m
+    orientation_sigma: float = 0.5  # rad
+
+
+@dataclass(frozen=True)
+class TerminationCfg:
+    """Thresholds of the terminal conditions."""
+
+    drone_min_height: float = 0.1  # m, centre above ground
+    drone_max_tilt_deg: float = 80.0
+    load_min_clearance: float = 0.02  # m, load bottom above ground
+    drone_min_distance: float = 0.45  # m, between MAV centres
+    cable_min_distance: float = 0.15  # m, MAV centre to another MAV's cable
+    bounds_xy: float = 3.0  # m, |xy| of MAVs and load from the env origin
+    bounds_z: float = 5.0  # m
+
+
+@dataclass(frozen=True)
+class CableLoadCfg:
+    """Task settings; override any field through ``sim.make(..., **overrides)`` or hydra."""
+
+    num_mavs: int = 3
+    multirotor: str = "falcon"  # assets/multirotors/<name>.yaml
+    # Load: a box hung from attachment points on a circle on its top face.
+    load_mass: float = 1.4  # kg (nominal; randomised by randomization.load_mass)
+    load_size: tuple[float, float, float] = (0.3, 0.3, 0.1)  # m
+    load_attach_radius: float = 0.15  # m
+    # Cables: tension-only spring-dampers.
+    cable_length: float = 1.0  # m (nominal)
+    cable_stiffness: float = 3000.0  # N/m
+    cable_damping: float = 8.0  # N s/m
+    cable_angle_deg: float = 30.0  # angle of each cable from vertical at the start hover
+    # Timing: policy 100 Hz, controller 300 Hz, physics controller rate x substeps.
+    control_dt: float = 0.01
+    decimation: int = 3
+    physics_substeps: int = 2
+    episode_length_s: float = 20.0
+    # Start and goals (goal offsets relative to the start pose of the load).
+    start_height: float = 1.0  # m, load centre
+    start_xy_range: float = 0.0  # m, uniform +- around the origin
+    goal_xy_range: float = 1.0  # m
+    goal_z_range: tuple[float, float] = (0.5, 1.5)  # m above the start
+    goal_tilt_deg: float = 30.0  # roll and pitch uniform in +-
+    goal_yaw_deg: float = 180.0
+    # Policy interface.
+    history_len: int = 3
+    action_acc_scale: float = 4.0  # m/s^2 at |action| = 1
+    action_rate_scale: float = 2.0  # rad/s at |action| = 1
+    rewards: RewardCfg = field(default_factory=RewardCfg)
+    terminations: TerminationCfg = field(default_factory=TerminationCfg)
+    randomization: RandomizationCfg = field(default_factory=RandomizationCfg)
+    obs_noise: ObsNoiseCfg = field(default_factory=ObsNoiseCfg)
+    fault: FaultCfg = field(default_factory=FaultCfg)
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.num_mavs <= 6:
+            raise ValueError(f"num_mavs must be in [2, 6], got {self.num_mavs}")
+        if self.decimation < 1 or self.physics_substeps < 1:
+            raise ValueError("decimation and physics_substeps must be >= 1")
+        if self.history_len < 1:
+            raise ValueError("history_len must be >= 1")
+
+
+def evaluation_overrides() -> dict:
+    """Overrides that switch off noise and randomisation, for evaluation and deployment."""
+    return {"randomization": {"enabled": False}, "obs_noise": {"enabled": False}}

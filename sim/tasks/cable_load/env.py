@@ -1,0 +1,404 @@
+"""cable_load: N decentralised MAVs carry a cable-suspended load to a 6-DoF goal pose.
+
+Group ``mavs`` (N agents, one shared or per-agent policy). Each agent sees only its own state,
+the load pose/velocity and the goal, never the other MAVs (decentralised execution); the critic
+gets the global ``state``. Action per MAV (5, in [-1, 1]): linear acceleration (world, 3) and
+roll/pitch body-rate feed-forward (2), tracked by the INDI controller at ``decimation`` x the
+policy rate; physics runs ``physics_substeps`` x the controller rate.
+
+Shapes: E = num_envs, N = num_mavs, R = rotors per MAV.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from sim.core.env import MultiAgentEnv, Obs
+from sim.core.randomization import DelayBuffer, uniform
+from sim.core.registry import register
+from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
+from sim.physics.cable import cable_tension
+from sim.physics.contact import ground_contact
+from sim.physics.controllers import INDIController
+from sim.physics.multirotor import MultirotorModel, MultirotorParams
+from sim.physics.quaternion import (
+    matrix_to_6d,
+    quat_angle_between,
+    quat_conj,
+    quat_from_euler,
+    quat_mul,
+    quat_rotate,
+    quat_to_matrix,
+)
+from sim.physics.rigid_body import RigidBodyState, point_velocity, rigid_body_step, wrench_at_point
+from sim.tasks.cable_load.config import CableLoadCfg
+from sim.tasks.cable_load.geometry import box_inertia, hover_equilibrium, load_attach_points
+
+GROUP = "mavs"
+ACTION_NAMES = ("acc_x", "acc_y", "acc_z", "roll_rate", "pitch_rate")
+
+
+def _policy_terms() -> tuple[ObsTerm, ...]:
+    return (
+        ObsTerm("goal_pos_rel", 3, "m", "world", "goal position minus load position"),
+        ObsTerm("load_rot", 6, "", "world", "load rotation matrix, first two columns"),
+        ObsTerm("goal_rot_rel", 6, "", "load", "goal rotation in the load frame, first two columns"),
+        ObsTerm("load_vel", 3, "m/s", "world", "load linear velocity"),
+        ObsTerm("load_ang_vel", 3, "rad/s", "load", "load angular velocity"),
+        ObsTerm("own_pos_rel", 3, "m", "world", "own position minus load position"),
+        ObsTerm("own_vel", 3, "m/s", "world", "own linear velocity"),
+        ObsTerm("own_rot", 6, "", "world", "own rotation matrix, first two columns"),
+        ObsTerm("own_ang_vel", 3, "rad/s", "body", "own body rates"),
+        ObsTerm("own_attach", 3, "m", "load", "own cable attachment point on the load"),
+        ObsTerm("last_action", 5, "", "", "previous action in [-1, 1]"),
+    )
+
+
+@register("cable_load", CableLoadCfg)
+class CableLoadEnv(MultiAgentEnv):
+    """Batched cable-suspended load transport; see the module docstring."""
+
+    def __init__(self, cfg: CableLoadCfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0) -> None:
+        self.n = cfg.num_mavs
+        self.decimation = cfg.decimation
+        self.params = MultirotorParams.load(cfg.multirotor)
+        super().__init__(cfg, num_envs, device, seed)
+        dev, E, N = self.device, num_envs, self.n
+        self.model = MultirotorModel(self.params, dev)
+        self.ctrl_dt = cfg.control_dt / cfg.decimation
+        self.phys_dt = self.ctrl_dt / cfg.physics_substeps
+        self.indi = INDIController(self.model, (E, N), self.ctrl_dt)
+        self.attach = load_attach_points(N, cfg.load_attach_radius, cfg.load_size[2], dev)  # [N, 3]
+        self.cable_angle = math.radians(cfg.cable_angle_deg)
+        self.action_scale = torch.tensor(self.spec.groups[GROUP].action_scale, device=dev)
+
+        zeros = lambda *s: torch.zeros(*s, device=dev)  # noqa: E731
+        # Bodies.
+        self.drones = RigidBodyState(zeros(E, N, 3), zeros(E, N, 4), zeros(E, N, 3), zeros(E, N, 3))
+        self.load = RigidBodyState(zeros(E, 3), zeros(E, 4), zeros(E, 3), zeros(E, 3))
+        self.rotor_speed = zeros(E, N, self.params.num_rotors)
+        self.cable_tension = zeros(E, N)
+        # Per-episode parameters.
+        self.load_mass = torch.full((E,), cfg.load_mass, device=dev)
+        self.load_inertia = box_inertia(self.load_mass, cfg.load_size)
+        self.cable_length = torch.full((E, N), cfg.cable_length, device=dev)
+        self.thrust_scale = torch.ones(E, N, 1, device=dev)
+        self.tau_scale = torch.ones(E, N, 1, device=dev)
+        self.hover_tension = zeros(E, N)
+        self.fault_time = torch.full((E,), math.inf, device=dev)
+        self.fault_agent = torch.zeros(E, dtype=torch.long, device=dev)
+        self.rotor_alive = torch.ones(E, N, 1, device=dev)
+        # Goal and bookkeeping.
+        self.start_pos = zeros(E, 3)
+        self.goal_pos = zeros(E, 3)
+        self.goal_quat = zeros(E, 4)
+        self.time = zeros(E)
+        max_delay = cfg.randomization.action_delay_steps[1] if cfg.randomization.enabled else 0
+        self.delay = DelayBuffer(max_delay, (E, N, len(ACTION_NAMES)), dev)
+        self.last_action = zeros(E, N, len(ACTION_NAMES))
+        self.prev_action = zeros(E, N, len(ACTION_NAMES))
+        self.cmd = zeros(E, N, len(ACTION_NAMES))  # scaled, delayed command applied to the controller
+        self.history = zeros(E, N, cfg.history_len, self.spec.groups[GROUP].observations["policy"].frame_size)
+        self._frame_noise_std = self._noise_std()
+        self.reset()
+
+    # ----------------------------------------------------------------- spec
+    def _build_spec(self) -> EnvSpec:
+        cfg, N = self.cfg, self.n
+        terms = _policy_terms()
+        frame = sum(t.size for t in terms)
+        state_terms = (
+            ObsTerm("mav_pos_rel", 3 * N, "m", "world"),
+            ObsTerm("mav_vel", 3 * N, "m/s", "world"),
+            ObsTerm("mav_rot", 6 * N, "", "world"),
+            ObsTerm("mav_ang_vel", 3 * N, "rad/s", "body"),
+            ObsTerm("cable_tension", N, "N"),
+            ObsTerm("goal_pos_rel", 3, "m", "world"),
+            ObsTerm("load_rot", 6, "", "world"),
+            ObsTerm("goal_rot_rel", 6, "", "load"),
+            ObsTerm("load_vel", 3, "m/s", "world"),
+            ObsTerm("load_ang_vel", 3, "rad/s", "load"),
+            ObsTerm("time_left", 1, "fraction"),
+            ObsTerm("agent_id", N, "one-hot"),
+        )
+        group = GroupSpec(
+            n_agents=N,
+            observations={
+                "policy": ObsEntry((cfg.history_len * frame,), terms=terms, history=cfg.history_len),
+                "state": ObsEntry((sum(t.size for t in state_terms),), terms=state_terms),
+            },
+            action_dim=len(ACTION_NAMES),
+            action_names=ACTION_NAMES,
+            action_units=("m/s^2",) * 3 + ("rad/s",) * 2,
+            action_scale=(cfg.action_acc_scale,) * 3 + (cfg.action_rate_scale,) * 2,
+        )
+        return EnvSpec(
+            task="cable_load",
+            groups={GROUP: group},
+            control_dt=cfg.control_dt,
+            physics_dt=cfg.control_dt / cfg.decimation / cfg.physics_substeps,
+            max_episode_steps=round(cfg.episode_length_s / cfg.control_dt),
+            metadata={"multirotor": cfg.multirotor, "controller": "indi", "controller_hz": 1 / (cfg.control_dt / cfg.decimation)},
+        )
+
+    # ----------------------------------------------------------------- reset
+    def _reset_idx(self, env_ids: Tensor) -> None:
+        cfg, dev, rng, N = self.cfg, self.device, self.rng, self.n
+        k = env_ids.numel()
+        rnd = cfg.randomization
+        if rnd.enabled:
+            mass = uniform(*rnd.load_mass, (k,), rng, dev)
+            self.load_inertia[env_ids] = box_inertia(mass, cfg.load_size) * uniform(
+                *rnd.load_inertia_scale, (k, 1), rng, dev
+            )
+            self.cable_length[env_ids] = cfg.cable_length * uniform(*rnd.cable_length_scale, (k, N), rng, dev)
+            self.thrust_scale[env_ids] = uniform(*rnd.motor_thrust_scale, (k, N, 1), rng, dev)
+            self.tau_scale[env_ids] = uniform(*rnd.motor_tau_scale, (k, N, 1), rng, dev)
+            lo, hi = rnd.action_delay_steps
+            self.delay.set_delay(env_ids, torch.randint(lo, hi + 1, (k,), generator=rng, device=dev))
+        else:
+            mass = torch.full((k,), cfg.load_mass, device=dev)
+            self.load_inertia[env_ids] = box_inertia(mass, cfg.load_size)
+        self.load_mass[env_ids] = mass
+
+        # Start: a level load with the team in static hover above it.
+        start = torch.zeros(k, 3, device=dev)
+        start[:, :2] = uniform(-cfg.start_xy_range, cfg.start_xy_range, (k, 2), rng, dev)
+        start[:, 2] = cfg.start_height
+        eq = hover_equilibrium(
+            self.model, start, mass, self.cable_length[env_ids], self.attach, self.cable_angle, cfg.cable_stiffness
+        )
+        self.start_pos[env_ids] = start
+        self.load.pos[env_ids] = start
+        self.load.quat[env_ids] = torch.tensor((1.0, 0.0, 0.0, 0.0), device=dev)
+        self.load.vel[env_ids] = 0.0
+        self.load.ang_vel[env_ids] = 0.0
+        self.drones.pos[env_ids] = eq["drone_pos"]
+        self.drones.quat[env_ids] = eq["drone_quat"]
+        self.drones.vel[env_ids] = 0.0
+        self.drones.ang_vel[env_ids] = 0.0
+        # Rotor speeds that hold the hover with this vehicle's true thrust coefficient.
+        self.rotor_speed[env_ids] = eq["rotor_speed"] / self.thrust_scale[env_ids].sqrt()
+        self.cable_tension[env_ids] = eq["tension"]
+        self.hover_tension[env_ids] = eq["tension"]
+        mask = torch.zeros(self.num_envs, N, dtype=torch.bool, device=dev)
+        mask[env_ids] = True
+        full = lambda x: torch.zeros(self.num_envs, *x.shape[1:], device=dev).index_copy(0, env_ids, x)  # noqa: E731
+        self.indi.reset(mask, self.drones.vel, self.drones.ang_vel, self.drones.quat, full(eq["thrust"]), full(eq["torque"]))
+        self.indi.set_external_force_estimate(mask, full(eq["cable_force"]))
+
+        # Goal pose relative to the start.
+        goal = start.clone()
+        goal[:, :2] += uniform(-cfg.goal_xy_range, cfg.goal_xy_range, (k, 2), rng, dev)
+        goal[:, 2] += uniform(*cfg.goal_z_range, (k,), rng, dev)
+        tilt = math.radians(cfg.goal_tilt_deg)
+        yaw = math.radians(cfg.goal_yaw_deg)
+        rpy = uniform(-1.0, 1.0, (k, 3), rng, dev) * torch.tensor((tilt, tilt, yaw), device=dev)
+        self.goal_pos[env_ids] = goal
+        self.goal_quat[env_ids] = quat_from_euler(rpy[:, 0], rpy[:, 1], rpy[:, 2])
+
+        # Fault: one MAV loses thrust at a random time.
+        self.time[env_ids] = 0.0
+        self.rotor_alive[env_ids] = 1.0
+        self.fault_time[env_ids] = math.inf
+        if cfg.fault.enabled:
+            hit = torch.rand(k, generator=rng, device=dev) < cfg.fault.probability
+            when = uniform(*cfg.fault.time_range, (k,), rng, dev)
+            self.fault_time[env_ids] = torch.where(hit, when, torch.full_like(when, math.inf))
+            self.fault_agent[env_ids] = torch.randint(0, N, (k,), generator=rng, device=dev)
+
+        # Policy interface memory.
+        self.delay.reset(env_ids)
+        self.last_action[env_ids] = 0.0
+        self.prev_action[env_ids] = 0.0
+        self.cmd[env_ids] = 0.0
+        frame = self._frame()[env_ids]
+        self.history[env_ids] = frame.unsqueeze(2).expand(-1, -1, cfg.history_len, -1)
+
+    # ----------------------------------------------------------------- step
+    def _apply_actions(self, actions: dict[str, Tensor]) -> None:
+        act = actions[GROUP].clamp(-1.0, 1.0)
+        self.prev_action = self.last_action
+        self.last_action = act
+        self.cmd = self.delay.push(act) * self.action_scale
+
+    def _control_step(self) -> None:
+        d = self.drones
+        speed_cmd = self.indi(self.cmd[..., :3], self.cmd[..., 3:], d.quat, d.vel, d.ang_vel, self.rotor_speed)
+        failed = (self.time >= self.fault_time).unsqueeze(-1) & (
+            torch.arange(self.n, device=self.device) == self.fault_agent.unsqueeze(-1)
+        )
+        self.rotor_alive = (~failed).float().unsqueeze(-1)
+        speed_cmd = speed_cmd * self.rotor_alive
+        for _ in range(self.cfg.physics_substeps):
+            self._physics_step(speed_cmd)
+        self.time = self.time + self.ctrl_dt
+
+    def _physics_step(self, speed_cmd: Tensor) -> None:
+        """Motors, cables, Newton-Euler for MAVs and load, ground contact. One ``phys_dt``."""
+        cfg, dt, model = self.cfg, self.phys_dt, self.model
+        self.rotor_speed = model.motor_step(self.rotor_speed, speed_cmd, dt, self.tau_scale)
+        thrust, rotor_torque = model.body_wrench(self.rotor_speed, self.thrust_scale)
+
+        d, ld = self.drones, self.load
+        load_b = RigidBodyState(ld.pos.unsqueeze(1), ld.quat.unsqueeze(1), ld.vel.unsqueeze(1), ld.ang_vel.unsqueeze(1))
+        p_d, v_d = point_velocity(d, model.cable_attach)  # [E, N, 3]
+        p_l, v_l = point_velocity(load_b, self.attach)  # [E, N, 3]
+        tension, direction, _ = cable_tension(
+            p_d, v_d, p_l, v_l, self.cable_length, cfg.cable_stiffness, cfg.cable_damping
+        )
+        self.cable_tension = tension
+        f_cable = direction * tension.unsqueeze(-1)  # on each MAV, toward the load
+
+        e_z = torch.zeros_like(d.vel)
+        e_z[..., 2] = thrust
+        force_d = quat_rotate(d.quat, e_z) + model.drag_force(d.quat, d.vel) + f_cable
+        torque_d = rotor_torque + wrench_at_point(d, model.cable_attach, f_cable)
+        force_l = -f_cable.sum(1)
+        torque_l = wrench_at_point(load_b, self.attach, -f_cable).sum(1)
+
+        drones = rigid_body_step(d, force_d, torque_d, model.mass, model.inertia, dt)
+        load = rigid_body_step(ld, force_l, torque_l, self.load_mass.unsqueeze(-1), self.load_inertia, dt)
+        self.drones, _ = ground_contact(drones, radius=0.05)
+        self.load, _ = ground_contact(load, radius=cfg.load_size[2] / 2)
+
+    # ----------------------------------------------------------------- observations
+    def _frame(self) -> Tensor:
+        """One observation frame per MAV, ``[E, N, frame_size]`` (no noise, no history)."""
+        ld, d, N = self.load, self.drones, self.n
+        load_rot = quat_to_matrix(ld.quat)
+        goal_rel = quat_mul(quat_conj(ld.quat), self.goal_quat)
+        per_env = torch.cat(
+            (
+                self.goal_pos - ld.pos,
+                matrix_to_6d(load_rot),
+                matrix_to_6d(quat_to_matrix(goal_rel)),
+                ld.vel,
+                ld.ang_vel,
+            ),
+            dim=-1,
+        )  # [E, 21]
+        per_mav = torch.cat(
+            (
+                d.pos - ld.pos.unsqueeze(1),
+                d.vel,
+                matrix_to_6d(quat_to_matrix(d.quat)),
+                d.ang_vel,
+                self.attach.expand(self.num_envs, N, 3),
+                self.last_action,
+            ),
+            dim=-1,
+        )  # [E, N, 23]
+        return torch.cat((per_env.unsqueeze(1).expand(-1, N, -1), per_mav), dim=-1)
+
+    def _noise_std(self) -> Tensor:
+        """Noise std per frame entry, ``[frame_size]`` (zeros when noise is off)."""
+        nz = self.cfg.obs_noise
+        std_by_term = {
+            "goal_pos_rel": nz.position, "load_rot": nz.rotation, "goal_rot_rel": nz.rotation,
+            "load_vel": nz.velocity, "load_ang_vel": nz.angular_velocity, "own_pos_rel": nz.position,
+            "own_vel": nz.velocity, "own_rot": nz.rotation, "own_ang_vel": nz.angular_velocity,
+        }
+        parts = [torch.full((t.size,), std_by_term.get(t.name, 0.0) if nz.enabled else 0.0) for t in _policy_terms()]
+        return torch.cat(parts).to(self.device)
+
+    def _observations(self) -> Obs:
+        frame = self._frame()
+        if self.cfg.obs_noise.enabled:
+            frame = frame + torch.randn(frame.shape, generator=self.rng, device=self.device) * self._frame_noise_std
+        self.history = torch.cat((self.history[:, :, 1:], frame.unsqueeze(2)), dim=2)
+        policy = self.history.flatten(2)
+        return {GROUP: {"policy": policy, "state": self._state()}}
+
+    def _state(self) -> Tensor:
+        """Global state for a centralised critic, ``[E, N, state_dim]`` (same for all + agent id)."""
+        ld, d, E, N = self.load, self.drones, self.num_envs, self.n
+        goal_rel = quat_mul(quat_conj(ld.quat), self.goal_quat)
+        time_left = 1.0 - self.episode_step.float() / self.max_episode_steps
+        glob = torch.cat(
+            (
+                (d.pos - ld.pos.unsqueeze(1)).flatten(1),
+                d.vel.flatten(1),
+                matrix_to_6d(quat_to_matrix(d.quat)).flatten(1),
+                d.ang_vel.flatten(1),
+                self.cable_tension,
+                self.goal_pos - ld.pos,
+                matrix_to_6d(quat_to_matrix(ld.quat)),
+                matrix_to_6d(quat_to_matrix(goal_rel)),
+                ld.vel,
+                ld.ang_vel,
+                time_left.unsqueeze(-1),
+            ),
+            dim=-1,
+        )
+        eye = torch.eye(N, device=self.device).expand(E, N, N)
+        return torch.cat((glob.unsqueeze(1).expand(-1, N, -1), eye), dim=-1)
+
+    # ----------------------------------------------------------------- rewards and terminations
+    def errors(self) -> tuple[Tensor, Tensor]:
+        """Load position error (m) and orientation error (rad) to the goal, each ``[E]``."""
+        pos_err = torch.linalg.vector_norm(self.goal_pos - self.load.pos, dim=-1)
+        return pos_err, quat_angle_between(self.load.quat, self.goal_quat)
+
+    def _rewards(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        rc = self.cfg.rewards
+        pos_err, ori_err = self.errors()
+        raw = {
+            "position": torch.exp(-pos_err / rc.position_sigma).unsqueeze(-1).expand(-1, self.n),
+            "orientation": torch.exp(-ori_err / rc.orientation_sigma).unsqueeze(-1).expand(-1, self.n),
+            "action_smoothness": (self.last_action - self.prev_action).square().sum(-1),
+            "body_rate": self.drones.ang_vel.square().sum(-1),
+            "cable_force": ((self.cable_tension - self.hover_tension) / self.hover_tension).square(),
+        }
+        weighted = {name: getattr(rc, name) * val for name, val in raw.items()}
+        terminated, _ = self._terminations()
+        weighted["termination"] = (rc.termination * terminated.float()).unsqueeze(-1).expand(-1, self.n)
+        reward = torch.stack(list(weighted.values())).sum(0)
+        return {GROUP: reward}, {name: val.mean(-1) for name, val in weighted.items()}
+
+    def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
+        tc = self.cfg.terminations
+        d, ld = self.drones, self.load
+        tilt_cos = 1 - 2 * (d.quat[..., 1].square() + d.quat[..., 2].square())  # R[2, 2]
+        finite = torch.isfinite(d.pos).all(-1).all(-1) & torch.isfinite(ld.pos).all(-1)
+        crash = (d.pos[..., 2] < tc.drone_min_height).any(-1) | (
+            tilt_cos < math.cos(math.radians(tc.drone_max_tilt_deg))
+        ).any(-1) | ~finite
+        load_ground = ld.pos[:, 2] - self.cfg.load_size[2] / 2 < tc.load_min_clearance
+        # Pairwise MAV distances and MAV-to-other-cable distances, [E, N, N].
+        diff = d.pos.unsqueeze(2) - d.pos.unsqueeze(1)
+        dist = torch.linalg.vector_norm(diff, dim=-1)
+        off_diag = ~torch.eye(self.n, dtype=torch.bool, device=self.device)
+        too_close = ((dist < tc.drone_min_distance) & off_diag).any(-1).any(-1)
+        cable_hit = (self._mav_cable_distance() < tc.cable_min_distance).logical_and(off_diag).any(-1).any(-1)
+        rel = torch.cat((d.pos, ld.pos.unsqueeze(1)), 1) - self.start_pos.unsqueeze(1)
+        out = ((rel[..., :2].abs() > tc.bounds_xy).any(-1) | (rel[..., 2].abs() > tc.bounds_z)).any(-1)
+        reasons = {
+            "crash": crash,
+            "load_ground": load_ground,
+            "drone_proximity": too_close,
+            "cable_proximity": cable_hit,
+            "out_of_bounds": out,
+        }
+        terminated = crash | load_ground | too_close | cable_hit | out
+        return terminated, reasons
+
+    def _mav_cable_distance(self) -> Tensor:
+        """Distance from MAV ``i`` to cable ``j`` (a segment), ``[E, N_i, N_j]`` (m)."""
+        a, _ = point_velocity(self.drones, self.model.cable_attach)
+        load_b = RigidBodyState(self.load.pos.unsqueeze(1), self.load.quat.unsqueeze(1), self.load.vel.unsqueeze(1), self.load.ang_vel.unsqueeze(1))
+        b, _ = point_velocity(load_b, self.attach)
+        seg = (b - a).unsqueeze(1)  # [E, 1, N, 3]
+        rel = self.drones.pos.unsqueeze(2) - a.unsqueeze(1)  # [E, N, N, 3]
+        t = ((rel * seg).sum(-1) / seg.square().sum(-1).clamp(min=1e-9)).clamp(0.0, 1.0)
+        return torch.linalg.vector_norm(rel - t.unsqueeze(-1) * seg, dim=-1)
+
+    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
+        pos_err, ori_err = self.errors()
+        return {
+            "metrics/final_pos_err_m": pos_err[env_ids].mean(),
+            "metrics/final_ori_err_deg": torch.rad2deg(ori_err[env_ids]).mean(),
+        }
