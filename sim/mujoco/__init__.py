@@ -1,0 +1,1 @@
+"""MuJoCo-backed models: MJCF generated from covey's own parameters (validation, rendering, benchmarks)."""
