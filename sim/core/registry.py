@@ -33,6 +33,7 @@ def make(
     num_envs: int | None = None,
     device: str | None = None,
     seed: int | None = None,
+    compile: bool | None = None,
     **overrides: Any,
 ):
     """Build a registered task.
@@ -40,8 +41,9 @@ def make(
     Args:
         task: a task name, or a config node (dict / hydra ``DictConfig``) with a ``name`` key and
             config fields; ``num_envs``, ``device`` and ``seed`` may also sit in the node.
-        num_envs, device, seed: explicit arguments win over the node's values. Defaults 1, "cpu", 0;
-            ``device="auto"`` picks cuda when present.
+        num_envs, device, seed, compile: explicit arguments win over the node's values. Defaults 1,
+            "cpu", 0, False; ``device="auto"`` picks cuda when present; ``compile`` runs the
+            control/physics loop through ``torch.compile`` (slow first step, much faster after).
         **overrides: config fields, nested dataclasses as dicts or dotted keys.
 
     Raises:
@@ -60,11 +62,12 @@ def make(
     num_envs = num_envs if num_envs is not None else node.pop("num_envs", 1)
     device = device if device is not None else node.pop("device", "cpu")
     seed = seed if seed is not None else node.pop("seed", 0)
-    for key in ("num_envs", "device", "seed"):
+    compile = compile if compile is not None else node.pop("compile", False)
+    for key in ("num_envs", "device", "seed", "compile"):
         node.pop(key, None)
     env_cls, cfg_cls = _TASKS[name]
     cfg = build_config(cfg_cls, {**node, **overrides})
-    return env_cls(cfg, num_envs=int(num_envs), device=device, seed=int(seed))
+    return env_cls(cfg, num_envs=int(num_envs), device=device, seed=int(seed), compile=bool(compile))
 
 
 def _import_builtin_tasks() -> None:

@@ -120,7 +120,8 @@ class MultirotorModel:
         ``Omega+ = Omega_c + (Omega - Omega_c) exp(-dt / tau)`` with ``Omega_c`` clipped to limits.
         """
         cmd = speed_cmd.clamp(self.params.rotor_speed_min, self.params.rotor_speed_max)
-        decay = torch.exp(-dt / (self.params.motor_time_constant * tau_scale))
+        # as_tensor: ``tau_scale`` may be a plain float (the default), which torch.exp rejects.
+        decay = torch.exp(torch.as_tensor(-dt / (self.params.motor_time_constant * tau_scale), device=speed.device))
         return cmd + (speed - cmd) * decay
 
     def rotor_thrusts(self, speed: Tensor, thrust_scale: Tensor | float = 1.0) -> Tensor:

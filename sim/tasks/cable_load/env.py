@@ -61,11 +61,13 @@ def _policy_terms() -> tuple[ObsTerm, ...]:
 class CableLoadEnv(MultiAgentEnv):
     """Batched cable-suspended load transport; see the module docstring."""
 
-    def __init__(self, cfg: CableLoadCfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0) -> None:
+    def __init__(
+        self, cfg: CableLoadCfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False
+    ) -> None:
         self.n = cfg.num_mavs
         self.decimation = cfg.decimation
         self.params = MultirotorParams.load(cfg.multirotor)
-        super().__init__(cfg, num_envs, device, seed)
+        super().__init__(cfg, num_envs, device, seed, compile)
         dev, E, N = self.device, num_envs, self.n
         self.model = MultirotorModel(self.params, dev)
         self.ctrl_dt = cfg.control_dt / cfg.decimation
@@ -343,7 +345,7 @@ class CableLoadEnv(MultiAgentEnv):
         pos_err = torch.linalg.vector_norm(self.goal_pos - self.load.pos, dim=-1)
         return pos_err, quat_angle_between(self.load.quat, self.goal_quat)
 
-    def _rewards(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         rc = self.cfg.rewards
         pos_err, ori_err = self.errors()
         raw = {
@@ -354,7 +356,6 @@ class CableLoadEnv(MultiAgentEnv):
             "cable_force": ((self.cable_tension - self.hover_tension) / self.hover_tension).square(),
         }
         weighted = {name: getattr(rc, name) * val for name, val in raw.items()}
-        terminated, _ = self._terminations()
         weighted["termination"] = (rc.termination * terminated.float()).unsqueeze(-1).expand(-1, self.n)
         reward = torch.stack(list(weighted.values())).sum(0)
         return {GROUP: reward}, {name: val.mean(-1) for name, val in weighted.items()}

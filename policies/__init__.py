@@ -1,0 +1,1 @@
+"""Policy networks, distributions, observation normalisers and ONNX export (training issue)."""

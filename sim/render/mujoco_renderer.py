@@ -1,0 +1,416 @@
+"""Offscreen MuJoCo rendering of batched simulator states, and video files.
+
+The torch simulator stays the source of truth: a renderer builds one ``MjModel`` from the env's
+config (same MJCF as ``sim.mujoco``), copies the state of each selected env into ``MjData``, runs
+``mj_forward`` (tendons, sites) and draws it with ``mujoco.Renderer``. No MuJoCo physics is stepped.
+
+GL backend: an existing ``MUJOCO_GL`` is respected; otherwise ``egl`` is tried, then ``osmesa``
+(each in a short subprocess, ~1 s once per process) and the winner is exported to ``MUJOCO_GL``
+so child processes skip the probe. Headless Debian needs ``libegl1 libopengl0 libgl1-mesa-dri``
+for EGL (software llvmpipe without a GPU) or ``libosmesa6`` for OSMesa.
+
+A new task adds a subclass of :class:`MujocoRenderer` (``_build_xml``, ``_fetch``, ``_set_data``)
+and registers it with :func:`register_renderer`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes.util
+import os
+import subprocess
+import sys
+import threading
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import torch
+
+from sim.mujoco.mjcf import cable_load_model, camera_xml
+
+if TYPE_CHECKING:
+    import mujoco
+
+    from sim.core.env import MultiAgentEnv
+
+CameraMode = Literal["track", "fixed"]
+
+_BACKENDS = ("egl", "osmesa")
+_GL_LIBS = {"egl": ("EGL", "OpenGL"), "osmesa": ("OSMesa",)}
+APT_PACKAGES = {
+    "egl": "libegl1 libopengl0 libgl1-mesa-dri",
+    "osmesa": "libosmesa6",
+}
+_PROBE = """
+import mujoco
+m = mujoco.MjModel.from_xml_string("<mujoco><worldbody><geom size='.1'/></worldbody></mujoco>")
+r = mujoco.Renderer(m, 16, 16)
+r.update_scene(mujoco.MjData(m))
+r.render()
+r.close()
+"""
+_backend_lock = threading.Lock()
+_backend: str | None = None
+_live_renderers: weakref.WeakSet[MujocoRenderer] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_renderers() -> None:
+    # Free GL contexts before interpreter teardown (OSMesa's finaliser fails once modules are gone).
+    for renderer in list(_live_renderers):
+        renderer.close()
+
+
+class RenderUnavailableError(RuntimeError):
+    """No offscreen GL backend works on this machine."""
+
+
+# --------------------------------------------------------------------------- GL backend
+def _probe_backend(name: str, timeout: float = 60.0) -> str | None:
+    """Render one tiny frame with ``MUJOCO_GL=name`` in a subprocess; ``None`` on success, else why not."""
+    missing = [lib for lib in _GL_LIBS[name] if ctypes.util.find_library(lib) is None]
+    if missing:
+        return f"shared libraries not found: {', '.join('lib' + m for m in missing)}"
+    env = {**os.environ, "MUJOCO_GL": name}
+    env.pop("PYOPENGL_PLATFORM", None)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"probe failed: {err}"
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return f"probe exited with {proc.returncode}: {tail}"
+    return None
+
+
+def gl_backend() -> str:
+    """The offscreen GL backend in use (``egl``, ``osmesa``, ...), chosen once per process.
+
+    Respects ``MUJOCO_GL`` when set; otherwise probes ``egl`` then ``osmesa`` and exports the first
+    that works as ``MUJOCO_GL``.
+
+    Raises:
+        RenderUnavailableError: neither backend can render here (message names the apt packages).
+    """
+    global _backend
+    with _backend_lock:
+        if _backend is not None:
+            return _backend
+        preset = os.environ.get("MUJOCO_GL", "").strip().lower()
+        if preset:
+            _backend = preset
+            return _backend
+        reasons = {}
+        for name in _BACKENDS:
+            why = _probe_backend(name)
+            if why is None:
+                os.environ["MUJOCO_GL"] = name
+                _backend = name
+                return _backend
+            reasons[name] = why
+        detail = "; ".join(f"{k}: {v}" for k, v in reasons.items())
+        raise RenderUnavailableError(
+            f"no offscreen OpenGL backend works ({detail}). On Debian/Ubuntu install one with "
+            f"`apt-get install -y --no-install-recommends {APT_PACKAGES['egl']} {APT_PACKAGES['osmesa']}`, "
+            "or set MUJOCO_GL explicitly."
+        )
+
+
+def _gl_context_class(backend: str) -> Any:
+    """MuJoCo's ``GLContext`` class for ``backend`` (imports the backend module)."""
+    if backend == "egl":
+        from mujoco.egl import GLContext
+    else:
+        from mujoco.osmesa import GLContext
+    return GLContext
+
+
+def create_renderer(model: mujoco.MjModel, width: int, height: int, msaa: int | None = None) -> mujoco.Renderer:
+    """A ``mujoco.Renderer`` of ``height x width`` on the backend of :func:`gl_backend`.
+
+    Sets the model's offscreen buffer to exactly ``width x height`` (a larger buffer only costs
+    time) and, when ``msaa`` is given, its multisample count (0 = off; MuJoCo's default 4 makes
+    software GL ~3x slower). If ``mujoco`` was imported before
+    ``MUJOCO_GL`` was set (so it bound another context class), the chosen backend's context class
+    is swapped in while the renderer is created.
+    """
+    backend = gl_backend()
+    import mujoco
+
+    model.vis.global_.offwidth = width
+    model.vis.global_.offheight = height
+    if msaa is not None:
+        model.vis.quality.offsamples = msaa
+    gl_module = getattr(sys.modules[mujoco.Renderer.__module__], "gl_context", None)
+    wanted = _gl_context_class(backend) if backend in _BACKENDS else None
+    bound = getattr(gl_module, "GLContext", None)
+    if gl_module is None or wanted is None or bound is wanted:
+        return mujoco.Renderer(model, height=height, width=width)
+    with _backend_lock:
+        gl_module.GLContext = wanted
+        try:
+            return mujoco.Renderer(model, height=height, width=width)
+        finally:
+            gl_module.GLContext = bound
+
+
+# --------------------------------------------------------------------------- renderers
+class MujocoRenderer(ABC):
+    """Shared parts of a batched state renderer: model, GL renderer, camera, the batch loop.
+
+    Subclasses build the MJCF (:meth:`_build_xml`), copy the env's tensors to numpy once per call
+    (:meth:`_fetch`) and write one env's state into ``self.data`` (:meth:`_set_data`).
+
+    Args:
+        env: the batched env to draw.
+        width, height: image size in pixels.
+        camera: ``"track"`` follows the point returned by :meth:`_set_data` with a free camera,
+            ``"fixed"`` uses the model camera ``fixed_camera``.
+        distance, azimuth, elevation: free-camera placement for ``"track"`` (m, degrees).
+        msaa: multisample anti-aliasing samples; 0 (default) is fastest on software GL (llvmpipe,
+            OSMesa), 4 gives smoother cables and is free on a GPU.
+    """
+
+    fixed_camera = "overview"
+
+    def __init__(
+        self,
+        env: MultiAgentEnv,
+        width: int = 640,
+        height: int = 480,
+        camera: CameraMode = "track",
+        distance: float = 4.0,
+        azimuth: float = 135.0,
+        elevation: float = -20.0,
+        msaa: int = 0,
+    ) -> None:
+        if width < 1 or height < 1:
+            raise ValueError(f"width and height must be >= 1, got {width}x{height}")
+        if camera not in ("track", "fixed"):
+            raise ValueError(f"camera must be 'track' or 'fixed', got {camera!r}")
+        gl_backend()  # pick the backend before mujoco can create any GL context
+        import mujoco
+
+        self.env = env
+        self.width, self.height = int(width), int(height)
+        self.camera_mode = camera
+        self.model = mujoco.MjModel.from_xml_string(self._build_xml())
+        self.data = mujoco.MjData(self.model)
+        self._renderer = create_renderer(self.model, self.width, self.height, msaa)
+        _live_renderers.add(self)
+        flags = self._renderer.scene.flags
+        flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
+        flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
+        self._camera = mujoco.MjvCamera()
+        if camera == "track":
+            self._camera.type = mujoco.mjtCamera.mjCAMERA_FREE
+            self._camera.distance = distance
+            self._camera.azimuth = azimuth
+            self._camera.elevation = elevation
+        else:
+            cam_id = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, self.fixed_camera)
+            if cam_id < 0:
+                raise ValueError(f"model has no camera named {self.fixed_camera!r}")
+            self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
+            self._camera.fixedcamid = cam_id
+
+    # ----------------------------------------------------------------- task hooks
+    @abstractmethod
+    def _build_xml(self) -> str:
+        """The MJCF document drawn for every env (must contain the camera ``fixed_camera``)."""
+
+    @abstractmethod
+    def _fetch(self, env_ids: torch.Tensor) -> dict[str, np.ndarray]:
+        """The state of ``env_ids [B]`` as numpy arrays with leading dim ``B`` (one device copy)."""
+
+    @abstractmethod
+    def _set_data(self, state: dict[str, np.ndarray], b: int) -> np.ndarray:
+        """Write row ``b`` of ``state`` into ``self.data`` (qpos, mocap); return the camera target ``[3]``."""
+
+    # ----------------------------------------------------------------- public API
+    def render(self, env_ids: Sequence[int] | torch.Tensor | None = None) -> np.ndarray:
+        """Images of the envs ``env_ids`` (default all), ``uint8 [B, H, W, 3]``."""
+        import mujoco
+
+        if self._renderer is None:
+            raise RuntimeError("render() after close()")
+        if env_ids is None:
+            ids = torch.arange(self.env.num_envs)
+        else:
+            ids = torch.as_tensor(env_ids, dtype=torch.long).reshape(-1).cpu()
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.env.num_envs):
+            raise IndexError(f"env_ids must be in [0, {self.env.num_envs}), got {ids.tolist()}")
+        state = self._fetch(ids.to(self.env.device))
+        frames = np.empty((ids.numel(), self.height, self.width, 3), dtype=np.uint8)
+        for b in range(ids.numel()):
+            target = self._set_data(state, b)
+            mujoco.mj_forward(self.model, self.data)
+            if self.camera_mode == "track":
+                self._camera.lookat[:] = target
+            self._renderer.update_scene(self.data, camera=self._camera)
+            self._renderer.render(out=frames[b])
+        return frames
+
+    def close(self) -> None:
+        """Free the GL context (the renderer is unusable afterwards)."""
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+        _live_renderers.discard(self)
+
+    def __enter__(self) -> MujocoRenderer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_RENDERERS: dict[str, type[MujocoRenderer]] = {}
+
+
+def register_renderer(task: str) -> Callable[[type[MujocoRenderer]], type[MujocoRenderer]]:
+    """Class decorator: the renderer used by :func:`make_renderer` for envs of ``task``."""
+
+    def wrap(cls: type[MujocoRenderer]) -> type[MujocoRenderer]:
+        _RENDERERS[task] = cls
+        return cls
+
+    return wrap
+
+
+def make_renderer(env: MultiAgentEnv, **kwargs: Any) -> MujocoRenderer:
+    """The registered renderer for ``env.task_name``; ``kwargs`` go to its constructor."""
+    cls = _RENDERERS.get(env.task_name)
+    if cls is None:
+        raise ValueError(f"no renderer for task {env.task_name!r}; renderers exist for {sorted(_RENDERERS)}")
+    return cls(env, **kwargs)
+
+
+@register_renderer("cable_load")
+class CableLoadRenderer(MujocoRenderer):
+    """The cable_load team: MAVs ``mav{i}``, the load, cables, and a translucent goal box (mocap).
+
+    The camera tracks the load. Drawn per env: MAV and load poses, goal pose. Cable rest lengths
+    and masses do not affect the picture (the cables are drawn between their attachment sites).
+    """
+
+    goal_rgba = "0.1 0.9 0.3 0.35"
+
+    def _build_xml(self) -> str:
+        env, cfg = self.env, self.env.cfg
+        n = env.n
+        xml = cable_load_model(
+            env.params,
+            n,
+            cfg.load_mass,
+            cfg.load_size,
+            env.attach.detach().cpu().tolist(),
+            [cfg.cable_length] * n,
+            cfg.cable_stiffness,
+            cfg.cable_damping,
+            env.phys_dt,
+        )
+        sx, sy, sz = (s / 2 for s in cfg.load_size)
+        goal = (
+            '<body name="goal" mocap="true" pos="0 0 1">'
+            f'<geom name="goal_box" type="box" size="{sx:.6g} {sy:.6g} {sz:.6g}" rgba="{self.goal_rgba}"'
+            ' contype="0" conaffinity="0" group="1"/>'
+            f'<geom name="goal_x" type="capsule" fromto="0 0 0 {1.6 * sx:.6g} 0 0" size="0.008"'
+            ' rgba="0.1 0.9 0.3 0.6" contype="0" conaffinity="0" group="1"/>'
+            "</body>"
+        )
+        lookat = (0.0, 0.0, cfg.start_height + 0.5)
+        cam = camera_xml(self.fixed_camera, (3.5, -3.5, cfg.start_height + 2.5), lookat)
+        if "</worldbody>" not in xml:
+            raise RuntimeError("unexpected MJCF from cable_load_model: no </worldbody>")
+        return xml.replace("</worldbody>", f"{goal}\n{cam}\n</worldbody>", 1)
+
+    def _fetch(self, env_ids: torch.Tensor) -> dict[str, np.ndarray]:
+        env = self.env
+        with torch.no_grad():
+            parts = {
+                "drone_pos": env.drones.pos[env_ids],
+                "drone_quat": env.drones.quat[env_ids],
+                "load_pos": env.load.pos[env_ids],
+                "load_quat": env.load.quat[env_ids],
+                "goal_pos": env.goal_pos[env_ids],
+                "goal_quat": env.goal_quat[env_ids],
+            }
+            return {k: v.detach().to("cpu", torch.float64).numpy() for k, v in parts.items()}
+
+    def _set_data(self, state: dict[str, np.ndarray], b: int) -> np.ndarray:
+        n = self.env.n
+        qpos = self.data.qpos.reshape(n + 1, 7)
+        qpos[:n, :3] = state["drone_pos"][b]
+        qpos[:n, 3:] = state["drone_quat"][b]
+        qpos[n, :3] = state["load_pos"][b]
+        qpos[n, 3:] = state["load_quat"][b]
+        self.data.mocap_pos[0] = state["goal_pos"][b]
+        self.data.mocap_quat[0] = state["goal_quat"][b]
+        return state["load_pos"][b]
+
+
+# --------------------------------------------------------------------------- video files
+VIDEO_SUFFIXES = (".gif", ".mp4")
+
+
+def check_video_path(path: str | Path) -> Path:
+    """Fail early if :func:`write_video` cannot write ``path``; returns it as a ``Path``.
+
+    Raises:
+        ValueError: unsupported suffix. ImportError: ``.mp4`` without ``imageio-ffmpeg``.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in VIDEO_SUFFIXES:
+        raise ValueError(f"unsupported video suffix {path.suffix!r} (use .gif, or .mp4 with the 'video' extra)")
+    if suffix == ".mp4":
+        try:
+            import imageio_ffmpeg  # noqa: F401
+        except ImportError as err:
+            raise ImportError(
+                "writing .mp4 needs imageio-ffmpeg: install the 'video' extra (pip install -e '.[video]') "
+                "or write a .gif instead"
+            ) from err
+    return path
+
+
+def write_video(frames: np.ndarray | Sequence[np.ndarray], path: str | Path, fps: float = 25.0) -> Path:
+    """Write ``frames`` (``uint8 [T, H, W, 3]``) to ``path``; the suffix picks the format.
+
+    ``.gif`` always works (Pillow). ``.mp4`` needs ``imageio-ffmpeg`` (``pip install covey[video]``).
+    Creates missing parent directories and returns the path.
+
+    Raises:
+        ValueError: no frames, a bad frame shape or an unsupported suffix.
+        ImportError: ``.mp4`` without ``imageio-ffmpeg``.
+    """
+    arr = np.asarray(frames)
+    if arr.ndim != 4 or arr.shape[0] == 0 or arr.shape[-1] != 3:
+        raise ValueError(f"frames must be a non-empty [T, H, W, 3] array, got shape {arr.shape}")
+    if arr.dtype != np.uint8:
+        raise ValueError(f"frames must be uint8, got {arr.dtype}")
+    if fps <= 0:
+        raise ValueError(f"fps must be > 0, got {fps}")
+    path = check_video_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".gif":
+        import imageio.v3 as iio
+
+        # Pillow's GIF writer: duration per frame in ms (GIF stores 10 ms ticks); loop=0 repeats.
+        iio.imwrite(path, arr, extension=".gif", plugin="pillow", duration=1000.0 / fps, loop=0)
+    else:
+        import imageio.v2 as iio2
+
+        with iio2.get_writer(
+            path, format="FFMPEG", mode="I", fps=fps, codec="libx264", pixelformat="yuv420p", macro_block_size=2
+        ) as writer:
+            for frame in arr:
+                writer.append_data(frame)
+    return path

@@ -1,0 +1,1 @@
+"""PPO core, MAPPO/IPPO, self-play, logging and checkpoints (training issue)."""
