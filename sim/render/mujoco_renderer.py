@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 CameraMode = Literal["track", "fixed"]
 
 _BACKENDS = ("egl", "osmesa")
-_GL_LIBS = {"egl": ("EGL", "OpenGL"), "osmesa": ("OSMesa",)}
+# Shared libraries each backend loads; each inner tuple lists alternatives (PyOpenGL takes OpenGL or GL).
+_GL_LIBS = {"egl": (("EGL",), ("OpenGL", "GL")), "osmesa": (("OSMesa",),)}
 APT_PACKAGES = {
     "egl": "libegl1 libopengl0 libgl1-mesa-dri",
     "osmesa": "libosmesa6",
@@ -55,6 +56,7 @@ r.close()
 """
 _backend_lock = threading.Lock()
 _backend: str | None = None
+_backend_error: RenderUnavailableError | None = None
 _live_renderers: weakref.WeakSet[MujocoRenderer] = weakref.WeakSet()
 
 
@@ -72,11 +74,10 @@ class RenderUnavailableError(RuntimeError):
 # --------------------------------------------------------------------------- GL backend
 def _probe_backend(name: str, timeout: float = 60.0) -> str | None:
     """Render one tiny frame with ``MUJOCO_GL=name`` in a subprocess; ``None`` on success, else why not."""
-    missing = [lib for lib in _GL_LIBS[name] if ctypes.util.find_library(lib) is None]
+    missing = [alts for alts in _GL_LIBS[name] if all(ctypes.util.find_library(lib) is None for lib in alts)]
     if missing:
-        return f"shared libraries not found: {', '.join('lib' + m for m in missing)}"
-    env = {**os.environ, "MUJOCO_GL": name}
-    env.pop("PYOPENGL_PLATFORM", None)
+        return "shared libraries not found: " + ", ".join(" or ".join(f"lib{lib}" for lib in alts) for alts in missing)
+    env = {**os.environ, "MUJOCO_GL": name}  # PYOPENGL_PLATFORM, if set, binds the probe as it binds us
     try:
         proc = subprocess.run(
             [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=timeout, check=False
@@ -98,11 +99,16 @@ def gl_backend() -> str:
     Raises:
         RenderUnavailableError: neither backend can render here (message names the apt packages).
     """
-    global _backend
+    global _backend, _backend_error
     with _backend_lock:
         if _backend is not None:
             return _backend
+        if _backend_error is not None:
+            raise _backend_error
         preset = os.environ.get("MUJOCO_GL", "").strip().lower()
+        if preset in ("disable", "disabled", "off", "false", "0"):
+            _backend_error = RenderUnavailableError(f"rendering is switched off (MUJOCO_GL={preset})")
+            raise _backend_error
         if preset:
             _backend = preset
             return _backend
@@ -115,11 +121,12 @@ def gl_backend() -> str:
                 return _backend
             reasons[name] = why
         detail = "; ".join(f"{k}: {v}" for k, v in reasons.items())
-        raise RenderUnavailableError(
+        _backend_error = RenderUnavailableError(
             f"no offscreen OpenGL backend works ({detail}). On Debian/Ubuntu install one with "
             f"`apt-get install -y --no-install-recommends {APT_PACKAGES['egl']} {APT_PACKAGES['osmesa']}`, "
             "or set MUJOCO_GL explicitly."
         )
+        raise _backend_error
 
 
 def _gl_context_class(backend: str) -> Any:

@@ -66,26 +66,28 @@ class INDIController:
         self.prev_ang_vel = zeros3.clone()
         self.yaw_ref = torch.zeros(batch_shape, device=dev)
 
-    def reset(self, mask: Tensor, vel: Tensor, ang_vel: Tensor, quat: Tensor, thrust: Tensor, torque: Tensor) -> None:
-        """Initialise the memory where ``mask [...]`` is true to a steady state.
+    def reset(
+        self, env_ids: Tensor, vel: Tensor, ang_vel: Tensor, quat: Tensor, thrust: Tensor, torque: Tensor,
+        external_force: Tensor | None = None,
+    ) -> None:
+        """Initialise the memory of batch rows ``env_ids [k]`` to a steady state.
 
-        The filters start at the given actuator wrench with the matching specific force
-        ``R T e_z / m`` (no external force assumed), the yaw reference at the current heading.
+        Args are the rows' current state (``[k, ..., 3]``/``[k, ..., 4]``), the actuator wrench
+        (``thrust [k, ...]``, ``torque [k, ..., 3]``) and an optional known external force
+        ``[k, ..., 3]`` (a taut cable at reset). The filters start at that wrench with the matching
+        specific force ``(R T e_z + F_ext) / m``; the yaw reference at the current heading.
         """
-        m3 = mask.unsqueeze(-1)
         z_b = quat_rotate(quat, torch.tensor((0.0, 0.0, 1.0), device=quat.device).expand_as(vel))
-        self.spec_force_f = torch.where(m3, z_b * (thrust / self.model.mass).unsqueeze(-1), self.spec_force_f)
-        self.thrust_f = torch.where(mask, thrust, self.thrust_f)
-        self.torque_f = torch.where(m3, torque, self.torque_f)
-        self.ang_acc_f = torch.where(m3, torch.zeros_like(ang_vel), self.ang_acc_f)
-        self.prev_vel = torch.where(m3, vel, self.prev_vel)
-        self.prev_ang_vel = torch.where(m3, ang_vel, self.prev_ang_vel)
-        self.yaw_ref = torch.where(mask, quat_yaw(quat), self.yaw_ref)
-
-    def set_external_force_estimate(self, mask: Tensor, force_world: Tensor) -> None:
-        """Seed the filtered specific force with a known external force (e.g. a taut cable at reset)."""
-        m3 = mask.unsqueeze(-1)
-        self.spec_force_f = torch.where(m3, self.spec_force_f + force_world / self.model.mass, self.spec_force_f)
+        spec_force = z_b * (thrust / self.model.mass).unsqueeze(-1)
+        if external_force is not None:
+            spec_force = spec_force + external_force / self.model.mass
+        self.spec_force_f[env_ids] = spec_force
+        self.thrust_f[env_ids] = thrust
+        self.torque_f[env_ids] = torque
+        self.ang_acc_f[env_ids] = 0.0
+        self.prev_vel[env_ids] = vel
+        self.prev_ang_vel[env_ids] = ang_vel
+        self.yaw_ref[env_ids] = quat_yaw(quat)
 
     def __call__(
         self,

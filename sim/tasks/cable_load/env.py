@@ -186,11 +186,15 @@ class CableLoadEnv(MultiAgentEnv):
         self.rotor_speed[env_ids] = eq["rotor_speed"] / self.thrust_scale[env_ids].sqrt()
         self.cable_tension[env_ids] = eq["tension"]
         self.hover_tension[env_ids] = eq["tension"]
-        mask = torch.zeros(self.num_envs, N, dtype=torch.bool, device=dev)
-        mask[env_ids] = True
-        full = lambda x: torch.zeros(self.num_envs, *x.shape[1:], device=dev).index_copy(0, env_ids, x)  # noqa: E731
-        self.indi.reset(mask, self.drones.vel, self.drones.ang_vel, self.drones.quat, full(eq["thrust"]), full(eq["torque"]))
-        self.indi.set_external_force_estimate(mask, full(eq["cable_force"]))
+        self.indi.reset(
+            env_ids,
+            self.drones.vel[env_ids],
+            self.drones.ang_vel[env_ids],
+            eq["drone_quat"],
+            eq["thrust"],
+            eq["torque"],
+            external_force=eq["cable_force"],
+        )
 
         # Goal pose relative to the start.
         goal = start.clone()
@@ -246,7 +250,7 @@ class CableLoadEnv(MultiAgentEnv):
         thrust, rotor_torque = model.body_wrench(self.rotor_speed, self.thrust_scale)
 
         d, ld = self.drones, self.load
-        load_b = RigidBodyState(ld.pos.unsqueeze(1), ld.quat.unsqueeze(1), ld.vel.unsqueeze(1), ld.ang_vel.unsqueeze(1))
+        load_b = self._load_per_mav()
         p_d, v_d = point_velocity(d, model.cable_attach)  # [E, N, 3]
         p_l, v_l = point_velocity(load_b, self.attach)  # [E, N, 3]
         tension, direction, _ = cable_tension(
@@ -266,6 +270,11 @@ class CableLoadEnv(MultiAgentEnv):
         load = rigid_body_step(ld, force_l, torque_l, self.load_mass.unsqueeze(-1), self.load_inertia, dt)
         self.drones, _ = ground_contact(drones, radius=0.05)
         self.load, _ = ground_contact(load, radius=cfg.load_size[2] / 2)
+
+    def _load_per_mav(self) -> RigidBodyState:
+        """The load state viewed with a singleton MAV axis, ``[E, 1, ...]``, to broadcast over MAVs."""
+        ld = self.load
+        return RigidBodyState(ld.pos.unsqueeze(1), ld.quat.unsqueeze(1), ld.vel.unsqueeze(1), ld.ang_vel.unsqueeze(1))
 
     # ----------------------------------------------------------------- observations
     def _frame(self) -> Tensor:
@@ -390,8 +399,7 @@ class CableLoadEnv(MultiAgentEnv):
     def _mav_cable_distance(self) -> Tensor:
         """Distance from MAV ``i`` to cable ``j`` (a segment), ``[E, N_i, N_j]`` (m)."""
         a, _ = point_velocity(self.drones, self.model.cable_attach)
-        load_b = RigidBodyState(self.load.pos.unsqueeze(1), self.load.quat.unsqueeze(1), self.load.vel.unsqueeze(1), self.load.ang_vel.unsqueeze(1))
-        b, _ = point_velocity(load_b, self.attach)
+        b, _ = point_velocity(self._load_per_mav(), self.attach)
         seg = (b - a).unsqueeze(1)  # [E, 1, N, 3]
         rel = self.drones.pos.unsqueeze(2) - a.unsqueeze(1)  # [E, N, N, 3]
         t = ((rel * seg).sum(-1) / seg.square().sum(-1).clamp(min=1e-9)).clamp(0.0, 1.0)

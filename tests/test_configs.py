@@ -1,0 +1,41 @@
+"""The shipped hydra configs build the tasks they name, and every key in them is a real field."""
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import sim
+
+CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
+TASKS = sorted(p.stem for p in (Path(CONFIG_DIR) / "task").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_task_config_node_builds_the_task(task: str) -> None:
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        cfg = compose(config_name="config", overrides=[f"task={task}", "sim.num_envs=2", "sim.device=cpu"])
+    env = sim.make(cfg.task, num_envs=cfg.sim.num_envs, device=cfg.sim.device, seed=cfg.seed)
+    assert env.spec.task == cfg.task.name
+    assert env.num_envs == 2
+    # Every value in the node reached the env's config (nothing silently dropped).
+    for key, val in cfg.task.items():
+        if key != "name" and not hasattr(val, "items"):
+            assert getattr(env.cfg, key) == val, key
+
+
+def test_every_registered_task_has_a_config() -> None:
+    assert set(sim.registered_tasks()) <= set(TASKS)
+
+
+def test_command_line_override_reaches_the_env() -> None:
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        cfg = compose(config_name="config", overrides=["task.num_mavs=5", "task.randomization.enabled=false"])
+    env = sim.make(cfg.task, num_envs=1, device="cpu")
+    assert env.cfg.num_mavs == 5 and env.spec.groups["mavs"].n_agents == 5
+    assert env.cfg.randomization.enabled is False
+
+
+def test_misspelt_key_in_a_node_fails_naming_it() -> None:
+    with pytest.raises(ValueError, match="num_mav"):
+        sim.make({"name": "cable_load", "num_mav": 4})
