@@ -61,7 +61,7 @@ def rigid_body_step(
         inertia: ``[..., 3]`` or ``[3]`` diagonal inertia in the body frame (kg m^2).
     """
     acc = force_world / mass
-    acc = acc - torch.tensor((0.0, 0.0, gravity), dtype=acc.dtype, device=acc.device)
+    acc = torch.cat((acc[..., :2], acc[..., 2:] - gravity), dim=-1)  # no per-step host->device constant
     gyro = torch.linalg.cross(state.ang_vel, inertia * state.ang_vel, dim=-1)
     ang_acc = (torque_body - gyro) / inertia
     vel = state.vel + dt * acc

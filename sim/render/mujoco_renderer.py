@@ -143,9 +143,9 @@ def create_renderer(model: mujoco.MjModel, width: int, height: int, msaa: int | 
 
     Sets the model's offscreen buffer to exactly ``width x height`` (a larger buffer only costs
     time) and, when ``msaa`` is given, its multisample count (0 = off; MuJoCo's default 4 makes
-    software GL ~3x slower). If ``mujoco`` was imported before
-    ``MUJOCO_GL`` was set (so it bound another context class), the chosen backend's context class
-    is swapped in while the renderer is created.
+    software GL ~3x slower). If ``mujoco`` was imported before ``MUJOCO_GL`` was set (so it bound
+    another context class), the chosen backend's context class is swapped in while the renderer
+    is created.
     """
     backend = gl_backend()
     import mujoco
