@@ -118,9 +118,11 @@ def mjcf_document(
 <option timestep="{timestep:.9g}" gravity="0 0 {-GRAVITY}" integrator="Euler"/>
 <visual><global offwidth="1280" offheight="960"/><quality shadowsize="0"/></visual>
 <asset>
-  <texture name="grid" type="2d" builtin="checker" rgb1="0.32 0.36 0.40" rgb2="0.26 0.30 0.34" width="512" height="512"/>
+  <texture name="grid" type="2d" builtin="checker" rgb1="0.32 0.36 0.40" rgb2="0.26 0.30 0.34"
+    width="512" height="512"/>
   <material name="grid" texture="grid" texrepeat="1 1" texuniform="true"/>
-  <texture name="sky" type="skybox" builtin="gradient" rgb1="0.6 0.75 0.9" rgb2="0.95 0.95 1.0" width="256" height="256"/>
+  <texture name="sky" type="skybox" builtin="gradient" rgb1="0.6 0.75 0.9" rgb2="0.95 0.95 1.0"
+    width="256" height="256"/>
 </asset>
 <worldbody>
   <light pos="0 0 6" dir="0 0 -1" directional="true" castshadow="false"/>
@@ -157,11 +159,13 @@ def cable_load_model(
     drone_quat: Sequence[Sequence[float]] | None = None,
     load_pos: Sequence[float] = (0.0, 0.0, 1.0),
     floor: bool = True,
+    extra_world_xml: str = "",
 ) -> str:
     """The cable_load team: bodies ``mav{i}`` and ``load``, tendons ``cable{i}``.
 
     Joint order in ``qpos``: ``mav0 .. mav{N-1}``, then ``load`` (7 each: pos, quat).
-    Actuator order: ``mav{i}_rotor{j}``, i-major.
+    Actuator order: ``mav{i}_rotor{j}``, i-major. ``extra_world_xml`` adds bodies/cameras (e.g. a goal
+    marker) to the world; add them after the team so the joint order above holds.
     """
     bodies, acts, tendons = [], [], []
     colors = ["0.2 0.4 0.8 1", "0.8 0.25 0.25 1", "0.25 0.7 0.3 1", "0.7 0.3 0.8 1", "0.9 0.7 0.1 1", "0.1 0.7 0.7 1"]
@@ -171,8 +175,11 @@ def cable_load_model(
         body, act = multirotor_body(params, f"mav{i}", pos, quat, colors[i % len(colors)])
         bodies.append(body)
         acts.append(act)
-        tendons.append(cable_tendon(f"cable{i}", f"mav{i}_attach", f"load_attach{i}", cable_lengths[i], stiffness, damping))
+        tendons.append(
+            cable_tendon(f"cable{i}", f"mav{i}_attach", f"load_attach{i}", cable_lengths[i], stiffness, damping)
+        )
     bodies.append(box_load_body("load", load_mass, load_size, load_attach, pos=load_pos))
+    bodies.append(extra_world_xml)
     return mjcf_document("\n".join(bodies), "\n".join(acts), "\n".join(tendons), timestep=timestep, floor=floor)
 
 

@@ -312,17 +312,6 @@ class CableLoadRenderer(MujocoRenderer):
     def _build_xml(self) -> str:
         env, cfg = self.env, self.env.cfg
         n = env.n
-        xml = cable_load_model(
-            env.params,
-            n,
-            cfg.load_mass,
-            cfg.load_size,
-            env.attach.detach().cpu().tolist(),
-            [cfg.cable_length] * n,
-            cfg.cable_stiffness,
-            cfg.cable_damping,
-            env.phys_dt,
-        )
         sx, sy, sz = (s / 2 for s in cfg.load_size)
         goal = (
             '<body name="goal" mocap="true" pos="0 0 1">'
@@ -334,9 +323,19 @@ class CableLoadRenderer(MujocoRenderer):
         )
         lookat = (0.0, 0.0, cfg.start_height + 0.5)
         cam = camera_xml(self.fixed_camera, (3.5, -3.5, cfg.start_height + 2.5), lookat)
-        if "</worldbody>" not in xml:
-            raise RuntimeError("unexpected MJCF from cable_load_model: no </worldbody>")
-        return xml.replace("</worldbody>", f"{goal}\n{cam}\n</worldbody>", 1)
+        xml = cable_load_model(
+            env.params,
+            n,
+            cfg.load_mass,
+            cfg.load_size,
+            env.attach.detach().cpu().tolist(),
+            [cfg.cable_length] * n,
+            cfg.cable_stiffness,
+            cfg.cable_damping,
+            env.phys_dt,
+            extra_world_xml=f"{goal}\n{cam}",
+        )
+        return xml
 
     def _fetch(self, env_ids: torch.Tensor) -> dict[str, np.ndarray]:
         env = self.env
