@@ -1,0 +1,70 @@
+"""Shared fixtures for the physics and controller tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim.physics.multirotor import MultirotorModel, MultirotorParams
+
+
+@pytest.fixture(scope="session")
+def falcon() -> MultirotorModel:
+    return MultirotorModel(MultirotorParams.load("falcon"))
+
+
+@pytest.fixture(scope="session")
+def crazyflie() -> MultirotorModel:
+    return MultirotorModel(MultirotorParams.load("crazyflie"))
+
+
+def _quat_angle64(a, b) -> np.ndarray:
+    """Angle (rad) between orientations ``a`` and ``b`` (``[..., 4]`` wxyz), computed in float64.
+
+    ``2 atan2(|vec(a^-1 b)|, |w(a^-1 b)|)`` stays accurate for tiny angles, unlike ``acos`` of a dot
+    product in float32 (whose resolution is ~7e-4 rad), so it can measure round-off-sized errors.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    a = a / np.linalg.norm(a, axis=-1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=-1, keepdims=True)
+    aw, av = a[..., :1], -a[..., 1:]
+    bw, bv = b[..., :1], b[..., 1:]
+    w = aw * bw - (av * bv).sum(-1, keepdims=True)
+    v = aw * bv + bw * av + np.cross(av, bv)
+    return 2.0 * np.arctan2(np.linalg.norm(v, axis=-1), np.abs(w[..., 0]))
+
+
+@pytest.fixture(scope="session")
+def quat_angle64():
+    """The float64 orientation-difference helper (see :func:`_quat_angle64`)."""
+    return _quat_angle64
+
+
+# --------------------------------------------------------------------------- measured errors
+_MEASURED: list[tuple[str, float, float]] = []
+
+
+@pytest.fixture
+def check(request):
+    """``check(label, measured, tol)``: assert ``measured <= tol`` and record both for the summary.
+
+    ``pytest -v`` prints every recorded error next to its tolerance at the end of the run, so the
+    margins behind each tolerance stay visible when the physics changes.
+    """
+
+    def _check(label: str, measured: float, tol: float) -> None:
+        measured = float(measured)
+        _MEASURED.append((f"{request.node.name}: {label}", measured, tol))
+        assert measured <= tol, f"{label}: measured {measured:.3g} exceeds tolerance {tol:.3g}"
+
+    return _check
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _MEASURED or config.option.verbose < 1:
+        return
+    terminalreporter.section("measured error / tolerance")
+    width = max(len(label) for label, _, _ in _MEASURED)
+    for label, measured, tol in _MEASURED:
+        terminalreporter.write_line(f"{label:<{width}}  {measured:10.3g} / {tol:<9.3g} ({measured / tol:6.1%})")
