@@ -4,4 +4,14 @@ from sim.core.env import MultiAgentEnv, Obs
 from sim.core.registry import make, register, registered_tasks
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
 
-__all__ = ["EnvSpec", "GroupSpec", "MultiAgentEnv", "Obs", "ObsEntry", "ObsTerm", "make", "register", "registered_tasks"]
+__all__ = [
+    "EnvSpec",
+    "GroupSpec",
+    "MultiAgentEnv",
+    "Obs",
+    "ObsEntry",
+    "ObsTerm",
+    "make",
+    "register",
+    "registered_tasks",
+]

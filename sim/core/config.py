@@ -59,21 +59,43 @@ def build_config(cls: type[T], overrides: Mapping[str, Any] | None = None, base:
     changes = {}
     for key, val in overrides.items():
         current = getattr(base, key)
-        if dataclasses.is_dataclass(current) and isinstance(val, Mapping):
+        where = f"{cls.__name__}.{key}"
+        if dataclasses.is_dataclass(current):
+            if not isinstance(val, Mapping):
+                raise ValueError(f"{where} is a group of settings; give a mapping, got {val!r}")
             changes[key] = build_config(type(current), val, base=current)
-        elif isinstance(val, list):
-            changes[key] = tuple(val)
         else:
-            changes[key] = _coerce(val, hints.get(key), key, cls.__name__)
+            changes[key] = _coerce(val, hints.get(key), where)
     return dataclasses.replace(base, **changes)
 
 
-def _coerce(val: Any, hint: Any, key: str, owner: str) -> Any:
-    """Light type check: ints are accepted for floats, bools must be bools."""
-    if hint is float and isinstance(val, int) and not isinstance(val, bool):
+def _coerce(val: Any, hint: Any, where: str) -> Any:
+    """Check ``val`` against a field's type hint: scalars, and tuples (fixed length or ``...``)."""
+    if hint is bool:
+        if not isinstance(val, bool):
+            raise ValueError(f"{where} expects a bool, got {val!r}")
+        return val
+    if hint is int:
+        if isinstance(val, bool) or not isinstance(val, int):
+            raise ValueError(f"{where} expects an int, got {val!r}")
+        return val
+    if hint is float:
+        if isinstance(val, bool) or not isinstance(val, int | float):
+            raise ValueError(f"{where} expects a float, got {val!r}")
         return float(val)
-    if hint in (int, float, bool, str) and not isinstance(val, hint):
-        raise ValueError(f"{owner}.{key} expects {hint.__name__}, got {val!r}")
+    if hint is str:
+        if not isinstance(val, str):
+            raise ValueError(f"{where} expects a str, got {val!r}")
+        return val
+    if typing.get_origin(hint) is tuple:
+        if not isinstance(val, list | tuple):
+            raise ValueError(f"{where} expects a sequence {hint}, got {val!r}")
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(val))
+        if len(val) != len(args):
+            raise ValueError(f"{where} expects {len(args)} values, got {len(val)}: {val!r}")
+        return tuple(_coerce(v, t, f"{where}[{i}]") for i, (v, t) in enumerate(zip(val, args, strict=True)))
     return val
 
 

@@ -14,7 +14,8 @@ holds means over the episodes that ended this step (return, length, each reward 
 termination reason), present only when at least one ended.
 
 A task subclasses :class:`MultiAgentEnv` and implements the hooks ``_build_spec``,
-``_reset_idx``, ``_apply_actions``, ``_control_step``, ``_observations``, ``_rewards`` and
+``_reset_idx``, ``_apply_actions``, ``_control_step``, ``_update_observation_buffers`` (once per
+step: history, noise), ``_observations`` (a pure read, safe to call twice), ``_rewards`` and
 ``_terminations``. ``decimation`` control-loop ticks run per ``step``; with ``compile=True`` that
 loop (controllers and physics, the hot path) runs through ``torch.compile``.
 """
@@ -75,6 +76,7 @@ class MultiAgentEnv(ABC):
         self._advance()
         self.episode_step += 1
 
+        self._update_observation_buffers()
         obs = self._observations()
         terminated, reasons = self._terminations()
         reward, terms = self._rewards(terminated)
@@ -126,8 +128,13 @@ class MultiAgentEnv(ABC):
         """One tick of the low-level control loop (controllers + physics substeps)."""
 
     @abstractmethod
+    def _update_observation_buffers(self) -> None:
+        """Once per step after the physics: push observation history, draw observation noise."""
+
+    @abstractmethod
     def _observations(self) -> Obs:
-        """Fresh observation tensors (never views of buffers that are later mutated in place)."""
+        """Read the observation; no side effects. Returned tensors must never be mutated in place
+        later (buffers are replaced, not written into), since ``info["final_obs"]`` keeps them."""
 
     @abstractmethod
     def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:

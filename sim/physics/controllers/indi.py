@@ -67,7 +67,13 @@ class INDIController:
         self.yaw_ref = torch.zeros(batch_shape, device=dev)
 
     def reset(
-        self, env_ids: Tensor, vel: Tensor, ang_vel: Tensor, quat: Tensor, thrust: Tensor, torque: Tensor,
+        self,
+        env_ids: Tensor,
+        vel: Tensor,
+        ang_vel: Tensor,
+        quat: Tensor,
+        thrust: Tensor,
+        torque: Tensor,
         external_force: Tensor | None = None,
     ) -> None:
         """Initialise the memory of batch rows ``env_ids [k]`` to a steady state.

@@ -143,7 +143,11 @@ class CableLoadEnv(MultiAgentEnv):
             control_dt=cfg.control_dt,
             physics_dt=cfg.control_dt / cfg.decimation / cfg.physics_substeps,
             max_episode_steps=round(cfg.episode_length_s / cfg.control_dt),
-            metadata={"multirotor": cfg.multirotor, "controller": "indi", "controller_hz": 1 / (cfg.control_dt / cfg.decimation)},
+            metadata={
+                "multirotor": cfg.multirotor,
+                "controller": "indi",
+                "controller_hz": 1 / (cfg.control_dt / cfg.decimation),
+            },
         )
 
     # ----------------------------------------------------------------- reset
@@ -221,8 +225,9 @@ class CableLoadEnv(MultiAgentEnv):
         self.last_action[env_ids] = 0.0
         self.prev_action[env_ids] = 0.0
         self.cmd[env_ids] = 0.0
-        frame = self._frame()[env_ids]
-        self.history[env_ids] = frame.unsqueeze(2).expand(-1, -1, cfg.history_len, -1)
+        frame = self._noisy_frame()[env_ids]
+        # Out of place: earlier observations (info["final_obs"]) may be views of the old buffer.
+        self.history = self.history.index_copy(0, env_ids, frame.unsqueeze(2).expand(-1, -1, cfg.history_len, -1))
 
     # ----------------------------------------------------------------- step
     def _apply_actions(self, actions: dict[str, Tensor]) -> None:
@@ -309,20 +314,30 @@ class CableLoadEnv(MultiAgentEnv):
         """Noise std per frame entry, ``[frame_size]`` (zeros when noise is off)."""
         nz = self.cfg.obs_noise
         std_by_term = {
-            "goal_pos_rel": nz.position, "load_rot": nz.rotation, "goal_rot_rel": nz.rotation,
-            "load_vel": nz.velocity, "load_ang_vel": nz.angular_velocity, "own_pos_rel": nz.position,
-            "own_vel": nz.velocity, "own_rot": nz.rotation, "own_ang_vel": nz.angular_velocity,
+            "goal_pos_rel": nz.position,
+            "load_rot": nz.rotation,
+            "goal_rot_rel": nz.rotation,
+            "load_vel": nz.velocity,
+            "load_ang_vel": nz.angular_velocity,
+            "own_pos_rel": nz.position,
+            "own_vel": nz.velocity,
+            "own_rot": nz.rotation,
+            "own_ang_vel": nz.angular_velocity,
         }
         parts = [torch.full((t.size,), std_by_term.get(t.name, 0.0) if nz.enabled else 0.0) for t in _policy_terms()]
         return torch.cat(parts).to(self.device)
 
-    def _observations(self) -> Obs:
+    def _noisy_frame(self) -> Tensor:
         frame = self._frame()
         if self.cfg.obs_noise.enabled:
             frame = frame + torch.randn(frame.shape, generator=self.rng, device=self.device) * self._frame_noise_std
-        self.history = torch.cat((self.history[:, :, 1:], frame.unsqueeze(2)), dim=2)
-        policy = self.history.flatten(2)
-        return {GROUP: {"policy": policy, "state": self._state()}}
+        return frame
+
+    def _update_observation_buffers(self) -> None:
+        self.history = torch.cat((self.history[:, :, 1:], self._noisy_frame().unsqueeze(2)), dim=2)
+
+    def _observations(self) -> Obs:
+        return {GROUP: {"policy": self.history.flatten(2), "state": self._state()}}
 
     def _state(self) -> Tensor:
         """Global state for a centralised critic, ``[E, N, state_dim]`` (same for all + agent id)."""
@@ -374,9 +389,11 @@ class CableLoadEnv(MultiAgentEnv):
         d, ld = self.drones, self.load
         tilt_cos = 1 - 2 * (d.quat[..., 1].square() + d.quat[..., 2].square())  # R[2, 2]
         finite = torch.isfinite(d.pos).all(-1).all(-1) & torch.isfinite(ld.pos).all(-1)
-        crash = (d.pos[..., 2] < tc.drone_min_height).any(-1) | (
-            tilt_cos < math.cos(math.radians(tc.drone_max_tilt_deg))
-        ).any(-1) | ~finite
+        crash = (
+            (d.pos[..., 2] < tc.drone_min_height).any(-1)
+            | (tilt_cos < math.cos(math.radians(tc.drone_max_tilt_deg))).any(-1)
+            | ~finite
+        )
         load_ground = ld.pos[:, 2] - self.cfg.load_size[2] / 2 < tc.load_min_clearance
         # Pairwise MAV distances and MAV-to-other-cable distances, [E, N, N].
         diff = d.pos.unsqueeze(2) - d.pos.unsqueeze(1)

@@ -1,0 +1,52 @@
+"""Smoke test of benchmarks/sim_throughput.py: a tiny run in a subprocess, last line is the ratio."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_throughput.py"
+
+
+def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.mark.timeout(180)
+def test_sim_throughput_smoke():
+    proc = _run(
+        "--task",
+        "cable_load",
+        "--device",
+        "cpu",
+        "--num-envs",
+        "64",
+        "--steps",
+        "5",
+        "--warmup",
+        "1",
+        "--mujoco-steps",
+        "10",
+        "--mujoco-threads",
+        "2",
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    key, _, value = lines[-1].partition("=")
+    assert key == "ratio_vs_mujoco_4096"
+    ratio = float(value)
+    assert math.isfinite(ratio) and ratio > 0
+    assert "mujoco rollout" in proc.stdout and "torch (cpu)" in proc.stdout
+
+
+@pytest.mark.timeout(120)
+def test_sim_throughput_unknown_task_lists_tasks():
+    proc = _run("--task", "no_such_task")
+    assert proc.returncode == 2
+    assert "unknown task 'no_such_task'" in proc.stderr and "cable_load" in proc.stderr
