@@ -55,6 +55,7 @@ class MultiAgentEnv(ABC):
         # The control loop is pure tensor code with no data-dependent Python branches, so it
         # compiles to a few fused kernels; ~10x fewer kernel launches on CPU and GPU alike.
         self._advance = torch.compile(self._control_loop, dynamic=False) if compile else self._control_loop
+        self._evaluate = torch.compile(self._post_physics, dynamic=False) if compile else self._post_physics
 
     # ----------------------------------------------------------------- public API
     @property
@@ -75,11 +76,8 @@ class MultiAgentEnv(ABC):
         self._apply_actions(actions)
         self._advance()
         self.episode_step += 1
-
-        self._update_observation_buffers()
-        obs = self._observations()
-        terminated, reasons = self._terminations()
-        reward, terms = self._rewards(terminated)
+        self._sample_step_noise()
+        obs, reward, terms, terminated, reasons = self._evaluate()
         truncated = (self.episode_step >= self.max_episode_steps) & ~terminated
         done = terminated | truncated
         self._accumulate(reward, terms)
@@ -127,6 +125,12 @@ class MultiAgentEnv(ABC):
     def _control_step(self) -> None:
         """One tick of the low-level control loop (controllers + physics substeps)."""
 
+    def _sample_step_noise(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Draw this step's random numbers (e.g. observation noise) from ``self.rng``.
+
+        Runs outside compiled code so that seeding stays exact; the hooks below read the draws.
+        """
+
     @abstractmethod
     def _update_observation_buffers(self) -> None:
         """Once per step after the physics: push observation history, draw observation noise."""
@@ -148,6 +152,14 @@ class MultiAgentEnv(ABC):
     def _control_loop(self) -> None:
         for _ in range(self.decimation):
             self._control_step()
+
+    def _post_physics(self) -> tuple[Obs, dict[str, Tensor], dict[str, Tensor], Tensor, dict[str, Tensor]]:
+        """Everything computed once per step after the physics (compiled together with ``compile``)."""
+        self._update_observation_buffers()
+        obs = self._observations()
+        terminated, reasons = self._terminations()
+        reward, terms = self._rewards(terminated)
+        return obs, reward, terms, terminated, reasons
 
     def _reset_all_idx(self, env_ids: Tensor) -> None:
         self.episode_step[env_ids] = 0

@@ -114,14 +114,26 @@ class MultirotorModel:
         self.rotor_thrust_max = params.thrust_coeff * params.rotor_speed_max**2
         self.rotor_thrust_min = params.thrust_coeff * params.rotor_speed_min**2
 
-    def motor_step(self, speed: Tensor, speed_cmd: Tensor, dt: float, tau_scale: Tensor | float = 1.0) -> Tensor:
+    def motor_decay(self, dt: float, tau_scale: Tensor | float = 1.0) -> Tensor:
+        """Per-step decay factor ``exp(-dt / tau)`` of the motor lag (constant within an episode)."""
+        return torch.exp(torch.as_tensor(-dt / (self.params.motor_time_constant * tau_scale), device=self.device))
+
+    def motor_step(
+        self,
+        speed: Tensor,
+        speed_cmd: Tensor,
+        dt: float,
+        tau_scale: Tensor | float = 1.0,
+        decay: Tensor | None = None,
+    ) -> Tensor:
         """Exact discretisation of the first-order motor lag, ``[..., R]`` rad/s.
 
         ``Omega+ = Omega_c + (Omega - Omega_c) exp(-dt / tau)`` with ``Omega_c`` clipped to limits.
+        ``decay`` (from :meth:`motor_decay`) skips recomputing the exponential on the hot path.
         """
         cmd = speed_cmd.clamp(self.params.rotor_speed_min, self.params.rotor_speed_max)
-        # as_tensor: ``tau_scale`` may be a plain float (the default), which torch.exp rejects.
-        decay = torch.exp(torch.as_tensor(-dt / (self.params.motor_time_constant * tau_scale), device=speed.device))
+        if decay is None:
+            decay = self.motor_decay(dt, tau_scale)
         return cmd + (speed - cmd) * decay
 
     def rotor_thrusts(self, speed: Tensor, thrust_scale: Tensor | float = 1.0) -> Tensor:
@@ -130,7 +142,8 @@ class MultirotorModel:
 
     def body_wrench(self, speed: Tensor, thrust_scale: Tensor | float = 1.0) -> tuple[Tensor, Tensor]:
         """Collective thrust ``[...]`` (N) and body torque ``[..., 3]`` (N m) from rotor speeds."""
-        wrench = self.rotor_thrusts(speed, thrust_scale) @ self.allocation.T  # [..., 4]
+        # Broadcast-multiply-sum instead of a matmul: inductor fuses it with the surrounding ops.
+        wrench = (self.rotor_thrusts(speed, thrust_scale).unsqueeze(-2) * self.allocation).sum(-1)  # [..., 4]
         return wrench[..., 0], wrench[..., 1:]
 
     def wrench_to_speed_cmd(self, thrust: Tensor, torque: Tensor, thrust_scale: Tensor | float = 1.0) -> Tensor:
@@ -139,7 +152,8 @@ class MultirotorModel:
         Inverts the allocation (least squares for R != 4), clips each rotor to its thrust range.
         """
         wrench = torch.cat((thrust.unsqueeze(-1), torque), dim=-1)
-        rotor = (wrench @ self.allocation_pinv.T).clamp(self.rotor_thrust_min, self.rotor_thrust_max)
+        rotor = (wrench.unsqueeze(-2) * self.allocation_pinv).sum(-1)
+        rotor = rotor.clamp(self.rotor_thrust_min, self.rotor_thrust_max)
         return torch.sqrt(rotor / (self.k_f * thrust_scale))
 
     def hover_speed(self, thrust: float | Tensor) -> Tensor | float:

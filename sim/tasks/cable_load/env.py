@@ -89,6 +89,7 @@ class CableLoadEnv(MultiAgentEnv):
         self.cable_length = torch.full((E, N), cfg.cable_length, device=dev)
         self.thrust_scale = torch.ones(E, N, 1, device=dev)
         self.tau_scale = torch.ones(E, N, 1, device=dev)
+        self.motor_decay = self.model.motor_decay(self.phys_dt, self.tau_scale)  # per episode, [E, N, 1]
         self.hover_tension = zeros(E, N)
         self.fault_time = torch.full((E,), math.inf, device=dev)
         self.fault_agent = torch.zeros(E, dtype=torch.long, device=dev)
@@ -163,6 +164,7 @@ class CableLoadEnv(MultiAgentEnv):
             self.cable_length[env_ids] = cfg.cable_length * uniform(*rnd.cable_length_scale, (k, N), rng, dev)
             self.thrust_scale[env_ids] = uniform(*rnd.motor_thrust_scale, (k, N, 1), rng, dev)
             self.tau_scale[env_ids] = uniform(*rnd.motor_tau_scale, (k, N, 1), rng, dev)
+            self.motor_decay[env_ids] = self.model.motor_decay(self.phys_dt, self.tau_scale[env_ids])
             lo, hi = rnd.action_delay_steps
             self.delay.set_delay(env_ids, torch.randint(lo, hi + 1, (k,), generator=rng, device=dev))
         else:
@@ -225,7 +227,9 @@ class CableLoadEnv(MultiAgentEnv):
         self.last_action[env_ids] = 0.0
         self.prev_action[env_ids] = 0.0
         self.cmd[env_ids] = 0.0
-        frame = self._noisy_frame()[env_ids]
+        frame = self._frame()[env_ids]
+        if cfg.obs_noise.enabled:
+            frame = frame + torch.randn(frame.shape, generator=rng, device=dev) * self._frame_noise_std
         # Out of place: earlier observations (info["final_obs"]) may be views of the old buffer.
         self.history = self.history.index_copy(0, env_ids, frame.unsqueeze(2).expand(-1, -1, cfg.history_len, -1))
 
@@ -251,7 +255,7 @@ class CableLoadEnv(MultiAgentEnv):
     def _physics_step(self, speed_cmd: Tensor) -> None:
         """Motors, cables, Newton-Euler for MAVs and load, ground contact. One ``phys_dt``."""
         cfg, dt, model = self.cfg, self.phys_dt, self.model
-        self.rotor_speed = model.motor_step(self.rotor_speed, speed_cmd, dt, self.tau_scale)
+        self.rotor_speed = model.motor_step(self.rotor_speed, speed_cmd, dt, decay=self.motor_decay)
         thrust, rotor_torque = model.body_wrench(self.rotor_speed, self.thrust_scale)
 
         d, ld = self.drones, self.load
@@ -327,14 +331,15 @@ class CableLoadEnv(MultiAgentEnv):
         parts = [torch.full((t.size,), std_by_term.get(t.name, 0.0) if nz.enabled else 0.0) for t in _policy_terms()]
         return torch.cat(parts).to(self.device)
 
-    def _noisy_frame(self) -> Tensor:
-        frame = self._frame()
+    def _sample_step_noise(self) -> None:
         if self.cfg.obs_noise.enabled:
-            frame = frame + torch.randn(frame.shape, generator=self.rng, device=self.device) * self._frame_noise_std
-        return frame
+            self._obs_noise = torch.randn(self.history[:, :, 0].shape, generator=self.rng, device=self.device)
 
     def _update_observation_buffers(self) -> None:
-        self.history = torch.cat((self.history[:, :, 1:], self._noisy_frame().unsqueeze(2)), dim=2)
+        frame = self._frame()
+        if self.cfg.obs_noise.enabled:
+            frame = frame + self._obs_noise * self._frame_noise_std
+        self.history = torch.cat((self.history[:, :, 1:], frame.unsqueeze(2)), dim=2)
 
     def _observations(self) -> Obs:
         return {GROUP: {"policy": self.history.flatten(2), "state": self._state()}}
