@@ -1,11 +1,21 @@
-"""Shared fixtures for the physics and controller tests."""
+"""Shared fixtures: one intra-op thread for every test, multirotor models, a float64 angle helper."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from sim.physics.multirotor import MultirotorModel, MultirotorParams
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    """Test batches are tiny: intra-op threads only add overhead (and stall badly on a busy 2-core box)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

@@ -16,15 +16,6 @@ EVAL = evaluation_overrides()  # randomisation and observation noise off
 REASONS = ("crash", "load_ground", "drone_proximity", "cable_proximity", "out_of_bounds")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The env's tensors are tiny; intra-op threads only add overhead (large on a busy 2-core box)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def rewards(env):
     """``env._rewards`` on the current state, with the terminations it is given inside ``step``."""
     return env._rewards(env._terminations()[0])

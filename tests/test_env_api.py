@@ -19,15 +19,6 @@ GROUP = "mavs"
 EVAL = evaluation_overrides()  # randomisation and observation noise off
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The env's tensors are tiny; intra-op threads only add overhead (large on a busy 2-core box)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make(num_envs: int = 2, seed: int = 0, **overrides):
     return sim.make("cable_load", num_envs=num_envs, device="cpu", seed=seed, **overrides)
 
