@@ -1,1 +1,31 @@
-"""Policy networks, distributions, observation normalisers and ONNX export (training issue)."""
+"""Policy networks, distributions and observation normalisers (never imports ``sim``).
+
+dims = GroupDims(n_agents=3, obs_dim=138, critic_dim=76, action_dim=5)
+ac = ActorCritic(dims, PolicyCfg(sharing="per_agent"))
+action, log_prob = ac.act(obs)              # [E, 3, 5], [E, 3]
+deploy = ac.deterministic_actor()           # raw obs -> action in [-1, 1], ONNX-traceable
+"""
+
+from policies.actor_critic import (
+    SHARING,
+    ActorCritic,
+    DeterministicActor,
+    GroupDims,
+    PolicyCfg,
+    build_actor_critics,
+)
+from policies.mlp import AgentLayerNorm, AgentLinear, build_mlp
+from policies.normalizer import RunningNorm
+
+__all__ = [
+    "SHARING",
+    "ActorCritic",
+    "AgentLayerNorm",
+    "AgentLinear",
+    "DeterministicActor",
+    "GroupDims",
+    "PolicyCfg",
+    "RunningNorm",
+    "build_actor_critics",
+    "build_mlp",
+]

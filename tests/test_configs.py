@@ -4,18 +4,23 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 import sim
+from sim.core.config import build_config
+from training.ppo import PPOCfg
+from training.runner import TrainCfg, WandbCfg
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
 TASKS = sorted(p.stem for p in (Path(CONFIG_DIR) / "task").glob("*.yaml"))
+ALGOS = sorted(p.stem for p in (Path(CONFIG_DIR) / "algo").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("task", TASKS)
 def test_task_config_node_builds_the_task(task: str) -> None:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose(config_name="config", overrides=[f"task={task}", "sim.num_envs=2", "sim.device=cpu"])
-    env = sim.make(cfg.task, num_envs=cfg.sim.num_envs, device=cfg.sim.device, seed=cfg.seed)
+        cfg = compose(config_name="config", overrides=[f"task={task}", "num_envs=2", "device=cpu"])
+    env = sim.make(cfg.task, num_envs=cfg.num_envs, device=cfg.device, seed=cfg.seed, compile=cfg.sim.compile)
     assert env.spec.task == cfg.task.name
     assert env.num_envs == 2
     # Every value in the node reached the env's config (nothing silently dropped).
@@ -39,3 +44,27 @@ def test_command_line_override_reaches_the_env() -> None:
 def test_misspelt_key_in_a_node_fails_naming_it() -> None:
     with pytest.raises(ValueError, match="num_mav"):
         sim.make({"name": "cable_load", "num_mav": 4})
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_root_config_nodes_are_typed_configs(algo: str) -> None:
+    """Every key of the algo, train and wandb nodes is a real field (build_config rejects others)."""
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        cfg = compose(config_name="config", overrides=[f"algo={algo}"])
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    ppo = build_config(PPOCfg, plain["algo"])
+    assert ppo.name == algo
+    assert ppo.critic_input == {"mappo": "state", "ippo": "policy"}[algo]
+    build_config(TrainCfg, plain["train"])
+    assert build_config(WandbCfg, plain["wandb"]).mode == "offline"
+    assert {"num_envs", "device", "seed", "resume", "torch_threads"} <= set(plain)
+    assert set(plain["sim"]) == {"compile"}
+
+
+def test_top_level_overrides() -> None:
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        cfg = compose(
+            config_name="config",
+            overrides=["num_envs=1024", "device=cpu", "algo.lr=3e-4", "seed=3", "sim.compile=true"],
+        )
+    assert (cfg.num_envs, cfg.device, cfg.algo.lr, cfg.seed, cfg.sim.compile) == (1024, "cpu", 3e-4, 3, True)

@@ -107,6 +107,14 @@ class MultiAgentEnv(ABC):
             for name, g in self.spec.groups.items()
         }
 
+    def step_metrics(self) -> dict[str, Tensor]:
+        """Task metrics of the current state, name -> ``Tensor[num_envs]`` (unit in the name); none here.
+
+        A pure read for evaluation (``training.evaluation`` samples it before every ``step``, so
+        it sees each episode's states before any auto-reset). Tasks override it.
+        """
+        return {}
+
     # ----------------------------------------------------------------- task hooks
     decimation: int = 1
 

@@ -374,6 +374,16 @@ class CableLoadEnv(MultiAgentEnv):
         pos_err = torch.linalg.vector_norm(self.goal_pos - self.load.pos, dim=-1)
         return pos_err, quat_angle_between(self.load.quat, self.goal_quat)
 
+    def step_metrics(self) -> dict[str, Tensor]:
+        """Evaluation metrics now, each ``[E]``: load position error ``pos_err_m`` (m), orientation
+        error ``ori_err_deg`` (deg) and the mean over cables of the tension ``mean_tension_n`` (N)."""
+        pos_err, ori_err = self.errors()
+        return {
+            "pos_err_m": pos_err,
+            "ori_err_deg": torch.rad2deg(ori_err),
+            "mean_tension_n": self.cable_tension.mean(-1),
+        }
+
     def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         rc = self.cfg.rewards
         pos_err, ori_err = self.errors()

@@ -1,0 +1,393 @@
+"""Evaluate a policy: task metrics over N episodes with 95% CIs, beside a zero-action baseline.
+
+    python evaluate.py checkpoint=runs/cable_load/<time>/checkpoints/best.pt episodes=100
+    python evaluate.py onnx=policy.onnx episodes=100 video=runs/eval.gif
+    python evaluate.py policy=zero task=cable_load episodes=20 task.num_mavs=4
+    python evaluate.py checkpoint=<path> eval_mode=true task.fault.enabled=true report=report.json
+
+Arguments are hydra-style ``key=value`` pairs (values parsed as YAML: ``true``, ``1.5``, ``[1, 2]``,
+``null``); ``task.<field>=<value>`` overrides a field of the task config and
+``success.<metric>=<bound>`` a success threshold. An unknown key is an error naming it.
+
+The task config is the one the policy was trained with (checkpoint, else the ONNX metadata
+``covey`` -> ``task_cfg``, else ``configs/task/<task>.yaml``), noise and randomisation as trained;
+``eval_mode=true`` applies the task's ``evaluation_overrides()`` (both off). Then ``task.*``.
+
+Output: a table (policy and baseline side by side), and as the last line one JSON object: every
+metric with ``<name>_ci95`` (cable_load: ``pos_err_m``, ``ori_err_deg``, ``mean_tension_n``,
+``success_rate``, ``crash_rate``), ``termination`` rates by reason, ``episodes``, ``seed``,
+``eval_mode``, ``baseline`` (the same keys for zero actions, or null), ``checkpoint``, ``onnx``,
+``source`` (torch | onnx | zero) and the task config. Same arguments -> same JSON (one device).
+How episodes are measured: :mod:`training.evaluation`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import math
+import re
+import sys
+import time
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+DEFAULT_MAX_ENVS = 1024
+_FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+class EvalError(Exception):
+    """A problem with the user's input (arguments, files); printed as ``error: ...``, exit code 2."""
+
+
+@dataclass(frozen=True)
+class EvalArgs:
+    """Every ``key=value`` argument of ``evaluate.py`` (besides ``task.*`` and ``success.*``)."""
+
+    checkpoint: str | None = field(default=None, metadata={"help": "covey checkpoint (.pt) to evaluate"})
+    onnx: str | None = field(default=None, metadata={"help": "exported ONNX actor, run with onnxruntime"})
+    policy: str = field(default="auto", metadata={"help": "auto (checkpoint or onnx) | zero (the baseline alone)"})
+    task: str | None = field(
+        default=None, metadata={"help": "task name when neither checkpoint nor ONNX metadata gives one"}
+    )
+    episodes: int = field(default=100, metadata={"help": "episodes per policy"})
+    seed: int = field(default=0, metadata={"help": "env seed (round r of num_envs episodes uses a derived seed)"})
+    device: str = field(default="cpu", metadata={"help": "torch device of the envs and the actor (cpu, cuda, auto)"})
+    num_envs: int | None = field(
+        default=None, metadata={"help": f"parallel envs (default min(episodes, {DEFAULT_MAX_ENVS}))"}
+    )
+    eval_mode: bool = field(default=False, metadata={"help": "apply the task's evaluation_overrides()"})
+    window_s: float = field(default=5.0, metadata={"help": "metrics average over the last window_s of an episode"})
+    baseline: bool = field(default=True, metadata={"help": "also evaluate zero actions with the same seed"})
+    video: str | None = field(default=None, metadata={"help": "write env 0 of the policy run (.gif or .mp4)"})
+    video_fps: float = field(default=25.0, metadata={"help": "video frame rate (every k-th control step)"})
+    video_width: int = field(default=640, metadata={"help": "video width (px)"})
+    video_height: int = field(default=480, metadata={"help": "video height (px)"})
+    report: str | None = field(default=None, metadata={"help": "also write the JSON report to this file"})
+    compile: bool = field(default=False, metadata={"help": "torch.compile the env's physics loop"})
+
+
+# --------------------------------------------------------------------------- arguments
+def parse_value(raw: str) -> Any:
+    """A YAML scalar/list/mapping; also ``1e-3`` (YAML 1.1 reads it as a string) as a float."""
+    try:
+        val = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        raise EvalError(f"cannot parse value {raw!r}: {err}") from err
+    if isinstance(val, str) and _FLOAT_RE.match(val):
+        return float(val)
+    return val
+
+
+def _coerce(key: str, raw: str, hint: Any) -> Any:
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    base = next((a for a in args if a is not type(None)), hint) if args else hint
+    val = parse_value(raw)
+    if val is None and optional:
+        return None
+    if base is str:
+        return raw
+    if base is bool and isinstance(val, bool):
+        return val
+    if base is int and isinstance(val, int) and not isinstance(val, bool):
+        return val
+    if base is float and isinstance(val, int | float) and not isinstance(val, bool):
+        return float(val)
+    raise EvalError(f"{key} expects {'null or ' if optional else ''}{base.__name__}, got {raw!r}")
+
+
+def _nest(dotted: str, val: Any) -> dict[str, Any]:
+    head, _, rest = dotted.partition(".")
+    return {head: _nest(rest, val) if rest else val}
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over`` merged in recursively (new dicts; the inputs are not modified)."""
+    out = {k: deep_merge(v, {}) if isinstance(v, Mapping) else v for k, v in base.items()}
+    for key, val in over.items():
+        if isinstance(val, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], val)
+        else:
+            out[key] = deep_merge(val, {}) if isinstance(val, Mapping) else val
+    return out
+
+
+def parse_args(argv: Sequence[str]) -> tuple[EvalArgs, dict[str, Any], dict[str, float]]:
+    """``key=value`` strings -> ``(args, task overrides (nested), success thresholds)``.
+
+    Raises:
+        EvalError: a malformed pair, an unknown or repeated key, or a value of the wrong type.
+    """
+    hints = typing.get_type_hints(EvalArgs)
+    values: dict[str, Any] = {}
+    task: dict[str, Any] = {}
+    success: dict[str, float] = {}
+    seen: set[str] = set()
+    for item in argv:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise EvalError(f"expected key=value, got {item!r} (see python evaluate.py --help)")
+        if key in seen:
+            raise EvalError(f"key {key!r} given twice")
+        seen.add(key)
+        if key.startswith("task.") and len(key) > 5:
+            task = deep_merge(task, _nest(key[5:], parse_value(raw)))
+        elif key.startswith("success.") and len(key) > 8:
+            success[key[8:]] = _coerce(key, raw, float)
+        elif key in hints:
+            values[key] = _coerce(key, raw, hints[key])
+        else:
+            raise EvalError(f"unknown key {key!r}; valid keys: {sorted(hints)}, task.<field>, success.<metric>")
+    args = EvalArgs(**values)
+    if args.policy not in ("auto", "zero"):
+        raise EvalError(f"policy must be auto or zero, got {args.policy!r}")
+    if args.episodes < 1 or (args.num_envs is not None and args.num_envs < 1):
+        raise EvalError("episodes and num_envs must be >= 1")
+    if args.window_s <= 0 or args.video_fps <= 0:
+        raise EvalError("window_s and video_fps must be > 0")
+    return args, task, success
+
+
+def usage() -> str:
+    hints = typing.get_type_hints(EvalArgs)
+    lines = [__doc__.strip(), "", "keys:"]
+    for f in dataclasses.fields(EvalArgs):
+        hint = str(hints[f.name]).replace("<class '", "").replace("'>", "")
+        lines.append(f"  {f'{f.name}={f.default}':<24} {hint:<12} {f.metadata['help']}")
+    lines.append(f"  {'task.<field>=...':<24} {'':<12} override a field of the task config")
+    lines.append(f"  {'success.<metric>=...':<24} {'float':<12} success when every listed window mean is below")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- policy sources
+@dataclass
+class Source:
+    """Where the actions come from: ``kind`` torch | onnx | zero, the task config it was trained on."""
+
+    kind: str
+    task_cfg: dict[str, Any] | None
+    make_policy: Callable[[Any], Callable] | None  # env -> policy; None for zero
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def load_checkpoint_source(path: str, device: str) -> Source:
+    """The trained actors of a covey checkpoint (``training.checkpoint.load_policy``)."""
+    from training.evaluation import actor_policy
+
+    file = Path(path)
+    if not file.is_file():
+        raise EvalError(f"checkpoint not found: {file}")
+    try:
+        from training.checkpoint import load_policy
+    except ImportError as err:
+        raise EvalError(f"cannot load checkpoints: training.checkpoint is unavailable ({err})") from err
+    try:
+        loaded = load_policy(file, device=device)
+    except Exception as err:  # the CLI boundary: any failure to read the file is reported, not a traceback
+        raise EvalError(f"cannot load checkpoint {file}: {type(err).__name__}: {err}") from err
+    meta = {k: v for k, v in (loaded.meta or {}).items() if k in ("run_id", "global_step", "algo", "covey_version")}
+    return Source("torch", dict(loaded.task_cfg), lambda env: actor_policy(loaded.actors, env), meta)
+
+
+def load_onnx_source(path: str) -> Source:
+    """An ONNX actor; its task config from the ``covey`` metadata entry when present."""
+    from training.evaluation import ONNX_METADATA_KEY, onnx_policy, onnx_session
+
+    file = Path(path)
+    if not file.is_file():
+        raise EvalError(f"ONNX file not found: {file}")
+    try:
+        session = onnx_session(file)
+    except ImportError as err:
+        raise EvalError(str(err)) from err
+    except Exception as err:  # onnxruntime raises its own exception types for unreadable models
+        raise EvalError(f"cannot load ONNX model {file}: {type(err).__name__}: {err}") from err
+    raw = session.get_modelmeta().custom_metadata_map.get(ONNX_METADATA_KEY)
+    meta: dict[str, Any] = {}
+    if raw is not None:
+        try:
+            meta = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise EvalError(f"ONNX metadata {ONNX_METADATA_KEY!r} of {file} is not JSON: {err}") from err
+        if not isinstance(meta, dict):
+            raise EvalError(f"ONNX metadata {ONNX_METADATA_KEY!r} of {file} must be a JSON object")
+    task_cfg = meta.get("task_cfg")
+    group = meta.get("group")
+    info = {k: v for k, v in meta.items() if k in ("run_id", "global_step", "covey_version")}
+    return Source("onnx", task_cfg, lambda env: onnx_policy(session, env, group=group), info)
+
+
+def resolve_task_cfg(source_cfg: Mapping[str, Any] | None, args: EvalArgs, overrides: Mapping[str, Any]) -> dict:
+    """The evaluation task config: trained config (or ``configs/task/<task>.yaml``), eval overrides, ``task.*``."""
+    if source_cfg is not None:
+        cfg = dict(source_cfg)
+        if "name" not in cfg:
+            raise EvalError("the policy's task config has no 'name'")
+        if args.task is not None and args.task != cfg["name"]:
+            raise EvalError(f"task={args.task} but the policy was trained on {cfg['name']!r}")
+    elif args.task is not None:
+        path = CONFIG_DIR / "task" / f"{args.task}.yaml"
+        cfg = yaml.safe_load(path.read_text()) if path.is_file() else {"name": args.task}
+    else:
+        raise EvalError("no task: give checkpoint=<path>, onnx=<file> with covey metadata, or task=<name>")
+    for key in ("num_envs", "device", "seed", "compile"):
+        cfg.pop(key, None)
+    if args.eval_mode:
+        eval_overrides = evaluation_overrides(cfg["name"])
+        if not eval_overrides:
+            _log(f"note: task {cfg['name']!r} has no evaluation_overrides(); eval_mode changes nothing")
+        cfg = deep_merge(cfg, eval_overrides)
+    return deep_merge(cfg, overrides)
+
+
+def evaluation_overrides(task: str) -> dict[str, Any]:
+    """The task's ``evaluation_overrides()`` (noise and randomisation off); ``{}`` when it has none."""
+    try:
+        module = importlib.import_module(f"sim.tasks.{task}")
+    except ImportError:
+        return {}
+    fn = getattr(module, "evaluation_overrides", None)
+    return fn() if callable(fn) else {}
+
+
+# --------------------------------------------------------------------------- main
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _video_hook(env: Any, args: EvalArgs) -> tuple[Callable[[int, Any], None], Callable[[], str]]:
+    """``(on_step, finish)``: draw env 0 every k-th control step while its first episode runs."""
+    from sim.render import RenderUnavailableError, check_video_path, make_renderer, write_video
+
+    try:
+        check_video_path(args.video)
+        renderer = make_renderer(env, width=args.video_width, height=args.video_height)
+    except (ValueError, ImportError, RenderUnavailableError) as err:
+        raise EvalError(f"cannot write video {args.video}: {err}") from err
+    control_hz = 1.0 / env.spec.control_dt
+    every = max(1, round(control_hz / args.video_fps))
+    frames: list = []
+
+    def on_step(t: int, alive: Any) -> None:
+        if t % every == 0 and bool(alive[0]):
+            frames.append(renderer.render([0])[0])
+
+    def finish() -> str:
+        renderer.close()
+        path = write_video(frames, args.video, fps=control_hz / every)
+        return f"wrote {path} ({len(frames)} frames at {control_hz / every:g} fps)"
+
+    return on_step, finish
+
+
+def resolve_source(args: EvalArgs) -> Source:
+    """The policy to evaluate: ONNX (task config from its metadata, else the checkpoint), checkpoint, or zero."""
+    if args.onnx is not None:
+        source = load_onnx_source(args.onnx)
+        if source.task_cfg is None and args.checkpoint is not None:
+            source.task_cfg = load_checkpoint_source(args.checkpoint, args.device).task_cfg
+    elif args.checkpoint is not None:
+        source = load_checkpoint_source(args.checkpoint, args.device)
+    elif args.policy == "zero":
+        source = Source("zero", None, None)
+    else:
+        raise EvalError("nothing to evaluate: give checkpoint=<path>, onnx=<file> or policy=zero task=<name>")
+    return Source("zero", source.task_cfg, None) if args.policy == "zero" else source
+
+
+def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping[str, float]) -> dict[str, Any]:
+    """Run the evaluation described by the arguments, print the table; returns the report."""
+    import torch
+
+    import sim
+    from training.evaluation import format_table, run_episodes, success_criteria, summarize, zero_policy
+
+    source = resolve_source(args)
+    task_cfg = resolve_task_cfg(source.task_cfg, args, task_overrides)
+    num_envs = min(args.episodes, args.num_envs or DEFAULT_MAX_ENVS)
+    try:
+        env = sim.make(task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile)
+        criteria = {**success_criteria(env.task_name), **success}
+        policy = source.make_policy(env) if source.make_policy is not None else zero_policy(env)
+    except ValueError as err:
+        raise EvalError(str(err)) from err
+    on_step, finish = _video_hook(env, args) if args.video else (None, None)
+
+    runs = [(source.kind, policy, on_step)]
+    if args.baseline and source.kind != "zero":
+        runs.append(("baseline", zero_policy(env), None))
+    summaries: dict[str, dict[str, Any]] = {}
+    for name, pol, hook in runs:
+        start = time.perf_counter()
+        try:  # the env rejects NaN/inf or misshaped actions, summarize unknown success metrics
+            results = run_episodes(env, pol, args.episodes, args.seed, args.window_s, on_step=hook)
+            summaries[name] = summarize(results, criteria)
+        except ValueError as err:
+            raise EvalError(f"{name} evaluation failed: {err}") from err
+        steps = results.episode_steps * num_envs * math.ceil(args.episodes / num_envs)
+        secs = time.perf_counter() - start
+        _log(f"{name}: {args.episodes} episodes in {secs:.1f} s ({steps / secs:,.0f} env steps/s)")
+    if finish is not None:
+        _log(finish())
+
+    baseline = summaries.get("baseline")
+    columns = {"policy" if source.kind != "zero" else "zero actions": summaries[source.kind]}
+    if baseline is not None:
+        columns["zero-action baseline"] = baseline
+    episode_s = env.spec.control_dt * env.max_episode_steps
+    window_s = results.window_steps * env.spec.control_dt
+    print(
+        f"task {env.task_name}, source {source.kind}, {args.episodes} episodes of {episode_s:g} s"
+        f" (window {window_s:g} s), seed {args.seed}, eval_mode {args.eval_mode}, {num_envs} envs on {env.device}"
+    )
+    print(format_table(columns))
+    return {
+        **summaries[source.kind],
+        "baseline": baseline,
+        "seed": args.seed,
+        "eval_mode": args.eval_mode,
+        "window_s": args.window_s,
+        "num_envs": num_envs,
+        "device": str(env.device),
+        "torch": torch.__version__,
+        "task": env.task_name,
+        "success_criteria": criteria,
+        "source": source.kind,
+        "checkpoint": args.checkpoint,
+        "onnx": args.onnx,
+        "policy_meta": source.meta,
+        "task_cfg": task_cfg,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in argv):
+        print(usage())
+        return 0
+    try:
+        args, task_overrides, success = parse_args(argv)
+        report = evaluate(args, task_overrides, success)
+    except EvalError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    line = json.dumps(report, default=str)
+    if args.report:
+        path = Path(args.report)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        _log(f"wrote {path}")
+    print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

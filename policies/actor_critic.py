@@ -1,0 +1,159 @@
+"""MLP actor-critic for one agent group, with a Gaussian head (state-independent log-std).
+
+Shapes: E = environments (or any batch), A = agents in the group.
+
+    obs          [E, A, obs_dim]      raw policy observation (normalised inside)
+    critic_obs   [E, A, critic_dim]   what the critic sees: the env's ``state`` (MAPPO, centralised)
+                                      or the policy observation (IPPO)
+    action       [E, A, act_dim]      Gaussian sample, unbounded; the env gets ``clamp(-1, 1)``
+    value        [E, A]               in return units (the value normaliser is inverted inside)
+
+``sharing="shared"`` gives every agent of the group the same weights; ``"per_agent"`` gives each
+agent its own, batched over the agent axis (see :mod:`policies.mlp`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from policies.mlp import build_mlp
+from policies.normalizer import RunningNorm
+
+SHARING = ("shared", "per_agent")
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+@dataclass(frozen=True)
+class GroupDims:
+    """Sizes of one agent group, enough to rebuild its networks without the env."""
+
+    n_agents: int
+    obs_dim: int
+    critic_dim: int
+    action_dim: int
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PolicyCfg:
+    """Network settings (hydra node ``algo.policy``)."""
+
+    sharing: str = "shared"  # "shared" | "per_agent" weights within a group
+    actor_hidden: tuple[int, ...] = (128, 128)
+    critic_hidden: tuple[int, ...] = (128, 128)
+    activation: str = "elu"
+    layer_norm: bool = False  # LayerNorm after each hidden Linear
+    init_log_std: float = -1.0  # initial log std of the Gaussian in action units ([-1, 1])
+    obs_clip: float = 10.0  # normalised observations are clipped to +-obs_clip
+
+    def __post_init__(self) -> None:
+        if self.sharing not in SHARING:
+            raise ValueError(f"policy.sharing must be one of {SHARING}, got {self.sharing!r}")
+
+    @classmethod
+    def from_dict(cls, node: Mapping[str, Any] | None) -> PolicyCfg:
+        """Build from a plain mapping (e.g. the ``algo.policy`` node); unknown keys are errors."""
+        node = dict(node or {})
+        valid = {f.name for f in fields(cls)}
+        unknown = sorted(set(node) - valid)
+        if unknown:
+            raise ValueError(f"unknown policy config key(s) {unknown}; valid keys: {sorted(valid)}")
+        return cls(**{k: tuple(v) if isinstance(v, list | tuple) else v for k, v in node.items()})
+
+
+class DeterministicActor(nn.Module):
+    """Raw observation -> deterministic action in [-1, 1]: ``clamp(mu(norm(obs)), -1, 1)``.
+
+    ``[..., A, obs_dim] -> [..., A, act_dim]``; pure tensor maths, so ``torch.onnx.export`` traces
+    it with the normaliser baked in. Shares its modules with the :class:`ActorCritic` it came from.
+    """
+
+    def __init__(self, obs_norm: RunningNorm, mean_net: nn.Module) -> None:
+        super().__init__()
+        self.obs_norm = obs_norm
+        self.mean_net = mean_net
+
+    def forward(self, obs: Tensor) -> Tensor:
+        return self.mean_net(self.obs_norm(obs)).clamp(-1.0, 1.0)
+
+
+class ActorCritic(nn.Module):
+    """Actor and critic of one agent group; see the module docstring for shapes."""
+
+    def __init__(self, dims: GroupDims, cfg: PolicyCfg | None = None) -> None:
+        super().__init__()
+        cfg = cfg or PolicyCfg()
+        self.dims, self.cfg = dims, cfg
+        per_agent = dims.n_agents if cfg.sharing == "per_agent" else None
+        self.obs_norm = RunningNorm(dims.obs_dim, clip=cfg.obs_clip)
+        self.critic_norm = RunningNorm(dims.critic_dim, clip=cfg.obs_clip)
+        self.value_norm = RunningNorm(1, clip=math.inf)
+        # The actor maps a *normalised* observation to the action mean (no value-dependent branches).
+        mlp = dict(activation=cfg.activation, layer_norm=cfg.layer_norm, n_agents=per_agent)
+        self.actor = build_mlp(dims.obs_dim, cfg.actor_hidden, dims.action_dim, out_gain=0.01, **mlp)
+        self.critic = build_mlp(dims.critic_dim, cfg.critic_hidden, 1, out_gain=1.0, **mlp)
+        log_std_shape = (dims.n_agents, dims.action_dim) if per_agent else (dims.action_dim,)
+        self.log_std = nn.Parameter(torch.full(log_std_shape, float(cfg.init_log_std)))
+
+    # ----------------------------------------------------------------- actor
+    def action_mean(self, obs: Tensor) -> Tensor:
+        """``[E, A, obs_dim] -> [E, A, act_dim]`` (unclamped Gaussian mean)."""
+        return self.actor(self.obs_norm(obs))
+
+    def act(self, obs: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+        """Sample ``(action [E, A, act_dim], log_prob [E, A])`` from the Gaussian policy."""
+        mean = self.action_mean(obs)
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+        action = mean + noise * self.log_std.exp()
+        return action, self._log_prob(mean, action)
+
+    def act_deterministic(self, obs: Tensor) -> Tensor:
+        """``[E, A, obs_dim] -> [E, A, act_dim]`` in [-1, 1]."""
+        return self.action_mean(obs).clamp(-1.0, 1.0)
+
+    def evaluate(self, obs: Tensor, critic_obs: Tensor, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(log_prob [E, A], entropy [A] or [], normalised value [E, A])`` for the PPO loss."""
+        log_prob = self._log_prob(self.action_mean(obs), action)
+        return log_prob, self.entropy(), self.value_normalized(critic_obs)
+
+    def entropy(self) -> Tensor:
+        """Gaussian entropy summed over action dims: ``sum(0.5 + log(sqrt(2 pi)) + log_std)``."""
+        return (0.5 + _LOG_SQRT_2PI + self.log_std).sum(-1)
+
+    def _log_prob(self, mean: Tensor, action: Tensor) -> Tensor:
+        # log N(a; mu, sigma) = -((a - mu) / sigma)^2 / 2 - log sigma - log sqrt(2 pi), summed over dims
+        z = (action - mean) * torch.exp(-self.log_std)
+        return (-0.5 * z.square() - self.log_std - _LOG_SQRT_2PI).sum(-1)
+
+    # ----------------------------------------------------------------- critic
+    def value_normalized(self, critic_obs: Tensor) -> Tensor:
+        """``[E, A, critic_dim] -> [E, A]``: critic output in normalised return units."""
+        return self.critic(self.critic_norm(critic_obs)).squeeze(-1)
+
+    def value(self, critic_obs: Tensor) -> Tensor:
+        """``[E, A, critic_dim] -> [E, A]`` in return units."""
+        return self.value_norm.denormalize(self.value_normalized(critic_obs).unsqueeze(-1)).squeeze(-1)
+
+    # ----------------------------------------------------------------- normalisers and export
+    @torch.no_grad()
+    def update_obs_normalizers(self, obs: Tensor, critic_obs: Tensor) -> None:
+        """Merge ``obs [..., obs_dim]`` and ``critic_obs [..., critic_dim]`` into the running stats."""
+        self.obs_norm.update(obs)
+        self.critic_norm.update(critic_obs)
+
+    def deterministic_actor(self) -> DeterministicActor:
+        """The deployable policy: raw observation -> action in [-1, 1] (shares these weights)."""
+        return DeterministicActor(self.obs_norm, self.actor)
+
+
+def build_actor_critics(groups: Mapping[str, GroupDims], cfg: PolicyCfg) -> nn.ModuleDict:
+    """One :class:`ActorCritic` per agent group, keyed by group name."""
+    return nn.ModuleDict({name: ActorCritic(dims, cfg) for name, dims in groups.items()})

@@ -1,0 +1,63 @@
+"""Running mean/std normalisation of observations and value targets.
+
+``RunningNorm(dim)`` keeps float64-free running statistics in buffers (so they live in the
+``state_dict``, move with ``.to(device)`` and are exported with the policy):
+
+    y = clamp((x - mean) / sqrt(var + eps), -clip, clip)      forward (pure tensor maths)
+    x = y * sqrt(var + eps) + mean                             denormalize
+
+Statistics are merged with the parallel (Chan et al.) update, so a batch of any size counts as
+that many samples. ``update`` is never called inside ``forward``: the owner decides when the
+statistics move (the PPO core updates them between iterations, so the policy that collected a
+rollout is the one whose log-probabilities the update compares against).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+class RunningNorm(nn.Module):
+    """Per-feature running normaliser over the last axis; ``x: [..., dim]``."""
+
+    def __init__(self, dim: int, clip: float = 10.0, eps: float = 1e-8) -> None:
+        super().__init__()
+        self.dim = dim
+        self.clip = float(clip)
+        self.eps = float(eps)
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("var", torch.ones(dim))
+        self.register_buffer("count", torch.zeros(()))
+
+    @torch.no_grad()
+    def update(self, x: Tensor) -> None:
+        """Merge the samples ``x: [..., dim]`` (all leading axes are samples) into the statistics."""
+        x = x.reshape(-1, self.dim).float()
+        n = x.shape[0]
+        if n == 0:
+            return
+        b_mean = x.mean(0)
+        b_var = x.var(0, unbiased=False)
+        total = self.count + n
+        delta = b_mean - self.mean
+        # Chan: M2 = M2_a + M2_b + delta^2 * n_a * n_b / (n_a + n_b)
+        m2 = self.var * self.count + b_var * n + delta.square() * self.count * n / total
+        self.mean.copy_(self.mean + delta * n / total)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """``[..., dim]`` -> normalised and clipped ``[..., dim]``."""
+        return ((x - self.mean) * torch.rsqrt(self.var + self.eps)).clamp(-self.clip, self.clip)
+
+    def normalize(self, x: Tensor) -> Tensor:
+        """Normalise without clipping (value targets)."""
+        return (x - self.mean) * torch.rsqrt(self.var + self.eps)
+
+    def denormalize(self, y: Tensor) -> Tensor:
+        """Inverse of :meth:`normalize`."""
+        return y * torch.sqrt(self.var + self.eps) + self.mean
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, clip={self.clip}"

@@ -1,0 +1,177 @@
+"""Checkpoints: atomic writes, validated reads, and loading a trained policy for evaluation/export.
+
+A checkpoint is ``torch.save`` of a plain dict (loaded with ``weights_only=True``):
+
+    format       "covey-ckpt-v1"
+    task_cfg     the task config node used for training, {"name": "cable_load", ...overrides}
+    algo_cfg     the resolved ``algo`` node (PPO settings + ``policy`` network settings)
+    model        state_dict of the per-group actor-critics (a ModuleDict keyed by group name;
+                 it includes the normaliser buffers)
+    optimizer    optimizer state_dict (its param groups carry the current learning rate)
+    normalizers  {group: {"obs": ..., "critic": ..., "value": ...}} running-statistics buffers
+                 (a copy of what ``model`` holds, readable without building the networks)
+    global_step  env steps taken so far (num_envs x rollout steps per iteration)
+    iteration    PPO iterations done
+    rng          {"torch": CPU RNG state, "cuda": [states] | None, "env": env generator state,
+                  "policy": action-sampling generator state}
+    meta         run_id, global_step, algo, covey_version, config (resolved hydra config),
+                 groups ({group: GroupDims as dict}), time
+    metrics      the last evaluation metrics, e.g. {"metrics/final_pos_err_m": 0.31}
+
+``load_policy(path)`` rebuilds the deterministic actors from ``meta.groups`` and ``algo_cfg``
+without constructing an environment.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from policies import GroupDims, PolicyCfg, build_actor_critics
+
+FORMAT = "covey-ckpt-v1"
+REQUIRED_KEYS = (
+    "format",
+    "task_cfg",
+    "algo_cfg",
+    "model",
+    "optimizer",
+    "normalizers",
+    "global_step",
+    "iteration",
+    "rng",
+    "meta",
+    "metrics",
+)
+
+
+@dataclass
+class LoadedPolicy:
+    """A trained policy ready to act.
+
+    Attributes:
+        task_cfg: the task config node used for training -> ``sim.make(task_cfg, ...)``.
+        actors: per agent group, a module mapping raw policy obs ``[E, A, obs_dim]`` to a
+            deterministic action ``[E, A, act_dim]`` in [-1, 1] (normalisation inside; traceable).
+        meta: run_id, global_step, algo, covey_version, config, groups.
+    """
+
+    task_cfg: dict
+    actors: dict[str, nn.Module]
+    meta: dict = field(default_factory=dict)
+
+
+def save_checkpoint(path: str | Path, payload: dict) -> None:
+    """Write ``payload`` to ``path`` atomically: ``<path>.tmp``, fsync, then ``os.replace``.
+
+    A crash mid-write leaves the previous file intact (at worst a stray ``.tmp``).
+    """
+    path = Path(path)
+    if payload.get("format") != FORMAT:
+        raise ValueError(f"checkpoint payload must have format={FORMAT!r}, got {payload.get('format')!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        torch.save(payload, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
+    """Read and validate a covey checkpoint.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: the file is truncated/corrupt, not a covey checkpoint, or lacks keys.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises several types for truncated / foreign files
+        raise ValueError(f"{path} is not a readable covey checkpoint (truncated or corrupt?): {exc}") from exc
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        got = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+        raise ValueError(f"{path} is not a covey checkpoint: expected format {FORMAT!r}, got {got!r}")
+    missing = [k for k in REQUIRED_KEYS if k not in payload]
+    if missing:
+        raise ValueError(f"{path} is an incomplete covey checkpoint: missing keys {missing}")
+    return payload
+
+
+def group_dims_from_meta(payload: dict) -> dict[str, GroupDims]:
+    """``{group: GroupDims}`` recorded in a checkpoint's ``meta.groups``."""
+    try:
+        return {name: GroupDims(**dims) for name, dims in payload["meta"]["groups"].items()}
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"checkpoint meta has no valid 'groups' record: {exc}") from exc
+
+
+def build_models_from_checkpoint(payload: dict) -> nn.ModuleDict:
+    """Rebuild the per-group actor-critics of ``payload`` and load their weights."""
+    models = build_actor_critics(group_dims_from_meta(payload), PolicyCfg.from_dict(payload["algo_cfg"].get("policy")))
+    try:
+        models.load_state_dict(payload["model"])
+    except RuntimeError as exc:
+        raise ValueError(f"checkpoint weights do not match the recorded network settings: {exc}") from exc
+    return models
+
+
+def load_policy(path: str | Path, device: str | torch.device = "cpu") -> LoadedPolicy:
+    """Load the deterministic per-group actors of a checkpoint (eval mode, no gradients)."""
+    payload = load_checkpoint(path)
+    models = build_models_from_checkpoint(payload).to(device).eval()
+    models.requires_grad_(False)
+    actors = {name: ac.deterministic_actor().eval() for name, ac in models.items()}
+    meta = dict(payload["meta"])
+    meta["global_step"] = payload["global_step"]
+    meta["metrics"] = dict(payload.get("metrics") or {})
+    return LoadedPolicy(task_cfg=dict(payload["task_cfg"]), actors=actors, meta=meta)
+
+
+def check_compatible(payload: dict, task_cfg: dict, groups: dict[str, GroupDims], where: str | Path) -> None:
+    """Fail with a message naming the mismatch when ``payload`` was trained on another task/spec.
+
+    Raises:
+        ValueError: different task name, agent groups, or any group dimension.
+    """
+    problems: list[str] = []
+    old_task, new_task = payload["task_cfg"].get("name"), task_cfg.get("name")
+    if old_task != new_task:
+        problems.append(f"task {old_task!r} in the checkpoint vs {new_task!r} in the config")
+    old_groups = group_dims_from_meta(payload)
+    if set(old_groups) != set(groups):
+        problems.append(f"agent groups {sorted(old_groups)} in the checkpoint vs {sorted(groups)} in the env")
+    for name in sorted(set(old_groups) & set(groups)):
+        old, new = old_groups[name].to_dict(), groups[name].to_dict()
+        for key in old:
+            if old[key] != new[key]:
+                problems.append(f"group {name!r}: {key} {old[key]} in the checkpoint vs {new[key]} in the env")
+    if problems:
+        raise ValueError(f"checkpoint {where} does not match this run: " + "; ".join(problems))
+
+
+def rng_state(env_generator: torch.Generator, policy_generator: torch.Generator) -> dict[str, Any]:
+    """Every random-number state a resumed run needs."""
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "env": env_generator.get_state(),
+        "policy": policy_generator.get_state(),
+    }
+
+
+def restore_rng_state(state: dict[str, Any], env_generator: torch.Generator, policy_generator: torch.Generator) -> None:
+    """Inverse of :func:`rng_state`."""
+    torch.set_rng_state(state["torch"].cpu())
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+    env_generator.set_state(state["env"].cpu())
+    policy_generator.set_state(state["policy"].cpu())

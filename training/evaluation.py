@@ -1,0 +1,339 @@
+"""Policy evaluation: run full episodes in parallel envs and report task metrics with 95% CIs.
+
+    env = sim.make(task_cfg, num_envs=100, seed=0)
+    results = run_episodes(env, actor_policy(actors), episodes=100, seed=0, window_s=5.0)
+    summary = summarize(results, success_criteria(env.task_name))    # {"pos_err_m": ..., ...}
+
+How an episode is measured (task-generic; the task supplies ``env.step_metrics()``):
+
+- All ``num_envs`` envs reset together with one seed per round (round ``r`` uses
+  :func:`round_seed`) and run exactly ``T = env.max_episode_steps`` control steps.
+- Metrics are sampled at each control step *before* the action is applied: the state the policy
+  acts on, ``s_0 .. s_{T-1}``. Reading before ``step`` means no sample is ever taken from a state
+  the env has already auto-reset.
+- The per-episode value of a metric is its mean over the last ``W = round(window_s / control_dt)``
+  samples (``s_{T-W} .. s_{T-1}``; ``W`` is clipped to ``[1, T]``).
+- An episode that terminates at step ``k`` (the step from ``s_{k-1}`` to ``s_k`` raised a
+  termination) keeps its last sample ``s_{k-1}`` for the rest of the episode: its window mean
+  mixes its samples with this held value, or equals it when it ended before the window began
+  ("its error at termination", one control step before the terminal state).
+- ``crash_rate``: fraction of episodes terminated (any reason) before the time limit; the
+  breakdown ``termination[reason]`` is the fraction of episodes whose terminal step raised that
+  reason (several may be raised at once, so they can sum to more than ``crash_rate``).
+- ``success_rate``: fraction of episodes that did not terminate and whose window mean of every
+  metric in the task's :data:`SUCCESS_CRITERIA` is below its threshold (cable_load: mean
+  position error < 0.1 m and mean orientation error < 10 deg over the last ``window_s``).
+- ``episode_return``: sum over the survived steps of the step reward averaged over agents and
+  groups; ``survival_s``: time until termination (the full episode length when none).
+
+Confidence intervals (95%): ``mean +- 1.96 sd / sqrt(n)`` (sample sd, ``n - 1``) for metrics,
+Wilson score intervals for rates. Everything runs batched on the env's device under
+``torch.inference_mode()``; per-episode values move to the CPU once per round.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from sim.core.env import MultiAgentEnv, Obs
+
+Policy = Callable[[Obs], dict[str, Tensor]]
+StepHook = Callable[[int, Tensor], None]
+
+Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
+POLICY_ENTRY = "policy"  # the observation entry an actor reads
+ONNX_METADATA_KEY = "covey"  # metadata_props key holding a JSON object ({"task_cfg": {...}, "group": ...})
+_ROUND_SEED_STRIDE = 1_000_003
+
+# Success: every listed window-mean metric below its threshold (and no termination). Per task name.
+SUCCESS_CRITERIA: dict[str, dict[str, float]] = {
+    "cable_load": {"pos_err_m": 0.1, "ori_err_deg": 10.0},
+}
+
+
+def success_criteria(task: str) -> dict[str, float]:
+    """The task's success thresholds, metric name -> upper bound (``{}``: success is not defined)."""
+    return dict(SUCCESS_CRITERIA.get(task, {}))
+
+
+# --------------------------------------------------------------------------- confidence intervals
+def mean_ci95(values: Tensor | np.ndarray | list[float]) -> tuple[float, float | None, float | None]:
+    """``(mean, low, high)`` of a normal-approximation 95% interval ``mean +- 1.96 sd / sqrt(n)``.
+
+    ``sd`` is the sample standard deviation (``n - 1``); with fewer than two values the interval
+    is undefined and ``low``/``high`` are ``None``.
+    """
+    x = np.asarray(values.cpu() if isinstance(values, Tensor) else values, dtype=np.float64).reshape(-1)
+    if x.size == 0:
+        raise ValueError("mean_ci95 needs at least one value")
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, None, None
+    half = Z95 * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return mean, mean - half, mean + half
+
+
+def wilson_ci95(successes: int, n: int) -> tuple[float, float, float]:
+    """``(rate, low, high)``: the rate ``k / n`` and its 95% Wilson score interval.
+
+    ``centre = (p + z^2 / 2n) / (1 + z^2 / n)``, ``half = z / (1 + z^2 / n) sqrt(p (1 - p) / n + z^2 / 4n^2)``;
+    unlike ``p +- z sqrt(p (1 - p) / n)`` it stays inside [0, 1] and is not empty at ``p = 0`` or 1.
+    """
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n >= 1, got {successes}/{n}")
+    p, z2 = successes / n, Z95 * Z95
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = Z95 / denom * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    # The bounds are exactly 0 at k = 0 and 1 at k = n; clip the round-off there.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return p, low, high
+
+
+# --------------------------------------------------------------------------- policies
+def zero_policy(env: MultiAgentEnv) -> Policy:
+    """The zero-action baseline: every action 0 (cable_load: the controller holds the hover)."""
+    zeros = env.zero_actions()
+    return lambda obs: zeros
+
+
+def actor_policy(actors: Mapping[str, nn.Module], env: MultiAgentEnv, entry: str = POLICY_ENTRY) -> Policy:
+    """Deterministic actors, one per group: ``obs[group][entry] [E, A, obs_dim] -> [E, A, act_dim]``."""
+    if set(actors) != set(env.spec.groups):
+        raise ValueError(f"the policy has actors for groups {sorted(actors)}, the env has {sorted(env.spec.groups)}")
+    for actor in actors.values():
+        actor.eval()
+    return lambda obs: {group: actor(obs[group][entry]) for group, actor in actors.items()}
+
+
+def onnx_session(path: str | Path) -> Any:
+    """An onnxruntime CPU session for ``path`` (one intra-op thread, so results are reproducible)."""
+    try:
+        import onnxruntime as ort
+    except ImportError as err:
+        raise ImportError("evaluating an ONNX model needs onnxruntime: pip install -e '.[onnx]'") from err
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def onnx_policy(session: Any, env: MultiAgentEnv, group: str | None = None, entry: str = POLICY_ENTRY) -> Policy:
+    """An exported actor run by onnxruntime: input ``obs``, output ``action``.
+
+    The model takes ``obs [B, obs_dim]`` for a flattened batch ``B = E * A`` (shared weights), or
+    ``obs [E, A, obs_dim]`` when its input has rank 3 (per-agent weights); it returns the action
+    with the same leading axes. One model drives one group, so the env must have a single group
+    (``group``, from the model's metadata, defaults to it).
+    """
+    groups = env.spec.groups
+    if len(groups) != 1:
+        raise ValueError(f"one ONNX model drives one group; the env has groups {sorted(groups)}")
+    group = group if group is not None else next(iter(groups))
+    if group not in groups:
+        raise ValueError(f"the ONNX model's group {group!r} is not a group of the env ({sorted(groups)})")
+    inputs = {i.name: i for i in session.get_inputs()}
+    if "obs" not in inputs or "action" not in {o.name for o in session.get_outputs()}:
+        raise ValueError(f"the ONNX model must map input 'obs' to output 'action'; its inputs are {sorted(inputs)}")
+    rank = len(inputs["obs"].shape)
+    spec = groups[group]
+    obs_dim = spec.observations[entry].shape[-1]
+    if rank not in (2, 3):
+        raise ValueError(f"the ONNX input 'obs' must have rank 2 [B, {obs_dim}] or 3 [E, A, {obs_dim}], got {rank}")
+
+    def act(obs: Obs) -> dict[str, Tensor]:
+        x = obs[group][entry]
+        e, a = x.shape[:2]
+        arr = x.detach().to("cpu", torch.float32).numpy()
+        arr = arr.reshape(e * a, -1) if rank == 2 else arr
+        y = session.run(["action"], {"obs": np.ascontiguousarray(arr)})[0]
+        return {group: torch.from_numpy(np.asarray(y, dtype=np.float32)).reshape(e, a, spec.action_dim).to(env.device)}
+
+    return act
+
+
+# --------------------------------------------------------------------------- episode runner
+@dataclass
+class EpisodeResults:
+    """Per-episode outcomes of one evaluation run; every tensor is on the CPU with ``n = episodes`` rows."""
+
+    metrics: dict[str, Tensor]  # name -> float64 [n], window mean (units in the name)
+    terminated: Tensor  # bool [n], terminated before the time limit
+    reasons: dict[str, Tensor]  # reason -> bool [n], raised at the terminal step
+    returns: Tensor  # float64 [n], summed agent-mean reward over the survived steps
+    survival_s: Tensor  # float64 [n], time until termination, else the episode length (s)
+    window_steps: int  # W, samples per window
+    episode_steps: int  # T, control steps per episode
+
+    @property
+    def episodes(self) -> int:
+        return int(self.terminated.numel())
+
+
+def round_seed(seed: int, round_idx: int) -> int:
+    """The env seed of round ``round_idx`` of a run with ``seed`` (rounds of one run never share it)."""
+    return seed + _ROUND_SEED_STRIDE * round_idx
+
+
+def window_steps(env: MultiAgentEnv, window_s: float) -> int:
+    """``W = round(window_s / control_dt)`` clipped to ``[1, max_episode_steps]``."""
+    if window_s <= 0:
+        raise ValueError(f"window_s must be > 0, got {window_s}")
+    return min(max(1, round(window_s / env.spec.control_dt)), env.max_episode_steps)
+
+
+def run_episodes(
+    env: MultiAgentEnv,
+    policy: Policy,
+    episodes: int,
+    seed: int,
+    window_s: float = 5.0,
+    on_step: StepHook | None = None,
+) -> EpisodeResults:
+    """Run ``episodes`` full episodes of ``policy`` in rounds of ``env.num_envs`` parallel envs.
+
+    Args:
+        env: the env to run (its config is the evaluation config); it is reset here.
+        policy: ``obs -> actions`` for every group (``actions[group] [E, A, act_dim]``).
+        episodes: number of episodes; the last round's surplus envs run but are not counted.
+        seed: round ``r`` resets the env with ``round_seed(seed, r)``.
+        window_s: length (s) of the final window the per-episode metrics average over.
+        on_step: ``on_step(t, alive [E] bool)`` before each step of round 0 (e.g. to draw a frame).
+
+    See the module docstring for how samples, windows and terminated episodes are counted.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    steps, win = env.max_episode_steps, window_steps(env, window_s)
+    chunks: list[dict[str, Any]] = []
+    with torch.inference_mode():
+        for r in range(math.ceil(episodes / env.num_envs)):
+            keep = min(env.num_envs, episodes - r * env.num_envs)
+            out = _run_round(env, policy, round_seed(seed, r), steps, win, on_step if r == 0 else None)
+            chunks.append(_to_cpu(out, keep))
+    cat = lambda key: torch.cat([c[key] for c in chunks])  # noqa: E731
+    return EpisodeResults(
+        metrics={k: torch.cat([c["metrics"][k] for c in chunks]) for k in chunks[0]["metrics"]},
+        terminated=cat("terminated"),
+        reasons={k: torch.cat([c["reasons"][k] for c in chunks]) for k in chunks[0]["reasons"]},
+        returns=cat("returns"),
+        survival_s=cat("length").double() * env.spec.control_dt,
+        window_steps=win,
+        episode_steps=steps,
+    )
+
+
+def _run_round(
+    env: MultiAgentEnv, policy: Policy, seed: int, steps: int, win: int, on_step: StepHook | None
+) -> dict[str, Any]:
+    """One round: all envs from reset for ``steps`` control steps; window sums on the env device."""
+    dev, n = env.device, env.num_envs
+    obs = env.reset(seed=seed)
+    alive = torch.ones(n, dtype=torch.bool, device=dev)
+    terminated = torch.zeros(n, dtype=torch.bool, device=dev)
+    length = torch.zeros(n, dtype=torch.long, device=dev)
+    returns = torch.zeros(n, device=dev)
+    last: dict[str, Tensor] = {}  # latest sample of each metric, held after termination
+    window_sum: dict[str, Tensor] = {}
+    reasons: dict[str, Tensor] = {}
+    for t in range(steps):
+        for key, val in env.step_metrics().items():
+            last[key] = torch.where(alive, val, last[key]) if key in last else val.clone()
+            if t >= steps - win:
+                window_sum[key] = window_sum.get(key, 0.0) + last[key]
+        if on_step is not None:
+            on_step(t, alive)
+        obs, reward, term, _, info = env.step(policy(obs))
+        # Reward averaged over agents, then groups (as the env's episode return).
+        step_reward = torch.stack([rew.mean(-1) for rew in reward.values()]).mean(0)
+        returns += torch.where(alive, step_reward, 0.0)
+        length += alive.long()
+        ended = alive & term
+        terminated |= ended
+        for key, flag in info["termination_reasons"].items():
+            reasons[key] = reasons.get(key, torch.zeros_like(ended)) | (flag & ended)
+        alive = alive & ~term
+        if t % 100 == 99 and not bool(alive.any()):  # every episode over: the held samples fill the window
+            remaining = steps - max(t + 1, steps - win)
+            for key in last:
+                window_sum[key] = window_sum.get(key, 0.0) + last[key] * max(remaining, 0)
+            break
+    metrics = {key: val / win for key, val in window_sum.items()}
+    return {"metrics": metrics, "terminated": terminated, "reasons": reasons, "returns": returns, "length": length}
+
+
+def _to_cpu(out: dict[str, Any], keep: int) -> dict[str, Any]:
+    def conv(x: Tensor) -> Tensor:
+        x = x[:keep].cpu()
+        return x.double() if x.is_floating_point() else x
+
+    return {k: {kk: conv(vv) for kk, vv in v.items()} if isinstance(v, dict) else conv(v) for k, v in out.items()}
+
+
+# --------------------------------------------------------------------------- summaries
+def summarize(results: EpisodeResults, success: Mapping[str, float]) -> dict[str, Any]:
+    """Metrics with 95% CIs: ``{name: mean, name + "_ci95": [low, high], ...}`` (JSON-ready floats).
+
+    Keys: every step metric, ``success_rate`` (only when ``success`` names thresholds),
+    ``crash_rate``, ``termination`` (reason -> rate), ``episode_return``, ``survival_s``.
+    """
+    n = results.episodes
+    out: dict[str, Any] = {}
+
+    def put(name: str, stat: tuple[float, float | None, float | None]) -> None:
+        out[name] = _r(stat[0])
+        out[f"{name}_ci95"] = [_r(stat[1]), _r(stat[2])]
+
+    for name, vals in results.metrics.items():
+        put(name, mean_ci95(vals))
+    if success:
+        missing = sorted(set(success) - set(results.metrics))
+        if missing:
+            raise ValueError(f"success thresholds name metrics {missing} the task does not report")
+        ok = ~results.terminated
+        for name, threshold in success.items():
+            ok &= results.metrics[name] < threshold
+        put("success_rate", wilson_ci95(int(ok.sum()), n))
+    put("crash_rate", wilson_ci95(int(results.terminated.sum()), n))
+    out["termination"] = {key: _r(flag.double().mean().item()) for key, flag in results.reasons.items()}
+    put("episode_return", mean_ci95(results.returns))
+    put("survival_s", mean_ci95(results.survival_s))
+    out["episodes"] = n
+    return out
+
+
+def _r(x: float | None) -> float | None:
+    """Round for the report: 6 significant digits, stable text across runs."""
+    return None if x is None else float(f"{x:.6g}")
+
+
+def format_table(columns: Mapping[str, Mapping[str, Any]]) -> str:
+    """A readable side-by-side table, one column per run (e.g. ``{"policy": s, "zero baseline": b}``)."""
+    names: list[str] = []
+    for summary in columns.values():
+        names += [k for k, v in summary.items() if k + "_ci95" in summary and k not in names]
+    reasons = sorted({r for s in columns.values() for r in s.get("termination", {})})
+
+    def cell(summary: Mapping[str, Any], key: str) -> str:
+        if key not in summary:
+            return "-"
+        lo, hi = summary[f"{key}_ci95"]
+        ci = "" if lo is None else f" [{lo:.4g}, {hi:.4g}]"
+        return f"{summary[key]:.4g}{ci}"
+
+    rows = [(name, [cell(s, name) for s in columns.values()]) for name in names]
+    rows += [(f"  termination/{r}", [f"{s['termination'].get(r, 0.0):.4g}" for s in columns.values()]) for r in reasons]
+    head = ["metric (mean [95% CI])", *columns]
+    widths = [max(len(head[0]), *(len(r[0]) for r in rows))]
+    widths += [max(len(h), *(len(r[1][i]) for r in rows)) for i, h in enumerate(head[1:])]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
+    return "\n".join([line(head), line(["-" * w for w in widths]), *(line([r[0], *r[1]]) for r in rows)])

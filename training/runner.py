@@ -1,0 +1,476 @@
+"""The training loop: env + PPO + logging + evaluation + checkpoints, for any registered task.
+
+    runner = Runner(cfg)      # cfg: the resolved hydra config as a plain dict (see configs/config.yaml)
+    runner.learn()            # trains to train.total_steps env steps (or train.max_minutes)
+
+One iteration collects ``train.rollout_steps`` steps of ``num_envs`` envs under
+``torch.inference_mode()``, computes GAE and runs the PPO update; ``global_step`` counts env
+steps (``num_envs`` per ``env.step``). Every ``train.eval_every`` iterations a deterministic
+policy runs on a separate env with the task's ``evaluation_overrides()`` (noise and
+randomisation off) for one episode length, and ``checkpoints/best.pt`` follows the best value of
+``train.best_metric`` (with ``train.eval_every=0``: its mean over the training episodes, checked at
+every checkpoint). ``checkpoints/latest.pt`` is written every ``train.checkpoint_every``
+iterations, at the end, and on Ctrl-C; ``resume=<run dir>`` continues from it in the same
+directory (same CSV, same wandb run).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from torch import Tensor
+
+import sim
+from policies import GroupDims, build_actor_critics
+from sim.core.config import build_config, resolve_device
+from training.checkpoint import (
+    FORMAT,
+    check_compatible,
+    load_checkpoint,
+    restore_rng_state,
+    rng_state,
+    save_checkpoint,
+)
+from training.logger import CsvLogger, ProgressBar, WandbLogger
+from training.ppo import PPO, PPOCfg
+
+# Default metric that picks checkpoints/best.pt, per task: (episode metric name, "min" | "max").
+BEST_METRIC: dict[str, tuple[str, str]] = {
+    "cable_load": ("metrics/final_pos_err_m", "min"),
+    "point_reach": ("metrics/final_dist_m", "min"),
+}
+FALLBACK_BEST_METRIC = ("return", "max")
+
+
+@dataclass(frozen=True)
+class TrainCfg:
+    """Loop settings (hydra node ``train``)."""
+
+    total_steps: int = 20_000_000  # env steps (num_envs per env.step), rounded up to whole iterations
+    rollout_steps: int = 32  # env steps per env per iteration
+    max_minutes: float = 0.0  # stop after this much wall-clock time (0 = no limit)
+    eval_every: int = 25  # iterations between deterministic evaluations (0 = never)
+    eval_envs: int = 64  # envs of the evaluation env (one episode length each)
+    checkpoint_every: int = 25  # iterations between checkpoints/latest.pt
+    best_metric: str = ""  # episode metric choosing best.pt; "" = the task's default (BEST_METRIC)
+    best_mode: str = ""  # "min" | "max"; "" = the task's default
+    video: bool = False  # record env 0 in evaluations (tasks with a renderer; needs GL)
+    video_every: int = 0  # a video every N-th evaluation (0 = only the final one)
+    video_fps: float = 25.0
+    progress: bool = True  # tqdm progress bar
+
+
+@dataclass(frozen=True)
+class WandbCfg:
+    """wandb settings (hydra node ``wandb``); ``mode=disabled`` never imports wandb."""
+
+    mode: str = "offline"  # offline | online | disabled
+    project: str = "covey"
+    entity: str = ""
+    group: str = ""
+    tags: tuple[str, ...] = ()
+
+
+@dataclass
+class RunState:
+    """What a checkpoint restores besides weights and RNG."""
+
+    global_step: int = 0
+    iteration: int = 0
+    wall_time: float = 0.0  # s of training before this process
+    best_value: float | None = None
+    last_eval: dict[str, float] = field(default_factory=dict)
+
+
+def covey_version() -> str:
+    try:
+        return version("covey")
+    except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
+        return "unknown"
+
+
+def new_run_dir(runs_dir: str | Path, task: str) -> Path:
+    """``<runs_dir>/<task>/<YYYY-mm-dd_HH-MM-SS>`` (with ``_1``, ``_2``... if that exists)."""
+    base = Path(runs_dir) / task / datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    path, n = base, 0
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}_{n}")
+    path.mkdir(parents=True)
+    return path
+
+
+def evaluation_overrides(task: str) -> dict:
+    """The task module's ``evaluation_overrides()`` (noise/randomisation off), ``{}`` if none."""
+    module = importlib.import_module(f"sim.tasks.{task}")
+    fn = getattr(module, "evaluation_overrides", None)
+    return fn() if callable(fn) else {}
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, val in over.items():
+        out[key] = deep_merge(out[key], val) if isinstance(val, Mapping) and isinstance(out.get(key), Mapping) else val
+    return out
+
+
+class EpisodeStats:
+    """Count-weighted means of ``info["episode"]`` entries over the steps they appear in."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, Tensor] = {}
+        self.count: Tensor | float = 0.0
+
+    def add(self, episode: Mapping[str, Tensor]) -> None:
+        n = episode["count"]
+        self.count = self.count + n
+        for key, val in episode.items():
+            if key != "count":
+                self.sums[key] = self.sums.get(key, 0.0) + val * n
+
+    def means(self) -> dict[str, float]:
+        count = float(self.count)
+        return {k: float(v) / count for k, v in self.sums.items()} if count > 0 else {}
+
+
+class Runner:
+    """Owns the env, the PPO algorithm, the run directory, logs and checkpoints."""
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        self.cfg = dict(cfg)
+        self.train_cfg = build_config(TrainCfg, cfg.get("train", {}))
+        self.ppo_cfg = build_config(PPOCfg, cfg.get("algo", {}))
+        self.wandb_cfg = build_config(WandbCfg, cfg.get("wandb", {}))
+        if int(cfg.get("torch_threads", 0)) > 0:
+            torch.set_num_threads(int(cfg["torch_threads"]))
+        self.device = resolve_device(cfg.get("device", "auto"))
+        self.seed = int(cfg.get("seed", 0))
+        torch.manual_seed(self.seed)
+        self.task_cfg: dict[str, Any] = dict(cfg["task"])
+        self.task = self.task_cfg["name"]
+        num_envs = int(cfg.get("num_envs", 1024))
+        compile_env = bool(cfg.get("sim", {}).get("compile", False))
+        self.env = sim.make(self.task_cfg, num_envs=num_envs, device=self.device, seed=self.seed, compile=compile_env)
+        self.group_dims = self._group_dims()
+        self.models = build_actor_critics(self.group_dims, self.ppo_cfg.policy).to(self.device)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(self.seed + 1)
+        tc = self.train_cfg
+        self.alg = PPO(self.models, self.ppo_cfg, num_envs, tc.rollout_steps, self.device, self.generator)
+        self.steps_per_iter = num_envs * tc.rollout_steps
+        self.num_iterations = max(1, math.ceil(tc.total_steps / self.steps_per_iter))
+        default_metric = BEST_METRIC.get(self.task, FALLBACK_BEST_METRIC)
+        self.best_metric = tc.best_metric or default_metric[0]
+        if tc.best_metric and not tc.best_mode and tc.best_metric != default_metric[0]:
+            raise ValueError(f"train.best_metric={tc.best_metric!r} needs train.best_mode=min or max")
+        self.best_mode = tc.best_mode or default_metric[1]
+        if self.best_mode not in ("min", "max"):
+            raise ValueError(f"train.best_mode must be 'min' or 'max', got {self.best_mode!r}")
+        self.state = RunState()
+        self._t0 = time.perf_counter()
+        self._eval_env = None
+        self._renderer = None
+        self._video_ok = tc.video
+        self._num_evals = 0
+        self._last_eval_iteration = -1
+        self._last_episode_metric: float | None = None
+
+        resume = cfg.get("resume")
+        if resume:
+            self.run_dir, ckpt = self._resume_paths(Path(str(resume)))
+            self._restore(ckpt)
+        else:
+            self.run_dir = new_run_dir(cfg.get("runs_dir", "runs"), self.task)
+        self.ckpt_dir = self.run_dir / "checkpoints"
+        if not resume:
+            self.run_id = f"{self.task}__{self.ppo_cfg.name}__s{self.seed}__{self.run_dir.name}"  # CleanRL-style
+        with open(self.run_dir / ("config.yaml" if not resume else "config_resumed.yaml"), "w") as f:
+            yaml.safe_dump(self.cfg, f, sort_keys=False)
+
+    # ----------------------------------------------------------------- setup helpers
+    def _group_dims(self) -> dict[str, GroupDims]:
+        dims = {}
+        for name, g in self.env.spec.groups.items():
+            entries = {key: g.observations[key] for key in ("policy", self.ppo_cfg.critic_input)}
+            for key, entry in entries.items():
+                if len(entry.shape) != 1 or entry.dtype != torch.float32:
+                    raise ValueError(
+                        f"group {name!r} observation {key!r} is {entry.shape} {entry.dtype}; "
+                        "MLP policies need float32 vectors"
+                    )
+            critic = entries[self.ppo_cfg.critic_input].shape[0]
+            dims[name] = GroupDims(g.n_agents, entries["policy"].shape[0], critic, g.action_dim)
+        return dims
+
+    @staticmethod
+    def _resume_paths(path: Path) -> tuple[Path, Path]:
+        """``resume`` may name a run directory or a checkpoint file inside one."""
+        if path.is_dir():
+            return path, path / "checkpoints" / "latest.pt"
+        if path.is_file():
+            return path.parent.parent, path
+        raise FileNotFoundError(f"resume={path}: no such run directory or checkpoint")
+
+    def _restore(self, ckpt: Path) -> None:
+        payload = load_checkpoint(ckpt, map_location=self.device)
+        check_compatible(payload, self.task_cfg, self.group_dims, ckpt)
+        old_policy = payload["algo_cfg"].get("policy", {})
+        if old_policy != self.cfg.get("algo", {}).get("policy", {}):
+            raise ValueError(
+                f"checkpoint {ckpt} was trained with algo.policy={old_policy}; "
+                f"this run has algo.policy={self.cfg.get('algo', {}).get('policy')}"
+            )
+        try:
+            self.models.load_state_dict(payload["model"])
+            self.alg.optimizer.load_state_dict(payload["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise ValueError(f"checkpoint {ckpt} does not fit this run's networks: {exc}") from exc
+        restore_rng_state(payload["rng"], self.env.rng, self.generator)
+        meta = payload["meta"]
+        self.run_id = str(meta.get("run_id", self.run_dir.name))
+        best = meta.get("best") or {}
+        self.state = RunState(
+            global_step=int(payload["global_step"]),
+            iteration=int(payload["iteration"]),
+            wall_time=float(meta.get("wall_time", 0.0)),
+            best_value=best.get("value") if best.get("metric") == self.best_metric else None,
+            last_eval=dict(payload.get("metrics") or {}),
+        )
+        self._num_evals = int(meta.get("num_evals", 0))
+
+    # ----------------------------------------------------------------- the loop
+    def learn(self) -> RunState:
+        """Train until ``train.total_steps`` (or ``train.max_minutes``); returns the final state."""
+        tc, st = self.train_cfg, self.state
+        resumed = bool(self.cfg.get("resume"))
+        csv_log = CsvLogger(self.run_dir / "metrics.csv", resume_step=st.global_step if resumed else None)
+        wb = self.wandb_cfg
+        self.wandb = WandbLogger(wb.mode, self.run_dir, self.run_id, self.cfg, wb.project, wb.entity, wb.group, wb.tags)
+        bar = ProgressBar(self.num_iterations * self.steps_per_iter, st.global_step, enabled=tc.progress)
+        bar.write(self._summary())
+        obs = self.env.reset()
+        try:
+            while st.iteration < self.num_iterations:
+                obs, row = self.train_iteration(obs)
+                out_of_time = tc.max_minutes > 0 and self._elapsed() > 60.0 * tc.max_minutes
+                last = st.iteration >= self.num_iterations or out_of_time
+                if tc.eval_every > 0 and (st.iteration % tc.eval_every == 0 or last):
+                    row.update(self._evaluate_and_select(bar, final=last))
+                csv_log.log(row)
+                self.wandb.log(row, step=st.global_step)
+                bar.update(self.steps_per_iter, self._bar_metrics(row))
+                if tc.eval_every <= 0 and f"episode/{self.best_metric}" in row:
+                    # No evaluation: follow the training episodes' metric (stochastic policy).
+                    self._last_episode_metric = row[f"episode/{self.best_metric}"]
+                if tc.checkpoint_every > 0 and st.iteration % tc.checkpoint_every == 0:
+                    self._select_best(self._last_episode_metric)
+                    self.save(self.ckpt_dir / "latest.pt")
+                if out_of_time:
+                    bar.write(f"train.max_minutes={tc.max_minutes} reached at step {st.global_step:,}")
+                    break
+            if tc.eval_every > 0 and self._last_eval_iteration != st.iteration:  # resumed a finished run
+                self._evaluate_and_select(bar, final=True)
+            self._select_best(self._last_episode_metric)
+            self.save(self.ckpt_dir / "latest.pt")
+        except KeyboardInterrupt:
+            bar.write(f"interrupted at step {st.global_step}; saving {self.ckpt_dir / 'latest.pt'}")
+            self.save(self.ckpt_dir / "latest.pt")
+            raise
+        finally:
+            bar.close()
+            self.wandb.close()
+            if self._renderer is not None:
+                self._renderer.close()
+        return st
+
+    def collect(self, obs: dict) -> tuple[dict, EpisodeStats]:
+        """One rollout of ``train.rollout_steps`` steps into the storage, then GAE (inference mode).
+
+        Returns the last observation and the statistics of the episodes that ended.
+        """
+        episodes = EpisodeStats()
+        with torch.inference_mode():
+            for _ in range(self.train_cfg.rollout_steps):
+                actions = self.alg.act(obs)
+                obs, reward, terminated, truncated, info = self.env.step(actions)
+                self.alg.process_env_step(reward, terminated, truncated, info)
+                if "episode" in info:
+                    episodes.add(info["episode"])
+            self.alg.compute_returns(obs)
+        return obs, episodes
+
+    def train_iteration(self, obs: dict) -> tuple[dict, dict[str, Any]]:
+        """Collect one rollout and update; returns the last obs and this iteration's log row."""
+        st = self.state
+        t_start = time.perf_counter()
+        obs, episodes = self.collect(obs)
+        t_collect = time.perf_counter()
+        losses = self.alg.update(progress=st.iteration / self.num_iterations)
+        t_update = time.perf_counter()
+        st.iteration += 1
+        st.global_step += self.steps_per_iter
+        row: dict[str, Any] = {
+            "global_step": st.global_step,
+            "iteration": st.iteration,
+            "wall_time": round(self._elapsed(), 3),
+            "samples_per_s": self.steps_per_iter / (t_update - t_start),
+            "charts/collect_samples_per_s": self.steps_per_iter / (t_collect - t_start),
+            "charts/collect_time": t_collect - t_start,
+            "charts/update_time": t_update - t_collect,
+        }
+        row.update(losses)
+        row.update({f"episode/{k}": v for k, v in episodes.means().items()})
+        return obs, row
+
+    def _elapsed(self) -> float:
+        return self.state.wall_time + time.perf_counter() - self._t0
+
+    # ----------------------------------------------------------------- evaluation
+    def _evaluate_and_select(self, bar: ProgressBar, final: bool = False) -> dict[str, float]:
+        """Deterministic evaluation; saves best.pt when ``best_metric`` improves."""
+        st = self.state
+        self._num_evals += 1
+        self._last_eval_iteration = st.iteration
+        record = self._video_ok and (
+            final or (self.train_cfg.video_every > 0 and self._num_evals % self.train_cfg.video_every == 0)
+        )
+        metrics, frames = self.evaluate(record_video=record)
+        st.last_eval = metrics
+        out = {f"eval/{k}": v for k, v in metrics.items()}
+        if frames:
+            self._write_video(frames, bar)
+        value = metrics.get(self.best_metric)
+        self._select_best(value)
+        bar.write(
+            f"eval @ {st.global_step:,} steps: return {metrics.get('return', math.nan):.3f}, "
+            f"{self.best_metric} {value if value is not None else math.nan:.4g} (best {st.best_value})"
+        )
+        return out
+
+    def _select_best(self, value: float | None) -> None:
+        """Save best.pt when ``value`` of ``best_metric`` beats the best so far."""
+        st = self.state
+        if value is None or math.isnan(value):
+            return
+        best = st.best_value
+        if best is None or (value < best if self.best_mode == "min" else value > best):
+            st.best_value = value
+            self.save(self.ckpt_dir / "best.pt")
+
+    @torch.inference_mode()
+    def evaluate(self, record_video: bool = False) -> tuple[dict[str, float], list]:
+        """Run the deterministic policy on the eval env for one episode length.
+
+        Returns count-weighted means over every episode that ended in that window (an env that
+        ends early starts a new episode, which counts if it ends in time), and the frames of env 0
+        when ``record_video``.
+        """
+        env = self._get_eval_env()
+        actors = {name: ac.deterministic_actor() for name, ac in self.models.items()}
+        renderer = self._get_renderer(env) if record_video else None
+        every = max(1, round(env.spec.control_hz / self.train_cfg.video_fps))
+        obs = env.reset(seed=self.seed + 10_000)
+        episodes, frames = EpisodeStats(), []
+        for t in range(env.max_episode_steps):
+            if renderer is not None and t % every == 0:
+                frames.append(renderer.render([0])[0])
+            obs, _, _, _, info = env.step({name: actor(obs[name]["policy"]) for name, actor in actors.items()})
+            if "episode" in info:
+                episodes.add(info["episode"])
+        return episodes.means(), frames
+
+    def _get_eval_env(self):
+        if self._eval_env is None:
+            task_cfg = deep_merge(self.task_cfg, evaluation_overrides(self.task))
+            # Eager (no compile): a different batch size would compile the physics again.
+            self._eval_env = sim.make(task_cfg, num_envs=self.train_cfg.eval_envs, device=self.device, seed=self.seed)
+        return self._eval_env
+
+    def _get_renderer(self, env):
+        if self._renderer is None and self._video_ok:
+            try:
+                from sim.render import make_renderer
+
+                self._renderer = make_renderer(env, width=320, height=240)
+            except Exception as exc:  # no renderer for the task, or no GL backend on this machine
+                print(f"eval video disabled: {exc}")
+                self._video_ok = False
+        return self._renderer
+
+    def _write_video(self, frames: list, bar: ProgressBar) -> None:
+        import numpy as np
+
+        from sim.render import write_video
+
+        path = write_video(
+            np.stack(frames), self.run_dir / "videos" / f"eval_{self.state.global_step}.gif", self.train_cfg.video_fps
+        )
+        self.wandb.log_video("eval/video", path, self.state.global_step)
+        bar.write(f"eval video: {path}")
+
+    # ----------------------------------------------------------------- checkpoints
+    def save(self, path: Path) -> None:
+        """Write a checkpoint of the current state (atomic)."""
+        st = self.state
+        payload = {
+            "format": FORMAT,
+            "task_cfg": self.task_cfg,
+            "algo_cfg": dict(self.cfg.get("algo", {})),
+            "model": self.models.state_dict(),
+            "optimizer": self.alg.optimizer.state_dict(),
+            "normalizers": {
+                name: {
+                    "obs": ac.obs_norm.state_dict(),
+                    "critic": ac.critic_norm.state_dict(),
+                    "value": ac.value_norm.state_dict(),
+                }
+                for name, ac in self.models.items()
+            },
+            "global_step": st.global_step,
+            "iteration": st.iteration,
+            "rng": rng_state(self.env.rng, self.generator),
+            "meta": {
+                "run_id": self.run_id,
+                "global_step": st.global_step,
+                "algo": self.ppo_cfg.name,
+                "covey_version": covey_version(),
+                "config": self.cfg,
+                "groups": {name: dims.to_dict() for name, dims in self.group_dims.items()},
+                "wall_time": self._elapsed(),
+                "best": {"metric": self.best_metric, "mode": self.best_mode, "value": st.best_value},
+                "num_evals": self._num_evals,
+                "saved_at": datetime.now().isoformat(timespec="seconds"),
+            },
+            "metrics": dict(st.last_eval),
+        }
+        save_checkpoint(path, payload)
+
+    # ----------------------------------------------------------------- display
+    def _summary(self) -> str:
+        n_params = sum(p.numel() for p in self.models.parameters())
+        groups = ", ".join(f"{k}: {asdict(v)}" for k, v in self.group_dims.items())
+        return (
+            f"covey train: task={self.task} algo={self.ppo_cfg.name} ({self.ppo_cfg.policy.sharing}) "
+            f"num_envs={self.env.num_envs} device={self.device} threads={torch.get_num_threads()}\n"
+            f"  groups {groups}; {n_params:,} parameters; {self.num_iterations} iterations of "
+            f"{self.steps_per_iter:,} steps from step {self.state.global_step:,}\n  run dir {self.run_dir}"
+        )
+
+    def _bar_metrics(self, row: Mapping[str, Any]) -> dict[str, float]:
+        out = {"sps": row["samples_per_s"]}
+        if "episode/return" in row:
+            out["ret"] = row["episode/return"]
+        for key, val in row.items():
+            if key.startswith("episode/metrics/"):
+                out[key.removeprefix("episode/metrics/")] = val
+        return out
