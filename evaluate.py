@@ -24,7 +24,6 @@ How episodes are measured: :mod:`training.evaluation`.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import math
 import re
@@ -109,16 +108,6 @@ def _nest(dotted: str, val: Any) -> dict[str, Any]:
     return {head: _nest(rest, val) if rest else val}
 
 
-def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``over`` merged in recursively (new dicts; the inputs are not modified)."""
-    out = {k: deep_merge(v, {}) if isinstance(v, Mapping) else v for k, v in base.items()}
-    for key, val in over.items():
-        if isinstance(val, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = deep_merge(out[key], val)
-        else:
-            out[key] = deep_merge(val, {}) if isinstance(val, Mapping) else val
-    return out
-
 
 def parse_args(argv: Sequence[str]) -> tuple[EvalArgs, dict[str, Any], dict[str, float]]:
     """``key=value`` strings -> ``(args, task overrides (nested), success thresholds)``.
@@ -126,6 +115,8 @@ def parse_args(argv: Sequence[str]) -> tuple[EvalArgs, dict[str, Any], dict[str,
     Raises:
         EvalError: a malformed pair, an unknown or repeated key, or a value of the wrong type.
     """
+    from sim.core.config import deep_merge
+
     hints = typing.get_type_hints(EvalArgs)
     values: dict[str, Any] = {}
     task: dict[str, Any] = {}
@@ -227,6 +218,9 @@ def load_onnx_source(path: str) -> Source:
 
 def resolve_task_cfg(source_cfg: Mapping[str, Any] | None, args: EvalArgs, overrides: Mapping[str, Any]) -> dict:
     """The evaluation task config: trained config (or ``configs/task/<task>.yaml``), eval overrides, ``task.*``."""
+    from sim.core.config import deep_merge
+    from sim.core.registry import evaluation_overrides
+
     if source_cfg is not None:
         cfg = dict(source_cfg)
         if "name" not in cfg:
@@ -247,15 +241,6 @@ def resolve_task_cfg(source_cfg: Mapping[str, Any] | None, args: EvalArgs, overr
         cfg = deep_merge(cfg, eval_overrides)
     return deep_merge(cfg, overrides)
 
-
-def evaluation_overrides(task: str) -> dict[str, Any]:
-    """The task's ``evaluation_overrides()`` (noise and randomisation off); ``{}`` when it has none."""
-    try:
-        module = importlib.import_module(f"sim.tasks.{task}")
-    except ImportError:
-        return {}
-    fn = getattr(module, "evaluation_overrides", None)
-    return fn() if callable(fn) else {}
 
 
 # --------------------------------------------------------------------------- main

@@ -16,7 +16,6 @@ directory (same CSV, same wandb run).
 
 from __future__ import annotations
 
-import importlib
 import math
 import time
 from collections.abc import Mapping
@@ -32,7 +31,8 @@ from torch import Tensor
 
 import sim
 from policies import GroupDims, build_actor_critics
-from sim.core.config import build_config, resolve_device
+from sim.core.config import build_config, deep_merge, resolve_device
+from sim.core.registry import evaluation_overrides
 from training.checkpoint import (
     FORMAT,
     check_compatible,
@@ -110,18 +110,6 @@ def new_run_dir(runs_dir: str | Path, task: str) -> Path:
     return path
 
 
-def evaluation_overrides(task: str) -> dict:
-    """The task module's ``evaluation_overrides()`` (noise/randomisation off), ``{}`` if none."""
-    module = importlib.import_module(f"sim.tasks.{task}")
-    fn = getattr(module, "evaluation_overrides", None)
-    return fn() if callable(fn) else {}
-
-
-def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, val in over.items():
-        out[key] = deep_merge(out[key], val) if isinstance(val, Mapping) and isinstance(out.get(key), Mapping) else val
-    return out
 
 
 class EpisodeStats:

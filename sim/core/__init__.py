@@ -1,7 +1,7 @@
 """Environment API: specs, the batched multi-agent base class, configs and the task registry."""
 
 from sim.core.env import MultiAgentEnv, Obs
-from sim.core.registry import make, register, registered_tasks
+from sim.core.registry import evaluation_overrides, make, register, registered_tasks
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "Obs",
     "ObsEntry",
     "ObsTerm",
+    "evaluation_overrides",
     "make",
     "register",
     "registered_tasks",

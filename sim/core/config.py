@@ -99,6 +99,17 @@ def _coerce(val: Any, hint: Any, where: str) -> Any:
     return val
 
 
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Recursively merge ``over`` into a copy of ``base`` (nested mappings merge, other values replace)."""
+    out = {k: deep_merge(v, {}) if isinstance(v, Mapping) else v for k, v in base.items()}
+    for key, val in over.items():
+        if isinstance(val, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], val)
+        else:
+            out[key] = deep_merge(val, {}) if isinstance(val, Mapping) else val
+    return out
+
+
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """``"auto"``/None -> cuda when present, else cpu; anything else as given."""
     if device is None or str(device) == "auto":

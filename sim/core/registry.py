@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -68,6 +69,16 @@ def make(
     env_cls, cfg_cls = _TASKS[name]
     cfg = build_config(cfg_cls, {**node, **overrides})
     return env_cls(cfg, num_envs=int(num_envs), device=device, seed=int(seed), compile=bool(compile))
+
+
+def evaluation_overrides(task: str) -> dict[str, Any]:
+    """The task's ``evaluation_overrides()`` (noise and randomisation off); ``{}`` if it defines none."""
+    _import_builtin_tasks()
+    if task not in _TASKS:
+        raise ValueError(f"unknown task {task!r}; registered tasks: {sorted(_TASKS)}")
+    module = importlib.import_module(_TASKS[task][0].__module__.rsplit(".", 1)[0])
+    fn = getattr(module, "evaluation_overrides", None)
+    return fn() if callable(fn) else {}
 
 
 def _import_builtin_tasks() -> None:

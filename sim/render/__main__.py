@@ -11,7 +11,6 @@ plays in real time at control rate / k. Finished episodes reset inside ``env.ste
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Callable, Sequence
 
@@ -20,6 +19,7 @@ from torch import Tensor
 
 import sim
 from sim.core.env import MultiAgentEnv, Obs
+from sim.core.registry import evaluation_overrides
 from sim.render.mujoco_renderer import RenderUnavailableError, check_video_path, make_renderer, write_video
 
 Policy = Callable[[Obs], dict[str, Tensor]]
@@ -59,15 +59,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def eval_overrides(task: str) -> dict:
-    """The task's ``evaluation_overrides()`` (noise and randomisation off), ``{}`` if it has none."""
-    try:
-        module = importlib.import_module(f"sim.tasks.{task}")
-    except ImportError:
-        return {}
-    fn = getattr(module, "evaluation_overrides", None)
-    return fn() if callable(fn) else {}
-
 
 def make_policy(args: argparse.Namespace, env: MultiAgentEnv) -> Policy:
     """The action source: ``obs -> actions`` for every group of ``env``."""
@@ -87,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    overrides = eval_overrides(args.task) if args.eval_mode else {}
+    overrides = evaluation_overrides(args.task) if args.eval_mode else {}
     env = sim.make(args.task, num_envs=args.num_envs, device=args.device, seed=args.seed, **overrides)
     policy = make_policy(args, env)
     try:
