@@ -40,14 +40,6 @@ TINY = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make_cfg(tmp_path: Path, *overrides: str) -> dict:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         cfg = compose(config_name="config", overrides=[*TINY, f"runs_dir={tmp_path}", *overrides])
