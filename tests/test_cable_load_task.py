@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import sim
-from sim.physics.quaternion import quat_from_axis_angle, quat_from_euler
+from sim.physics.quaternion import quat_from_axis_angle, quat_from_euler, quat_mul, quat_rotate
 from sim.tasks.cable_load import evaluation_overrides
 
 GROUP = "mavs"
@@ -146,7 +146,7 @@ def test_no_fault_when_disabled_or_probability_zero():
 
 
 # ===================================================================== rewards
-TERMS = {"position", "orientation", "action_smoothness", "body_rate", "cable_force", "termination"}
+TERMS = {"position", "orientation", "action_smoothness", "body_rate", "cable_force", "formation", "termination"}
 
 
 def test_reward_terms_are_named_and_sum_to_the_reward():
@@ -164,6 +164,27 @@ def test_reward_terms_are_named_and_sum_to_the_reward():
     rc = env.cfg.rewards
     assert torch.allclose(terms["action_smoothness"], torch.full((3,), rc.action_smoothness * 5 * 0.04), rtol=1e-5)
     assert torch.equal(terms["termination"], torch.zeros(3))
+
+
+def test_formation_term_is_zero_in_hover_and_penalises_a_displaced_mav():
+    env = make(2, **EVAL)
+    env.reset(0)
+    _, terms = rewards(env)
+    assert torch.allclose(terms["formation"], torch.zeros(2), atol=1e-9)
+    # Rotating the whole team with the load about the load's centre keeps the formation.
+    yaw = torch.tensor(0.7)
+    rot = quat_from_euler(torch.zeros(()), torch.zeros(()), yaw)
+    centre = env.load.pos.unsqueeze(1)
+    env.drones.pos = centre + quat_rotate(rot, env.drones.pos - centre)
+    env.load.quat = quat_mul(rot.expand(2, 4), env.load.quat)
+    _, terms = rewards(env)
+    assert torch.allclose(terms["formation"], torch.zeros(2), atol=1e-6)
+    # Moving one MAV 0.3 m toward the load costs scale * 0.09 (averaged over the 3 MAVs).
+    inward = -(env.drones.pos[0, 0] - env.load.pos[0])
+    env.drones.pos[0, 0] += 0.3 * inward / inward.norm()
+    _, terms = rewards(env)
+    assert torch.allclose(terms["formation"][0], torch.tensor(env.cfg.rewards.formation * 0.09 / 3), rtol=1e-3)
+    assert terms["formation"][1].abs() < 1e-6
 
 
 @pytest.mark.parametrize("scales", [{}, {"position": 2.0, "orientation": 0.7}])

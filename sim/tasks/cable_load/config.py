@@ -55,6 +55,10 @@ class RewardCfg:
     action_smoothness: float = -0.5  # |a_t - a_{t-1}|^2 (normalised actions)
     body_rate: float = -0.05  # |omega|^2 (rad/s)^2
     cable_force: float = -0.5  # ((T - T_hover) / T_hover)^2
+    # |R_load^T (p_i - p_load) - d_i|^2 (m^2), d_i the MAV's hover offset in the load frame. Not in the
+    # paper: it keeps the team spread while the policy learns, since INDI holds acceleration, not position,
+    # and the cables pull the MAVs inward (drone_proximity ended most episodes without it).
+    formation: float = -1.0
     termination: float = -10.0  # once, on a terminal step
     position_sigma: float = 0.5  # m
     orientation_sigma: float = 0.5  # rad

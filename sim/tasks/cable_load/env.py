@@ -31,6 +31,7 @@ from sim.physics.quaternion import (
     quat_from_euler,
     quat_mul,
     quat_rotate,
+    quat_rotate_inv,
     quat_to_matrix,
 )
 from sim.physics.rigid_body import RigidBodyState, point_velocity, rigid_body_step, wrench_at_point
@@ -91,6 +92,7 @@ class CableLoadEnv(MultiAgentEnv):
         self.tau_scale = torch.ones(E, N, 1, device=dev)
         self.motor_decay = self.model.motor_decay(self.phys_dt, self.tau_scale)  # per episode, [E, N, 1]
         self.hover_tension = zeros(E, N)
+        self.formation_offset = zeros(E, N, 3)  # hover offset of each MAV from the load, load frame (m)
         self.fault_time = torch.full((E,), math.inf, device=dev)
         self.fault_agent = torch.zeros(E, dtype=torch.long, device=dev)
         self.rotor_alive = torch.ones(E, N, 1, device=dev)
@@ -192,6 +194,7 @@ class CableLoadEnv(MultiAgentEnv):
         self.rotor_speed[env_ids] = eq["rotor_speed"] / self.thrust_scale[env_ids].sqrt()
         self.cable_tension[env_ids] = eq["tension"]
         self.hover_tension[env_ids] = eq["tension"]
+        self.formation_offset[env_ids] = eq["drone_pos"] - start.unsqueeze(1)  # the load starts level
         self.indi.reset(
             env_ids,
             self.drones.vel[env_ids],
@@ -393,11 +396,16 @@ class CableLoadEnv(MultiAgentEnv):
             "action_smoothness": (self.last_action - self.prev_action).square().sum(-1),
             "body_rate": self.drones.ang_vel.square().sum(-1),
             "cable_force": ((self.cable_tension - self.hover_tension) / self.hover_tension).square(),
+            "formation": (self._offsets_in_load_frame() - self.formation_offset).square().sum(-1),
         }
         weighted = {name: getattr(rc, name) * val for name, val in raw.items()}
         weighted["termination"] = (rc.termination * terminated.float()).unsqueeze(-1).expand(-1, self.n)
         reward = torch.stack(list(weighted.values())).sum(0)
         return {GROUP: reward}, {name: val.mean(-1) for name, val in weighted.items()}
+
+    def _offsets_in_load_frame(self) -> Tensor:
+        """MAV positions relative to the load, in the load frame, ``[E, N, 3]`` (m)."""
+        return quat_rotate_inv(self.load.quat.unsqueeze(1), self.drones.pos - self.load.pos.unsqueeze(1))
 
     def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
         tc = self.cfg.terminations
