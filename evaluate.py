@@ -16,7 +16,8 @@ The task config is the one the policy was trained with (checkpoint, else the ONN
 Output: a table (policy and baseline side by side), and as the last line one JSON object: every
 metric with ``<name>_ci95`` (cable_load: ``pos_err_m``, ``ori_err_deg``, ``mean_tension_n``,
 ``success_rate``, ``crash_rate``), ``termination`` rates by reason, ``episodes``, ``seed``,
-``eval_mode``, ``baseline`` (the same keys for zero actions, or null), ``checkpoint``, ``onnx``,
+``eval_mode``, ``baseline`` (the same keys for zero actions, or null), ``prior_baseline`` (the same
+keys for the task's linear action prior alone, when the task defines one, else null), ``checkpoint``, ``onnx``,
 ``source`` (torch | onnx | zero) and the task config. Same arguments -> same JSON (one device).
 How episodes are measured: :mod:`training.evaluation`.
 """
@@ -293,7 +294,14 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     import torch
 
     import sim
-    from training.evaluation import format_table, run_episodes, success_criteria, summarize, zero_policy
+    from training.evaluation import (
+        format_table,
+        prior_policy,
+        run_episodes,
+        success_criteria,
+        summarize,
+        zero_policy,
+    )
 
     source = resolve_source(args)
     task_cfg = resolve_task_cfg(source.task_cfg, args, task_overrides)
@@ -309,6 +317,9 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     runs = [(source.kind, policy, on_step)]
     if args.baseline and source.kind != "zero":
         runs.append(("baseline", zero_policy(env), None))
+        prior = prior_policy(env)
+        if prior is not None:  # a residual policy: also the prior it was trained around
+            runs.append(("prior_baseline", prior, None))
     summaries: dict[str, dict[str, Any]] = {}
     for name, pol, hook in runs:
         start = time.perf_counter()
@@ -327,6 +338,8 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     columns = {"policy" if source.kind != "zero" else "zero actions": summaries[source.kind]}
     if baseline is not None:
         columns["zero-action baseline"] = baseline
+    if "prior_baseline" in summaries:
+        columns["action-prior baseline"] = summaries["prior_baseline"]
     episode_s = env.spec.control_dt * env.max_episode_steps
     window_s = results.window_steps * env.spec.control_dt
     print(
@@ -337,6 +350,7 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     return {
         **summaries[source.kind],
         "baseline": baseline,
+        "prior_baseline": summaries.get("prior_baseline"),
         "seed": args.seed,
         "eval_mode": args.eval_mode,
         "window_s": args.window_s,

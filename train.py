@@ -13,6 +13,7 @@ configs/config.yaml and its groups (task/, algo/, sim/) can be overridden; see t
 
 from __future__ import annotations
 
+import re
 import sys
 
 import hydra
@@ -31,5 +32,17 @@ def main(cfg: DictConfig) -> None:
     print(f"done: {state.global_step:,} steps, run dir {runner.run_dir}")
 
 
+# Overrides of task./algo. fields the yaml does not list (the yaml holds only the usual knobs; the
+# dataclasses hold every field). Hydra's struct mode would reject them; ``++`` adds or overrides,
+# and the task and algo dataclasses still reject unknown keys with a message naming the key.
+_DATACLASS_NODE = re.compile(r"^(task|algo)\.[A-Za-z_][\w.]*=")
+
+
+def force_dataclass_overrides(argv: list[str]) -> list[str]:
+    """``task.x=1`` -> ``++task.x=1`` (and ``algo.``); other arguments unchanged."""
+    return [f"++{a}" if _DATACLASS_NODE.match(a) else a for a in argv]
+
+
 if __name__ == "__main__":
+    sys.argv = [sys.argv[0], *force_dataclass_overrides(sys.argv[1:])]
     main()

@@ -70,19 +70,19 @@ class PolicyCfg:
 
 
 class DeterministicActor(nn.Module):
-    """Raw observation -> deterministic action in [-1, 1]: ``clamp(mu(norm(obs)), -1, 1)``.
+    """Raw observation -> deterministic action in [-1, 1]: ``clamp(obs @ P + mu(norm(obs)), -1, 1)``.
 
     ``[..., A, obs_dim] -> [..., A, act_dim]``; pure tensor maths, so ``torch.onnx.export`` traces
-    it with the normaliser baked in. Shares its modules with the :class:`ActorCritic` it came from.
+    it with the normaliser and the action prior ``P`` baked in. Shares its modules with the
+    :class:`ActorCritic` it came from.
     """
 
-    def __init__(self, obs_norm: RunningNorm, mean_net: nn.Module) -> None:
+    def __init__(self, actor_critic: ActorCritic) -> None:
         super().__init__()
-        self.obs_norm = obs_norm
-        self.mean_net = mean_net
+        self.ac = actor_critic
 
     def forward(self, obs: Tensor) -> Tensor:
-        return self.mean_net(self.obs_norm(obs)).clamp(-1.0, 1.0)
+        return self.ac.action_mean(obs).clamp(-1.0, 1.0)
 
 
 class ActorCritic(nn.Module):
@@ -102,11 +102,19 @@ class ActorCritic(nn.Module):
         self.critic = build_mlp(dims.critic_dim, cfg.critic_hidden, 1, out_gain=1.0, **mlp)
         log_std_shape = (dims.n_agents, dims.action_dim) if per_agent else (dims.action_dim,)
         self.log_std = nn.Parameter(torch.full(log_std_shape, float(cfg.init_log_std)))
+        # Fixed linear prior on the raw observation (GroupSpec.action_prior); the MLP learns the residual.
+        self.register_buffer("action_prior", torch.zeros(dims.obs_dim, dims.action_dim))
+
+    def set_action_prior(self, prior: Tensor) -> None:
+        """Use ``prior [obs_dim, act_dim]`` (from ``GroupSpec.action_prior_matrix()``); saved with the weights."""
+        if prior.shape != self.action_prior.shape:
+            raise ValueError(f"action prior shape {tuple(prior.shape)} != {tuple(self.action_prior.shape)}")
+        self.action_prior.copy_(prior)
 
     # ----------------------------------------------------------------- actor
     def action_mean(self, obs: Tensor) -> Tensor:
-        """``[E, A, obs_dim] -> [E, A, act_dim]`` (unclamped Gaussian mean)."""
-        return self.actor(self.obs_norm(obs))
+        """``[E, A, obs_dim] -> [E, A, act_dim]`` (unclamped Gaussian mean): prior plus learned residual."""
+        return obs @ self.action_prior + self.actor(self.obs_norm(obs))
 
     def act(self, obs: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
         """Sample ``(action [E, A, act_dim], log_prob [E, A])`` from the Gaussian policy."""
@@ -151,7 +159,7 @@ class ActorCritic(nn.Module):
 
     def deterministic_actor(self) -> DeterministicActor:
         """The deployable policy: raw observation -> action in [-1, 1] (shares these weights)."""
-        return DeterministicActor(self.obs_norm, self.actor)
+        return DeterministicActor(self)
 
 
 def build_actor_critics(groups: Mapping[str, GroupDims], cfg: PolicyCfg) -> nn.ModuleDict:

@@ -297,3 +297,51 @@ def test_thresholds_come_from_the_config():
     assert env._terminations()[1]["drone_proximity"].all()
     env = make(1, terminations={"bounds_z": 0.5}, **EVAL)  # MAVs start ~0.97 m above the load
     assert env._terminations()[1]["out_of_bounds"].all()
+
+
+# ===================================================================== goal slot and action prior
+def _newest(env, term: str) -> torch.Tensor:
+    """Entry ``term`` of the newest policy-observation frame, ``[E, N, size]``."""
+    entry = env.spec.groups[GROUP].observations["policy"]
+    frame = env._observations()[GROUP]["policy"][..., -entry.frame_size :]
+    return frame[..., entry.slices()[term]]
+
+
+def test_goal_slot_is_zero_when_the_goal_is_the_nominal_start_pose():
+    env = make(3, **EVAL)
+    env.reset(0)
+    env.goal_pos = env.load.pos.clone()
+    env.goal_quat = env.load.quat.clone()
+    env._update_observation_buffers()
+    assert torch.allclose(_newest(env, "own_slot_rel"), torch.zeros(3, 3, 3), atol=1e-5)
+
+
+@pytest.mark.parametrize("lead_deg", [30.0, 180.0])
+def test_goal_slot_turns_the_formation_with_the_goal_yaw_up_to_the_lead(lead_deg):
+    env = make(1, slot_yaw_lead_deg=lead_deg, **EVAL)
+    env.reset(0)
+    env.goal_pos = env.load.pos.clone()
+    env.goal_quat = quat_from_euler(torch.zeros(1), torch.zeros(1), torch.tensor([2 * math.pi / 3]))
+    env._update_observation_buffers()
+    slot = env.drones.pos + _newest(env, "own_slot_rel")
+    if lead_deg >= 120.0:  # turning a 3-MAV formation by 120 deg puts each MAV in its neighbour's place
+        assert torch.allclose(slot[0], env.drones.pos[0].roll(-1, dims=0), atol=1e-4)
+    else:  # the slot leads the load's heading by the lead only
+        turn = quat_from_euler(torch.zeros(1), torch.zeros(1), torch.tensor([math.radians(lead_deg)]))
+        expected = env.load.pos + quat_rotate(turn.expand(3, 4), env.drones.pos[0] - env.load.pos)
+        assert torch.allclose(slot[0], expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("kp,kd", [(0.0, 0.0), (2.0, 1.5)])
+def test_action_prior_is_a_pd_to_the_goal_slot(kp, kd):
+    env = make(4, action_prior_kp=kp, action_prior_kd=kd, **EVAL)
+    env.reset(0)
+    env.drones.vel[:] = torch.randn(4, 3, 3, generator=torch.Generator().manual_seed(0))
+    env._update_observation_buffers()
+    obs = env._observations()
+    prior = env.spec.groups[GROUP].action_prior_matrix()
+    action = obs[GROUP]["policy"] @ prior
+    scale = env.cfg.action_acc_scale
+    expected = (kp * _newest(env, "own_slot_rel") - kd * env.drones.vel) / scale
+    assert torch.allclose(action[..., :3], expected, atol=1e-5)
+    assert torch.equal(action[..., 3:], torch.zeros(4, 3, 2))

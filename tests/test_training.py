@@ -331,8 +331,10 @@ def test_wandb_offline_run_is_written_under_the_run_dir(tmp_path: Path) -> None:
 
 
 def test_train_py_smoke_without_wandb(tmp_path: Path) -> None:
-    """The real entry point with a tiny budget; wandb.mode=disabled never imports wandb."""
-    args = [*TINY, f"runs_dir={tmp_path}", "train.total_steps=512", "train.eval_every=1"]
+    """The real entry point with a tiny budget; wandb.mode=disabled never imports wandb; a task field
+    the task yaml does not list (``goal_range``, ``rewards.action``) is still overridable."""
+    extra = ["task.goal_range=0.5", "task.rewards.action=-0.1"]
+    args = [*TINY, f"runs_dir={tmp_path}", "train.total_steps=512", "train.eval_every=1", *extra]
     code = (
         "import runpy, sys; sys.argv = ['train.py'] + sys.argv[1:]; "
         "runpy.run_path('train.py', run_name='__main__'); "
@@ -347,8 +349,16 @@ def test_train_py_smoke_without_wandb(tmp_path: Path) -> None:
     assert {p.name for p in (run / "checkpoints").iterdir()} == {"latest.pt", "best.pt"}
     cfg = OmegaConf.load(run / "config.yaml")
     assert cfg.task.name == "point_reach" and cfg.train.total_steps == 512
+    assert cfg.task.goal_range == 0.5 and cfg.task.rewards.action == -0.1
     assert len(read_csv(run / "metrics.csv")) == 2
     assert "done: 512 steps" in proc.stdout
+
+
+def test_train_py_rejects_an_unknown_task_field(tmp_path: Path) -> None:
+    args = [*TINY, f"runs_dir={tmp_path}", "train.total_steps=512", "task.goal_rnage=0.5"]
+    proc = subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "goal_rnage" in proc.stdout + proc.stderr
 
 
 def test_train_throughput_benchmark_smoke() -> None:

@@ -106,6 +106,15 @@ def zero_policy(env: MultiAgentEnv) -> Policy:
     return lambda obs: zeros
 
 
+def prior_policy(env: MultiAgentEnv, entry: str = POLICY_ENTRY) -> Policy | None:
+    """The task's linear action prior alone (``GroupSpec.action_prior``, no learned residual), or
+    ``None`` when no group has one: the baseline a residual policy has to beat."""
+    if not any(g.action_prior for g in env.spec.groups.values()):
+        return None
+    priors = {name: g.action_prior_matrix().to(env.device) for name, g in env.spec.groups.items()}
+    return lambda obs: {group: (obs[group][entry] @ p).clamp(-1.0, 1.0) for group, p in priors.items()}
+
+
 def actor_policy(actors: Mapping[str, nn.Module], env: MultiAgentEnv, entry: str = POLICY_ENTRY) -> Policy:
     """Deterministic actors, one per group: ``obs[group][entry] [E, A, obs_dim] -> [E, A, act_dim]``."""
     if set(actors) != set(env.spec.groups):

@@ -151,6 +151,8 @@ class Runner:
         self.env = sim.make(self.task_cfg, num_envs=num_envs, device=self.device, seed=self.seed, compile=compile_env)
         self.group_dims = self._group_dims()
         self.models = build_actor_critics(self.group_dims, self.ppo_cfg.policy).to(self.device)
+        for name, group in self.env.spec.groups.items():
+            self.models[name].set_action_prior(group.action_prior_matrix().to(self.device))
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(self.seed + 1)
         tc = self.train_cfg

@@ -64,6 +64,11 @@ class GroupSpec:
     Observation entry ``"policy"`` is what the actor sees; ``"state"`` is the privileged global
     state for a centralised critic. Actions are ``[num_envs, n_agents, action_dim]`` in [-1, 1];
     ``action_scale``/``action_names``/``action_units`` say what +-1 means physically.
+
+    ``action_prior`` is an optional fixed linear map the task suggests to policies (residual
+    learning): entries ``(obs_index, action_index, gain)`` of the ``policy`` observation, meaning
+    ``action[action_index] += gain * obs[obs_index]`` before the learned part is added. Policies
+    bake it into their actor (so exported models include it); the env itself never applies it.
     """
 
     n_agents: int
@@ -74,6 +79,15 @@ class GroupSpec:
     action_scale: tuple[float, ...]
     action_low: float = -1.0
     action_high: float = 1.0
+    action_prior: tuple[tuple[int, int, float], ...] = ()
+
+    def action_prior_matrix(self) -> torch.Tensor:
+        """``action_prior`` as a dense ``[policy_obs_dim, action_dim]`` matrix (zeros when none)."""
+        (obs_dim,) = self.observations["policy"].shape
+        prior = torch.zeros(obs_dim, self.action_dim)
+        for obs_index, action_index, gain in self.action_prior:
+            prior[obs_index, action_index] += gain
+        return prior
 
     @property
     def state_shape(self) -> tuple[int, ...]:

@@ -33,6 +33,7 @@ from sim.physics.quaternion import (
     quat_rotate,
     quat_rotate_inv,
     quat_to_matrix,
+    quat_yaw,
 )
 from sim.physics.rigid_body import RigidBodyState, point_velocity, rigid_body_step, wrench_at_point
 from sim.tasks.cable_load.config import CableLoadCfg
@@ -54,6 +55,7 @@ def _policy_terms() -> tuple[ObsTerm, ...]:
         ObsTerm("own_rot", 6, "", "world", "own rotation matrix, first two columns"),
         ObsTerm("own_ang_vel", 3, "rad/s", "body", "own body rates"),
         ObsTerm("own_attach", 3, "m", "load", "own cable attachment point on the load"),
+        ObsTerm("own_slot_rel", 3, "m", "world", "own hover slot at the (yaw-limited) goal pose minus own position"),
         ObsTerm("last_action", 5, "", "", "previous action in [-1, 1]"),
     )
 
@@ -93,6 +95,18 @@ class CableLoadEnv(MultiAgentEnv):
         self.motor_decay = self.model.motor_decay(self.phys_dt, self.tau_scale)  # per episode, [E, N, 1]
         self.hover_tension = zeros(E, N)
         self.formation_offset = zeros(E, N, 3)  # hover offset of each MAV from the load, load frame (m)
+        # The same offsets for the nominal load and cables: where each MAV hovers relative to a level load.
+        # Computable onboard (no randomised parameter in it), it defines the ``own_slot_rel`` observation.
+        nominal = hover_equilibrium(
+            self.model,
+            torch.zeros(1, 3, device=dev),
+            torch.full((1,), cfg.load_mass, device=dev),
+            torch.full((1, N), cfg.cable_length, device=dev),
+            self.attach,
+            self.cable_angle,
+            cfg.cable_stiffness,
+        )
+        self.nominal_offset = nominal["drone_pos"][0]  # [N, 3]
         self.fault_time = torch.full((E,), math.inf, device=dev)
         self.fault_agent = torch.zeros(E, dtype=torch.long, device=dev)
         self.rotor_alive = torch.ones(E, N, 1, device=dev)
@@ -129,16 +143,26 @@ class CableLoadEnv(MultiAgentEnv):
             ObsTerm("time_left", 1, "fraction"),
             ObsTerm("agent_id", N, "one-hot"),
         )
+        policy = ObsEntry((cfg.history_len * frame,), terms=terms, history=cfg.history_len)
+        newest = (cfg.history_len - 1) * frame  # offset of the newest frame in the flattened history
+        slot, vel = policy.slices()["own_slot_rel"].start, policy.slices()["own_vel"].start
+        prior = []
+        for k in range(3):
+            if cfg.action_prior_kp:
+                prior.append((newest + slot + k, k, cfg.action_prior_kp / cfg.action_acc_scale))
+            if cfg.action_prior_kd:
+                prior.append((newest + vel + k, k, -cfg.action_prior_kd / cfg.action_acc_scale))
         group = GroupSpec(
             n_agents=N,
             observations={
-                "policy": ObsEntry((cfg.history_len * frame,), terms=terms, history=cfg.history_len),
+                "policy": policy,
                 "state": ObsEntry((sum(t.size for t in state_terms),), terms=state_terms),
             },
             action_dim=len(ACTION_NAMES),
             action_names=ACTION_NAMES,
             action_units=("m/s^2",) * 3 + ("rad/s",) * 2,
             action_scale=(cfg.action_acc_scale,) * 3 + (cfg.action_rate_scale,) * 2,
+            action_prior=tuple(prior),
         )
         return EnvSpec(
             task="cable_load",
@@ -311,11 +335,29 @@ class CableLoadEnv(MultiAgentEnv):
                 matrix_to_6d(quat_to_matrix(d.quat)),
                 d.ang_vel,
                 self.attach.expand(self.num_envs, N, 3),
+                self._goal_slot() - d.pos,
                 self.last_action,
             ),
             dim=-1,
         )  # [E, N, 23]
         return torch.cat((per_env.unsqueeze(1).expand(-1, N, -1), per_mav), dim=-1)
+
+    def _goal_slot(self) -> Tensor:
+        """Each MAV's nominal hover position with the load at a carrot of the goal pose, world frame,
+        ``[E, N, 3]`` (m).
+
+        The nominal team formation rigidly moved to the goal pose, with the goal's heading limited to
+        ``slot_yaw_lead_deg`` ahead of the load's: MAVs then circle round the load to turn it instead
+        of cutting across each other's cables. Exact for translation and yaw, a first guess for tilted
+        goals (a tilted load hangs from a different formation). Uses only the load and goal poses, so
+        a robot computes it onboard.
+        """
+        lead = math.radians(self.cfg.slot_yaw_lead_deg)
+        yaw_err = torch.remainder(quat_yaw(self.goal_quat) - quat_yaw(self.load.quat) + math.pi, 2 * math.pi) - math.pi
+        back = yaw_err.clamp(-lead, lead) - yaw_err  # turn the goal back to within `lead` of the load
+        zero = torch.zeros_like(back)
+        carrot = quat_mul(quat_from_euler(zero, zero, back), self.goal_quat)
+        return self.goal_pos.unsqueeze(1) + quat_rotate(carrot.unsqueeze(1), self.nominal_offset)
 
     def _noise_std(self) -> Tensor:
         """Noise std per frame entry, ``[frame_size]`` (zeros when noise is off)."""
@@ -327,6 +369,7 @@ class CableLoadEnv(MultiAgentEnv):
             "load_vel": nz.velocity,
             "load_ang_vel": nz.angular_velocity,
             "own_pos_rel": nz.position,
+            "own_slot_rel": nz.position,
             "own_vel": nz.velocity,
             "own_rot": nz.rotation,
             "own_ang_vel": nz.angular_velocity,
