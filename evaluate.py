@@ -109,7 +109,6 @@ def _nest(dotted: str, val: Any) -> dict[str, Any]:
     return {head: _nest(rest, val) if rest else val}
 
 
-
 def parse_args(argv: Sequence[str]) -> tuple[EvalArgs, dict[str, Any], dict[str, float]]:
     """``key=value`` strings -> ``(args, task overrides (nested), success thresholds)``.
 
@@ -241,7 +240,6 @@ def resolve_task_cfg(source_cfg: Mapping[str, Any] | None, args: EvalArgs, overr
             _log(f"note: task {cfg['name']!r} has no evaluation_overrides(); eval_mode changes nothing")
         cfg = deep_merge(cfg, eval_overrides)
     return deep_merge(cfg, overrides)
-
 
 
 # --------------------------------------------------------------------------- main

@@ -654,10 +654,32 @@ def test_partial_reset_leaves_other_envs_untouched():
         assert torch.equal(r_a[GROUP][others], r_b[GROUP][others])
 
 
-PHYSICAL_STATE = ("drones.pos", "drones.quat", "drones.vel", "drones.ang_vel", "load.pos", "load.quat", "load.vel",
-                  "load.ang_vel", "rotor_speed", "cable_tension", "cmd", "delay_buf", "goal_pos", "goal_quat",
-                  "load_mass", "cable_length", "thrust_scale", "indi.spec_force_f", "indi.thrust_f",
-                  "indi.torque_f", "indi.ang_acc_f", "indi.prev_vel", "indi.prev_ang_vel", "indi.yaw_ref")
+PHYSICAL_STATE = (
+    "drones.pos",
+    "drones.quat",
+    "drones.vel",
+    "drones.ang_vel",
+    "load.pos",
+    "load.quat",
+    "load.vel",
+    "load.ang_vel",
+    "rotor_speed",
+    "cable_tension",
+    "cmd",
+    "delay_buf",
+    "goal_pos",
+    "goal_quat",
+    "load_mass",
+    "cable_length",
+    "thrust_scale",
+    "indi.spec_force_f",
+    "indi.thrust_f",
+    "indi.torque_f",
+    "indi.ang_acc_f",
+    "indi.prev_vel",
+    "indi.prev_ang_vel",
+    "indi.yaw_ref",
+)
 
 
 def _auto_reset_env0(a, b, gen):

@@ -110,8 +110,6 @@ def new_run_dir(runs_dir: str | Path, task: str) -> Path:
     return path
 
 
-
-
 class EpisodeStats:
     """Count-weighted means of ``info["episode"]`` entries over the steps they appear in."""
 

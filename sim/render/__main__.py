@@ -59,7 +59,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-
 def make_policy(args: argparse.Namespace, env: MultiAgentEnv) -> Policy:
     """The action source: ``obs -> actions`` for every group of ``env``."""
     # A trained policy (`--checkpoint`) plugs in here: load it and return `lambda obs: policy(obs)`.
