@@ -12,7 +12,6 @@ import json
 import math
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import imageio.v3 as iio
@@ -108,25 +107,17 @@ def checkpoint(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def onnx_file(checkpoint, tmp_path_factory) -> Path:
-    """The checkpoint's actor exported with torch.onnx (flattened batch) plus ``covey`` metadata."""
+    """The checkpoint exported by export.py's code path (policies.export, with ``covey`` metadata)."""
     pytest.importorskip("onnxruntime")
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     pytest.importorskip("onnxscript")
-    from training.checkpoint import load_policy
+    from policies.export import export_onnx
+    from training.checkpoint import build_models_from_checkpoint, load_checkpoint
 
-    loaded = load_policy(checkpoint)
-    actor = loaded.actors["mavs"]
-    obs = torch.randn(6, sim.make(loaded.task_cfg, num_envs=1).spec.groups["mavs"].observations["policy"].shape[-1])
+    payload = load_checkpoint(checkpoint)
+    ac = build_models_from_checkpoint(payload)["mavs"]
     path = tmp_path_factory.mktemp("onnx") / "actor.onnx"
-    batch = torch.export.Dim("batch")
-    with warnings.catch_warnings():  # deprecation notes from inside torch.export
-        warnings.simplefilter("ignore", FutureWarning)
-        torch.onnx.export(
-            actor, (obs,), path, input_names=["obs"], output_names=["action"], dynamic_shapes={"obs": {0: batch}}
-        )
-    model = onnx.load(path)
-    onnx.helper.set_model_props(model, {"covey": json.dumps({"task_cfg": loaded.task_cfg, "group": "mavs"})})
-    onnx.save(model, path)
+    export_onnx(ac, path, {"task_cfg": payload["task_cfg"], "group": "mavs"}, torch.ones(ac.dims.action_dim))
     return path
 
 

@@ -115,6 +115,11 @@ class MultiAgentEnv(ABC):
         """
         return {}
 
+    def deployment_constants(self, group: str) -> dict:
+        """JSON-friendly constants a robot needs to build ``group``'s policy observation itself
+        (geometry the observation uses, per agent); stored in exported ONNX metadata. None here."""
+        return {}
+
     # ----------------------------------------------------------------- task hooks
     decimation: int = 1
 

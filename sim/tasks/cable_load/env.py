@@ -359,6 +359,15 @@ class CableLoadEnv(MultiAgentEnv):
         carrot = quat_mul(quat_from_euler(zero, zero, back), self.goal_quat)
         return self.goal_pos.unsqueeze(1) + quat_rotate(carrot.unsqueeze(1), self.nominal_offset)
 
+    def deployment_constants(self, group: str = GROUP) -> dict:
+        """Per-MAV geometry behind ``own_attach`` and ``own_slot_rel`` (nominal values, load frame, m)."""
+        return {
+            "own_attach": self.attach.cpu().tolist(),
+            "nominal_offset": self.nominal_offset.cpu().tolist(),
+            "slot_yaw_lead_deg": self.cfg.slot_yaw_lead_deg,
+            "cable_attach_on_mav": self.model.cable_attach.cpu().tolist(),
+        }
+
     def _noise_std(self) -> Tensor:
         """Noise std per frame entry, ``[frame_size]`` (zeros when noise is off)."""
         nz = self.cfg.obs_noise

@@ -1,0 +1,163 @@
+"""ONNX export (policies.export, export.py): parity with torch, metadata, refusal to write bad models."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+pytest.importorskip("onnxscript")
+
+import sim  # noqa: E402
+from policies import ActorCritic, GroupDims, PolicyCfg  # noqa: E402
+from policies.export import ExportError, export_onnx, onnx_runtime_session, read_metadata  # noqa: E402
+from sim.core.registry import registered_tasks  # noqa: E402
+from training.checkpoint import FORMAT, save_checkpoint  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fresh_models(env, sharing: str = "shared") -> dict[str, ActorCritic]:
+    """Freshly initialised actor-critics for every group, output layer scaled so actions are not ~0."""
+    torch.manual_seed(0)
+    models = {}
+    for name, g in env.spec.groups.items():
+        dims = GroupDims(g.n_agents, g.observations["policy"].shape[-1], g.state_shape[-1], g.action_dim)
+        ac = ActorCritic(dims, PolicyCfg(sharing=sharing, actor_hidden=(64, 64), critic_hidden=(32,)))
+        ac.set_action_prior(g.action_prior_matrix())
+        with torch.no_grad():
+            ac.actor[-1].weight.mul_(50.0)
+        models[name] = ac.eval()
+    return models
+
+
+def recorded(env, models, steps: int = 20) -> dict[str, torch.Tensor]:
+    obs = env.reset()
+    out = {g: [] for g in models}
+    with torch.no_grad():
+        for _ in range(steps):
+            for g in models:
+                out[g].append(obs[g]["policy"])
+            obs, *_ = env.step({g: m.act_deterministic(obs[g]["policy"]) for g, m in models.items()})
+    return {g: torch.cat(v) for g, v in out.items()}
+
+
+@pytest.mark.parametrize("task", registered_tasks())
+def test_fresh_policy_of_every_task_exports_with_parity(task: str, tmp_path: Path) -> None:
+    env = sim.make(task, num_envs=4, seed=0)
+    models = fresh_models(env)
+    obs = recorded(env, models)
+    for group, ac in models.items():
+        path = tmp_path / f"{group}.onnx"
+        spec = env.spec.groups[group]
+        scale = torch.tensor(spec.action_scale)
+        report = export_onnx(ac, path, {"task": task, "group": group}, scale, recorded_obs=obs[group].flatten(0, 1))
+        assert report.max_action < 1e-5 and report.recorded_action is not None
+        # A batch size never seen at export time (dynamic axis); both outputs.
+        x = obs[group][:7, 0]
+        action, command = onnx_runtime_session(path).run(["action", "command"], {"obs": x.numpy()})
+        with torch.no_grad():
+            expected = ac.act_deterministic(x)
+        assert action.shape == (7, spec.action_dim)
+        np.testing.assert_allclose(action, expected.numpy(), atol=1e-5)
+        np.testing.assert_allclose(command, (expected * scale).numpy(), atol=1e-5 * float(scale.max()))
+        assert np.abs(expected.numpy()).max() > 0.05, "the check must see non-trivial actions"
+        meta = read_metadata(path)
+        assert meta["task"] == task and meta["group"] == group and meta["format"] == "covey-onnx-v1"
+
+
+def test_per_agent_weights_export_with_an_agent_axis(tmp_path: Path) -> None:
+    env = sim.make("cable_load", num_envs=2, seed=0)
+    ac = fresh_models(env, sharing="per_agent")["mavs"]
+    obs = recorded(env, {"mavs": ac})["mavs"]
+    path = tmp_path / "mavs.onnx"
+    report = export_onnx(ac, path, {}, torch.tensor(env.spec.groups["mavs"].action_scale), recorded_obs=obs)
+    assert report.max_action < 1e-5
+    (action,) = onnx_runtime_session(path).run(["action"], {"obs": obs[:5].numpy()})
+    with torch.no_grad():
+        np.testing.assert_allclose(action, ac.act_deterministic(obs[:5]).numpy(), atol=1e-5)
+
+
+def test_a_model_failing_parity_is_not_written(tmp_path: Path) -> None:
+    env = sim.make("point_reach", num_envs=2, seed=0)
+    ac = fresh_models(env)["agents"]
+    path = tmp_path / "bad.onnx"
+    with pytest.raises(ExportError, match="parity"):
+        export_onnx(ac, path, {}, torch.ones(env.spec.groups["agents"].action_dim), atol=-1.0)
+    assert not path.exists() and not list(tmp_path.iterdir())
+
+
+@pytest.fixture(scope="module")
+def cable_checkpoint(tmp_path_factory) -> Path:
+    env = sim.make("cable_load", num_envs=1, action_prior_kp=2.0, action_prior_kd=2.0)
+    models = torch.nn.ModuleDict(fresh_models(env))
+    g = env.spec.groups["mavs"]
+    dims = GroupDims(g.n_agents, g.observations["policy"].shape[-1], g.state_shape[-1], g.action_dim)
+    path = tmp_path_factory.mktemp("ckpt") / "policy.pt"
+    policy_cfg = {"actor_hidden": [64, 64], "critic_hidden": [32]}
+    save_checkpoint(
+        path,
+        {
+            "format": FORMAT,
+            "task_cfg": {"name": "cable_load", "action_prior_kp": 2.0, "action_prior_kd": 2.0},
+            "algo_cfg": {"policy": policy_cfg},
+            "model": models.state_dict(),
+            "optimizer": {},
+            "normalizers": {},
+            "global_step": 4321,
+            "iteration": 1,
+            "rng": {},
+            "meta": {"run_id": "test-run", "groups": {"mavs": dims.to_dict()}},
+            "metrics": {},
+        },
+    )
+    return path
+
+
+def test_export_cli_writes_a_checked_model_with_full_metadata(cable_checkpoint: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cable.onnx"
+    args = [f"checkpoint={cable_checkpoint}", f"out={out}", "record_steps=20", "record_envs=2"]
+    proc = subprocess.run([sys.executable, "export.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["files"] == {"mavs": str(out)}
+    assert report["parity"]["mavs"]["max_abs_diff_recorded"] < 1e-5
+    meta = read_metadata(out)
+    assert meta["task"] == "cable_load" and meta["run_id"] == "test-run" and meta["global_step"] == 4321
+    assert meta["control_hz"] == pytest.approx(100.0)
+    assert meta["action"]["names"] == ["acc_x", "acc_y", "acc_z", "roll_rate", "pitch_rate"]
+    assert meta["action"]["scale"] == [4.0, 4.0, 4.0, 2.0, 2.0]
+    terms = [t["name"] for t in meta["observation"]["terms"]]
+    assert terms[0] == "goal_pos_rel" and "own_slot_rel" in terms and meta["observation"]["history"] == 3
+    assert len(meta["deployment"]["nominal_offset"]) == 3 and meta["task_cfg"]["action_prior_kp"] == 2.0
+
+
+def test_the_exported_graph_includes_the_action_prior(tmp_path: Path) -> None:
+    from training.evaluation import prior_policy
+
+    env = sim.make("cable_load", num_envs=3, seed=1, action_prior_kp=2.0, action_prior_kd=2.0)
+    ac = fresh_models(env)["mavs"]
+    with torch.no_grad():
+        ac.actor[-1].weight.zero_()  # the learned residual is exactly 0: the model is the prior
+        ac.actor[-1].bias.zero_()
+    obs = env.reset()
+    path = tmp_path / "prior.onnx"
+    export_onnx(ac, path, {}, torch.tensor(env.spec.groups["mavs"].action_scale))
+    (action,) = onnx_runtime_session(path).run(["action"], {"obs": obs["mavs"]["policy"].flatten(0, 1).numpy()})
+    expected = prior_policy(env)(obs)["mavs"].flatten(0, 1)
+    assert expected.abs().max() > 0.05
+    np.testing.assert_allclose(action, expected.numpy(), atol=1e-5)
+
+
+def test_export_cli_rejects_a_missing_checkpoint(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "export.py", f"checkpoint={tmp_path / 'nope.pt'}"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 1 and "no checkpoint" in proc.stderr
