@@ -541,6 +541,22 @@ def test_truncation_fires_at_the_time_limit():
                 assert torch.equal(obs[GROUP]["state"][..., sl], torch.ones(4, env.n, 1))
 
 
+def test_randomized_episode_progress_spreads_the_first_truncations():
+    env = make(64, episode_length_s=0.2, **EVAL)  # 20 steps
+    env.reset(0)
+    obs = env.randomize_episode_progress()
+    start = env.episode_step.clone()
+    assert int(start.min()) >= 0 and int(start.max()) < 20 and len(start.unique()) >= 10
+    sl = env.spec.groups[GROUP].observations["state"].slices()["time_left"]
+    assert torch.allclose(obs[GROUP]["state"][:, 0, sl].squeeze(-1), 1 - start.float() / 20)
+    first_end = torch.full((64,), -1)
+    for step in range(1, 21):
+        _, _, _, truncated, _ = env.step(env.zero_actions())
+        first_end[truncated & (first_end < 0)] = step
+    # Each env truncates after its remaining steps, then runs full-length episodes.
+    assert torch.equal(first_end, 20 - start)
+
+
 def test_terminated_wins_over_truncated_on_the_last_step():
     env = make(2, episode_length_s=0.05, **EVAL)
     env.reset(0)

@@ -46,7 +46,9 @@ from training.ppo import PPO, PPOCfg
 
 # Default metric that picks checkpoints/best.pt, per task: (episode metric name, "min" | "max").
 BEST_METRIC: dict[str, tuple[str, str]] = {
-    "cable_load": ("metrics/final_pos_err_m", "min"),
+    # Evaluation return: it weighs position and orientation tracking as training does (the final
+    # position error alone chose checkpoints that traded orientation for position).
+    "cable_load": ("return", "max"),
     "point_reach": ("metrics/final_dist_m", "min"),
 }
 FALLBACK_BEST_METRIC = ("return", "max")
@@ -63,6 +65,9 @@ class TrainCfg:
     eval_envs: int = 64  # envs of the evaluation env (one episode length each)
     checkpoint_every: int = 25  # iterations between checkpoints/latest.pt
     best_metric: str = ""  # episode metric choosing best.pt; "" = the task's default (BEST_METRIC)
+    # Start the envs at random points of their first episode (MultiAgentEnv.randomize_episode_progress):
+    # with synchronised envs each rollout holds one phase of the episode and PPO forgets the others.
+    random_episode_start: bool = True
     best_mode: str = ""  # "min" | "max"; "" = the task's default
     video: bool = False  # record env 0 in evaluations (tasks with a renderer; needs GL)
     video_every: int = 0  # a video every N-th evaluation (0 = only the final one)
@@ -247,6 +252,8 @@ class Runner:
         bar = ProgressBar(self.num_iterations * self.steps_per_iter, st.global_step, enabled=tc.progress)
         bar.write(self._summary())
         obs = self.env.reset()
+        if tc.random_episode_start:
+            obs = self.env.randomize_episode_progress()
         try:
             while st.iteration < self.num_iterations:
                 obs, row = self.train_iteration(obs)

@@ -70,6 +70,19 @@ class MultiAgentEnv(ABC):
         self._reset_all_idx(all_ids)
         return self._observations()
 
+    def randomize_episode_progress(self) -> Obs:
+        """Set every env's step counter uniformly in ``[0, max_episode_steps)``; returns the observations.
+
+        Called once after :meth:`reset` by trainers: the first episodes then end (truncate) at
+        different times, so the envs stay desynchronised and every rollout mixes all phases of an
+        episode. With all envs in step, a short rollout holds one phase only (all envs just after
+        the start, or all near the end), and PPO fits that phase and forgets the others.
+        """
+        self.episode_step = torch.randint(
+            0, self.max_episode_steps, (self.num_envs,), generator=self.rng, device=self.device
+        )
+        return self._observations()
+
     def step(self, actions: dict[str, Tensor]) -> tuple[Obs, dict[str, Tensor], Tensor, Tensor, dict]:
         """Advance one control step; see the module docstring for shapes."""
         self._check_actions(actions)

@@ -1,0 +1,47 @@
+"""Launching a team: the node set of a task, started from its parameter file.
+
+``python -m deploy_ros.launch cable_load`` (pip-only, see ``__main__``) and
+``ros2 launch deploy_ros/launch/cable_load.launch.py`` (full ROS 2 install) start the same nodes
+from ``deploy_ros/params/<task>.yaml``; :func:`node_commands` is the one definition of that set.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+PARAMS_DIR = Path(__file__).resolve().parents[1] / "params"
+
+
+def params_file(task: str) -> Path:
+    path = PARAMS_DIR / f"{task}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in PARAMS_DIR.glob("*.yaml"))
+        raise ValueError(f"no parameter file for task {task!r} ({path}); known: {known}")
+    return path
+
+
+def node_commands(
+    params: str | Path, extra_args: list[str] | None = None, with_bridge: bool | None = None
+) -> dict[str, list[str]]:
+    """``{name: argv}`` of every node: the sim bridge (unless off) and one policy node per agent.
+
+    ``extra_args`` are appended to every node's ``--ros-args`` (e.g. ``["-p", "model:=x.onnx"]``).
+    """
+    params = Path(params)
+    doc = yaml.safe_load(params.read_text()) or {}
+    launch = (doc.get("covey_launch") or {}).get("ros__parameters") or {}
+    n = int(launch.get("num_agents", 0))
+    if n < 1:
+        raise ValueError(f"{params}: covey_launch.ros__parameters.num_agents must be >= 1")
+    bridge = launch.get("with_bridge", True) if with_bridge is None else with_bridge
+    common = ["--ros-args", "--params-file", str(params), *(extra_args or [])]
+    cmds: dict[str, list[str]] = {}
+    if bridge:
+        cmds["sim_bridge"] = [sys.executable, "-m", "deploy_ros.sim_bridge", *common]
+    for i in range(n):
+        ns = ["-r", f"__ns:=/mav{i}", "-r", "__node:=covey_policy", "-p", f"agent_index:={i}"]
+        cmds[f"mav{i}"] = [sys.executable, "-m", "deploy_ros.policy_node", *common, *ns]
+    return cmds

@@ -1,0 +1,246 @@
+"""deploy_ros.observation: the robot-side observation equals the simulator's, term by term and step by step."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import sim
+from deploy_ros.observation import (
+    TERM_BUILDERS,
+    ObservationBuilder,
+    RobotInputs,
+    quat_from_euler,
+    quat_mul,
+    quat_rotate,
+    quat_to_matrix,
+    quat_yaw,
+)
+from sim.physics import quaternion as tq
+
+ROOT = Path(__file__).resolve().parents[1]
+ATOL = 1e-5
+
+
+def _export_module():
+    spec = importlib.util.spec_from_file_location("covey_export_cli", ROOT / "export.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cable_metadata(env) -> dict:
+    """The metadata export.py writes for the ``mavs`` group (the same function)."""
+    return _export_module().group_metadata(env, "mavs", {"name": "cable_load"}, {})
+
+
+def robot_inputs(env, e: int, i: int) -> RobotInputs:
+    """MAV ``i`` of env ``e`` as a robot would measure it (sim frames: body rates, world velocities)."""
+    d, ld = env.drones, env.load
+    return RobotInputs(
+        own_pos=d.pos[e, i].numpy(),
+        own_quat=d.quat[e, i].numpy(),
+        own_vel=d.vel[e, i].numpy(),
+        own_ang_vel=d.ang_vel[e, i].numpy(),
+        load_pos=ld.pos[e].numpy(),
+        load_quat=ld.quat[e].numpy(),
+        load_vel=ld.vel[e].numpy(),
+        load_ang_vel=ld.ang_vel[e].numpy(),
+        goal_pos=env.goal_pos[e].numpy(),
+        goal_quat=env.goal_quat[e].numpy(),
+    )
+
+
+def test_quaternion_helpers_match_the_sim() -> None:
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(64, 4, generator=gen)
+    q = q / q.norm(dim=-1, keepdim=True)
+    p = torch.randn(64, 4, generator=gen)
+    p = p / p.norm(dim=-1, keepdim=True)
+    v = torch.randn(64, 3, generator=gen)
+    rpy = torch.rand(64, 3, generator=gen) * 6 - 3
+    np.testing.assert_allclose(quat_mul(q.numpy(), p.numpy()), tq.quat_mul(q, p).numpy(), atol=1e-6)
+    np.testing.assert_allclose(quat_rotate(q.numpy(), v.numpy()), tq.quat_rotate(q, v).numpy(), atol=1e-5)
+    np.testing.assert_allclose(quat_to_matrix(q.numpy()), tq.quat_to_matrix(q).numpy(), atol=1e-6)
+    np.testing.assert_allclose(quat_yaw(q.numpy()), tq.quat_yaw(q).numpy(), atol=1e-5)
+    np.testing.assert_allclose(quat_from_euler(*rpy.numpy().T), tq.quat_from_euler(*rpy.unbind(-1)).numpy(), atol=1e-6)
+    # 6D = first column then second column (not rows): check on a 90 deg yaw, R = [[0,-1,0],[1,0,0],[0,0,1]].
+    from deploy_ros.observation import matrix_to_6d
+
+    r = quat_to_matrix(quat_from_euler(0.0, 0.0, math.pi / 2))
+    np.testing.assert_allclose(matrix_to_6d(r), [0, 1, 0, -1, 0, 0], atol=1e-12)
+
+
+# The second case has 0.25 s episodes: time-limit resets inside ``step`` at steps 25 and 50 restart the history.
+@pytest.mark.parametrize("num_mavs, history, episode_s", [(3, 3, 20.0), (4, 2, 0.25)])
+def test_builder_reproduces_the_sim_observation_every_step(num_mavs: int, history: int, episode_s: float) -> None:
+    env = sim.make(
+        "cable_load",
+        num_envs=2,
+        seed=0,
+        num_mavs=num_mavs,
+        history_len=history,
+        episode_length_s=episode_s,
+        randomization={"enabled": False},
+        obs_noise={"enabled": False},
+    )
+    meta = cable_metadata(env)
+    obs = env.reset()
+    builders = [[ObservationBuilder(meta, i) for i in range(num_mavs)] for _ in range(env.num_envs)]
+    lead = math.radians(meta["deployment"]["slot_yaw_lead_deg"])
+    gen = torch.Generator().manual_seed(1)
+    resets, clamped, checked, act_seen = 0, 0, 0, 0.0
+
+    def check(obs_sim: torch.Tensor, step: int, fresh: torch.Tensor) -> None:
+        nonlocal checked, clamped, act_seen
+        for e in range(env.num_envs):
+            yaw_err = abs(
+                (float(tq.quat_yaw(env.goal_quat[e]) - tq.quat_yaw(env.load.quat[e])) + math.pi) % (2 * math.pi)
+                - math.pi
+            )
+            clamped += yaw_err > lead + 0.05
+            for i in range(num_mavs):
+                inputs = robot_inputs(env, e, i)
+                b = builders[e][i]
+                if fresh[e]:
+                    mine = b.reset(inputs)  # a reset: history = copies of the first frame
+                else:
+                    mine = b.push(inputs, env.last_action[e, i].numpy())
+                    act_seen = max(act_seen, float(np.abs(env.last_action[e, i].numpy()).max()))
+                assert mine.dtype == np.float32 and mine.shape == (meta["observation"]["shape"][0],)
+                diff = np.abs(mine - obs_sim[e, i].numpy())
+                assert diff.max() < ATOL, f"step {step} env {e} agent {i}: max diff {diff.max():.3g} at {diff.argmax()}"
+                checked += 1
+
+    check(obs["mavs"]["policy"], 0, torch.ones(env.num_envs, dtype=torch.bool))
+    for step in range(1, 51):
+        # Large random actions (over-range too: the env clamps, and so must last_action).
+        act = torch.randn(env.num_envs, num_mavs, 5, generator=gen) * 0.8
+        obs, _, terminated, truncated, _ = env.step({"mavs": act})
+        done = terminated | truncated
+        resets += int(done.sum())
+        check(obs["mavs"]["policy"], step, done)
+    assert checked == 51 * env.num_envs * num_mavs
+    assert resets == (0 if episode_s > 1 else 2 * env.num_envs)
+    assert clamped > 0, "the yaw-lead clamp of own_slot_rel must be exercised"
+    assert act_seen > 0.5  # non-trivial previous actions in the observation
+
+
+def test_goal_slot_matches_the_sim_including_the_yaw_lead_clamp_and_wrap() -> None:
+    env = sim.make("cable_load", num_envs=8, seed=0, randomization={"enabled": False}, obs_noise={"enabled": False})
+    meta = cable_metadata(env)
+    env.reset()
+    # Goal yaws on both sides of the lead (30 deg) and across the +-pi wrap, with tilts and a tilted load.
+    goal_yaw = torch.tensor([0.2, 170.0, -170.0, 179.5, -179.5, 45.0, -95.0, 10.0]).deg2rad()
+    load_yaw = torch.tensor([0.0, -170.0, 170.0, -179.0, 179.0, 0.0, 60.0, 175.0]).deg2rad()
+    tilt = torch.full((8,), 0.2)
+    env.goal_quat = tq.quat_from_euler(tilt, -tilt, goal_yaw)
+    env.load.quat = tq.quat_from_euler(-0.5 * tilt, 0.3 * tilt, load_yaw)
+    env.goal_pos = env.goal_pos + torch.tensor([0.5, -1.0, 0.3])
+    slot_sim = env._goal_slot()  # [E, N, 3]
+    for e in range(8):
+        for i in range(env.n):
+            b = ObservationBuilder(meta, i)
+            inputs = robot_inputs(env, e, i)
+            mine = b.frame(inputs, np.zeros(5))
+            sl = slice(*_term_slice(meta, "own_slot_rel"))
+            np.testing.assert_allclose(mine[sl], (slot_sim[e, i] - env.drones.pos[e, i]).numpy(), atol=ATOL)
+    raw = env.goal_pos.unsqueeze(1) + tq.quat_rotate(env.goal_quat.unsqueeze(1), env.nominal_offset)
+    gap = (raw - slot_sim).norm(dim=-1).amax(-1)  # [E] m
+    # Env 6 (155 deg behind) is clamped: its slots are metres from the raw goal's. Env 1 (20 deg across the
+    # +-pi wrap) and env 0 are within the lead: the slots are the raw goal's.
+    assert float(gap[6]) > 0.5
+    assert float(gap[0]) < 1e-5 and float(gap[1]) < 1e-5
+
+
+def _term_slice(meta: dict, name: str) -> tuple[int, int]:
+    start = 0
+    for t in meta["observation"]["terms"]:
+        if t["name"] == name:
+            return start, start + t["size"]
+        start += t["size"]
+    raise KeyError(name)
+
+
+@pytest.fixture(scope="module")
+def meta() -> dict:
+    env = sim.make("cable_load", num_envs=1, seed=0)
+    return cable_metadata(env)
+
+
+def test_unknown_terms_are_named(meta: dict) -> None:
+    bad = copy.deepcopy(meta)
+    bad["observation"]["terms"].append({"name": "wind_speed", "size": 1})
+    bad["observation"]["terms"].append({"name": "battery", "size": 1})
+    with pytest.raises(ValueError, match=r"wind_speed.*battery"):
+        ObservationBuilder(bad, 0)
+
+
+@pytest.mark.parametrize("index", [-1, 3, 7, 1.0, True])
+def test_bad_agent_index(meta: dict, index) -> None:
+    with pytest.raises(ValueError, match="agent_index"):
+        ObservationBuilder(meta, index)
+
+
+def test_frame_size_mismatch_with_the_shape(meta: dict) -> None:
+    bad = copy.deepcopy(meta)
+    bad["observation"]["shape"] = [bad["observation"]["shape"][0] + 1]
+    with pytest.raises(ValueError, match="mismatch"):
+        ObservationBuilder(bad, 0)
+    bad = copy.deepcopy(meta)
+    bad["observation"]["terms"][0]["size"] = 4  # goal_pos_rel is 3 values; the builder makes 3
+    bad["observation"]["shape"] = [bad["observation"]["shape"][0] + bad["observation"]["history"]]
+    with pytest.raises(ValueError, match="goal_pos_rel"):
+        ObservationBuilder(bad, 0)
+
+
+def test_missing_deployment_constants_fail_at_construction(meta: dict) -> None:
+    bad = copy.deepcopy(meta)
+    del bad["deployment"]["nominal_offset"]
+    with pytest.raises(ValueError, match="nominal_offset"):
+        ObservationBuilder(bad, 0)
+    bad = copy.deepcopy(meta)
+    bad["deployment"]["own_attach"] = bad["deployment"]["own_attach"][:1]  # a row for agent 0 only
+    ObservationBuilder(bad, 0)
+    with pytest.raises(ValueError, match="own_attach"):
+        ObservationBuilder(bad, 1)
+
+
+def test_push_before_reset_and_history_order(meta: dict) -> None:
+    b = ObservationBuilder(meta, 0)
+    inputs = RobotInputs.neutral()
+    with pytest.raises(RuntimeError, match="reset"):
+        b.push(inputs, np.zeros(5))
+    first = b.reset(inputs)
+    frame = b.frame_size
+    assert np.array_equal(first[:frame], first[-frame:])
+    act = np.array([0.1, -0.2, 0.3, -0.4, 0.5])
+    second = b.push(inputs, act)
+    # Newest frame last, with the action; the older frames are the reset copies.
+    sl = slice(*_term_slice(meta, "last_action"))
+    np.testing.assert_allclose(second[-frame:][sl], act, atol=1e-7)
+    np.testing.assert_array_equal(second[:-frame], first[frame:])
+    with pytest.raises(ValueError, match="last_action"):
+        b.push(inputs, np.zeros(4))
+
+
+def test_other_tasks_can_add_builders(meta: dict) -> None:
+    extra = copy.deepcopy(meta)
+    extra["observation"]["terms"].append({"name": "wind_speed", "size": 1})
+    extra["observation"]["shape"] = [extra["observation"]["shape"][0] + extra["observation"]["history"]]
+    b = ObservationBuilder(extra, 0, builders={**TERM_BUILDERS, "wind_speed": lambda c: np.array([4.5])})
+    assert b.reset(RobotInputs.neutral())[-1] == pytest.approx(4.5)
+
+
+def test_robot_inputs_validate_shapes() -> None:
+    with pytest.raises(ValueError, match="own_quat"):
+        RobotInputs(*([np.zeros(3)] * 1 + [np.zeros(3)] + [np.zeros(3)] * 8))
+    bad = RobotInputs.neutral()
+    bad.load_vel = np.array([0.0, np.nan, 0.0])
+    assert not bad.is_finite() and RobotInputs.neutral().is_finite()
