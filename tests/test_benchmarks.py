@@ -50,3 +50,16 @@ def test_sim_throughput_unknown_task_lists_tasks():
     proc = _run("--task", "no_such_task")
     assert proc.returncode == 2
     assert "unknown task 'no_such_task'" in proc.stderr and "cable_load" in proc.stderr
+
+
+@pytest.mark.timeout(180)
+def test_onnx_latency_smoke():
+    pytest.importorskip("onnxruntime")
+    script = SCRIPT.with_name("onnx_latency.py")
+    args = ["--samples", "30", "--batch", "64", "--batches", "3"]
+    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert any("onnx " in line for line in lines[1:-1]) and any("torch " in line for line in lines[1:-1])
+    ratio = float(lines[-1].split("=")[1])
+    assert math.isfinite(ratio) and ratio > 0

@@ -69,6 +69,7 @@ def test_bridge_and_three_policy_nodes_fly_the_shipped_policy(tmp_path: Path) ->
     bridge_log = (tmp_path / "sim_bridge.log").read_text()
     assert procs["sim_bridge"].returncode == 0 and result.is_file(), bridge_log[-3000:]
     out = json.loads(result.read_text())
+    print(f"SITL {out}; pure python: pos_err_m {ref_pos:.4f}, ori_err_deg {ref_ori:.3f}")
     assert out["sim_time_s"] == pytest.approx(SIM_SECONDS)
     # Over ROS the commands arrive up to a step late (two unsynchronised 100 Hz timers), which the
     # policy was trained to tolerate (action delay 0-1 steps); the outcome must stay close.
