@@ -1,0 +1,48 @@
+"""The team launchers: one node set from one parameter file, for the pip-only runner and ros2 launch."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deploy_ros.launch import node_commands, params_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cable_load_team_is_a_bridge_and_one_namespaced_policy_node_per_mav() -> None:
+    cmds = node_commands(params_file("cable_load"), ["-p", "model:=x.onnx"])
+    assert list(cmds) == ["sim_bridge", "mav0", "mav1", "mav2"]
+    assert cmds["sim_bridge"][1:3] == ["-m", "deploy_ros.sim_bridge"]
+    for i in range(3):
+        cmd = cmds[f"mav{i}"]
+        assert cmd[1:3] == ["-m", "deploy_ros.policy_node"]
+        assert f"__ns:=/mav{i}" in cmd and f"agent_index:={i}" in cmd and "model:=x.onnx" in cmd
+        assert str(params_file("cable_load")) in cmd
+    no_bridge = node_commands(params_file("cable_load"), with_bridge=False)
+    assert list(no_bridge) == ["mav0", "mav1", "mav2"]
+
+
+def test_unknown_task_and_bad_parameter_file_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no parameter file for task 'nope'"):
+        params_file("nope")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("covey_launch:\n  ros__parameters:\n    num_agents: 0\n")
+    with pytest.raises(ValueError, match="num_agents"):
+        node_commands(bad)
+    proc = subprocess.run([sys.executable, "-m", "deploy_ros.launch", "nope"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "no parameter file" in proc.stderr
+
+
+def test_ros2_launch_file_builds_its_nodes_from_the_shared_definition() -> None:
+    """``launch``/``launch_ros`` are not on PyPI: check the file parses and uses node_commands."""
+    source = (ROOT / "deploy_ros" / "launch" / "cable_load.launch.py").read_text()
+    tree = ast.parse(source)
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    funcs = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    assert "generate_launch_description" in funcs
+    assert {"node_commands", "params_file", "ExecuteProcess"} <= names
