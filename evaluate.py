@@ -190,7 +190,8 @@ def load_checkpoint_source(path: str, device: str) -> Source:
 
 def load_onnx_source(path: str) -> Source:
     """An ONNX actor; its task config from the ``covey`` metadata entry when present."""
-    from training.evaluation import ONNX_METADATA_KEY, onnx_policy, onnx_session
+    from policies.export import ONNX_METADATA_KEY
+    from training.evaluation import onnx_policy, onnx_session
 
     file = Path(path)
     if not file.is_file():

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from policies.export import onnx_runtime_session
 from sim.core.env import MultiAgentEnv, Obs
 
 Policy = Callable[[Obs], dict[str, Tensor]]
@@ -50,7 +51,6 @@ StepHook = Callable[[int, Tensor], None]
 
 Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
 POLICY_ENTRY = "policy"  # the observation entry an actor reads
-ONNX_METADATA_KEY = "covey"  # metadata_props key holding a JSON object ({"task_cfg": {...}, "group": ...})
 _ROUND_SEED_STRIDE = 1_000_003
 
 # Success: every listed window-mean metric below its threshold (and no termination). Per task name.
@@ -127,13 +127,9 @@ def actor_policy(actors: Mapping[str, nn.Module], env: MultiAgentEnv, entry: str
 def onnx_session(path: str | Path) -> Any:
     """An onnxruntime CPU session for ``path`` (one intra-op thread, so results are reproducible)."""
     try:
-        import onnxruntime as ort
+        return onnx_runtime_session(path)
     except ImportError as err:
         raise ImportError("evaluating an ONNX model needs onnxruntime: pip install -e '.[onnx]'") from err
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
 
 def onnx_policy(session: Any, env: MultiAgentEnv, group: str | None = None, entry: str = POLICY_ENTRY) -> Policy:
