@@ -339,7 +339,7 @@ class CableLoadEnv(MultiAgentEnv):
                 self.last_action,
             ),
             dim=-1,
-        )  # [E, N, 23]
+        )  # [E, N, 26]
         return torch.cat((per_env.unsqueeze(1).expand(-1, N, -1), per_mav), dim=-1)
 
     def _goal_slot(self) -> Tensor:
