@@ -197,6 +197,9 @@ class TermContext:
         agent_index: this robot's index in its group (row of the per-agent deployment constants).
         deployment: the metadata's ``deployment`` dict (task constants, per-agent lists).
         cache: per-frame scratch space for values several terms share.
+        memory: state that persists from frame to frame (integrators), emptied at every reset.
+        advance: True when this frame is a control step after the previous one (``push``), False
+            at a reset or a dry run: stateful terms integrate only when it is True.
     """
 
     inputs: RobotInputs
@@ -204,6 +207,8 @@ class TermContext:
     agent_index: int
     deployment: Mapping[str, Any]
     cache: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
+    advance: bool = False
 
     def agent_constant(self, key: str, size: int) -> np.ndarray:
         """``deployment[key][agent_index]`` as a float64 ``[size]`` array (ValueError when absent or malformed)."""
@@ -243,11 +248,17 @@ def goal_slot(
     ahead of the load's heading (the "carrot"), then the nominal offset ``[3]`` (load frame) is
     rotated by that carrot attitude and added to the goal position.
     """
+    carrot = goal_carrot(goal_quat, load_quat, lead_deg)
+    return np.asarray(goal_pos, np.float64) + quat_rotate(carrot, nominal_offset)
+
+
+def goal_carrot(goal_quat: np.ndarray, load_quat: np.ndarray, lead_deg: float) -> np.ndarray:
+    """The goal attitude ``[4]`` with its heading at most ``lead_deg`` ahead of the load's
+    (``CableLoadEnv._goal_carrot``)."""
     lead = math.radians(lead_deg)
     yaw_err = wrap_angle(quat_yaw(goal_quat) - quat_yaw(load_quat))
     back = np.clip(yaw_err, -lead, lead) - yaw_err
-    carrot = quat_mul(quat_from_yaw(back), goal_quat)
-    return np.asarray(goal_pos, np.float64) + quat_rotate(carrot, nominal_offset)
+    return quat_mul(quat_from_yaw(back), goal_quat)
 
 
 def _own_slot_rel(ctx: TermContext) -> np.ndarray:
@@ -257,6 +268,27 @@ def _own_slot_rel(ctx: TermContext) -> np.ndarray:
     offset = ctx.agent_constant("nominal_offset", 3)
     slot = goal_slot(ctx.inputs.goal_pos, ctx.inputs.goal_quat, ctx.inputs.load_quat, offset, d["slot_yaw_lead_deg"])
     return slot - ctx.inputs.own_pos
+
+
+def _own_attach_err_int(ctx: TermContext) -> np.ndarray:
+    """Leaky, clipped integral of the own attachment point's error to the goal pose
+    (``CableLoadEnv._integrate_attach_error``); advances one control step per ``push``."""
+    d = ctx.deployment
+    if "integral" not in d or "slot_yaw_lead_deg" not in d:
+        raise ValueError("metadata deployment has no 'integral' settings or 'slot_yaw_lead_deg'")
+    cfg = d["integral"]
+    value = ctx.memory.get("own_attach_err_int", np.zeros(3))
+    if ctx.advance:
+        attach = ctx.agent_constant("own_attach", 3)
+        inp = ctx.inputs
+        carrot = goal_carrot(inp.goal_quat, inp.load_quat, d["slot_yaw_lead_deg"])
+        goal = inp.goal_pos + quat_rotate(carrot, attach)
+        err = np.clip(goal - (inp.load_pos + quat_rotate(inp.load_quat, attach)), -cfg["err_clip"], cfg["err_clip"])
+        dt, tau = float(cfg["dt"]), float(cfg["tau_s"])
+        leak = 1.0 - dt / tau if tau > 0 else 1.0
+        value = np.clip(leak * value + dt * err, -cfg["limit"], cfg["limit"])
+    ctx.memory["own_attach_err_int"] = value
+    return value
 
 
 TERM_BUILDERS: dict[str, TermBuilder] = {
@@ -271,6 +303,7 @@ TERM_BUILDERS: dict[str, TermBuilder] = {
     "own_ang_vel": lambda c: c.inputs.own_ang_vel,
     "own_attach": lambda c: c.agent_constant("own_attach", 3),
     "own_slot_rel": _own_slot_rel,
+    "own_attach_err_int": _own_attach_err_int,
     "last_action": lambda c: c.last_action,
 }
 """Term name -> builder for every ``cable_load`` policy term (the default mapping)."""
@@ -330,9 +363,10 @@ class ObservationBuilder:
         self.act_dim = len(metadata["action"]["names"]) if "action" in metadata else None
         self.deployment: Mapping[str, Any] = metadata.get("deployment") or {}
         self._history: np.ndarray | None = None  # [history, frame_size] float32, oldest first
+        self._memory: dict[str, Any] = {}  # stateful terms' state (TermContext.memory)
 
         # Dry run on neutral inputs: missing deployment constants and wrong term sizes show up now, not mid-flight.
-        self.frame(RobotInputs.neutral(), np.zeros(self.act_dim or self._term_size("last_action") or 0))
+        self.frame(RobotInputs.neutral(), np.zeros(self.act_dim or self._term_size("last_action") or 0), memory={})
 
     def _term_size(self, name: str) -> int | None:
         return next((size for n, size in self.terms if n == name), None)
@@ -342,17 +376,26 @@ class ObservationBuilder:
         """Whether the history holds frames (after :meth:`reset`)."""
         return self._history is not None
 
-    def frame(self, inputs: RobotInputs, last_action: np.ndarray) -> np.ndarray:
+    def frame(
+        self,
+        inputs: RobotInputs,
+        last_action: np.ndarray,
+        advance: bool = False,
+        memory: dict[str, Any] | None = None,
+    ) -> np.ndarray:
         """One frame, ``[frame_size]`` float32: the terms in metadata order.
 
         Args:
             inputs: this tick's robot state.
             last_action: ``[act_dim]`` the previous normalised action (the model's ``action`` output).
+            advance: stateful terms (integrators) take one control step (what :meth:`push` does).
+            memory: the stateful terms' state; default the builder's own (a dry run passes ``{}``).
         """
         last_action = np.asarray(last_action, dtype=np.float64).reshape(-1)
         if self.act_dim is not None and last_action.shape != (self.act_dim,):
             raise ValueError(f"last_action must have shape ({self.act_dim},), got {last_action.shape}")
-        ctx = TermContext(inputs, last_action, self.agent_index, self.deployment)
+        memory = self._memory if memory is None else memory
+        ctx = TermContext(inputs, last_action, self.agent_index, self.deployment, memory=memory, advance=advance)
         parts = []
         for name, size in self.terms:
             try:
@@ -372,6 +415,7 @@ class ObservationBuilder:
         Returns:
             The observation ``[obs_dim]`` float32.
         """
+        self._memory = {}
         first = self.frame(inputs, np.zeros(self.act_dim or self._term_size("last_action") or 0))
         self._history = np.repeat(first[None], self.history, axis=0)
         return self.observation()
@@ -387,7 +431,7 @@ class ObservationBuilder:
         """
         if self._history is None:
             raise RuntimeError("ObservationBuilder.push before reset: call reset(inputs) first")
-        new = self.frame(inputs, last_action)
+        new = self.frame(inputs, last_action, advance=True)
         self._history = np.concatenate((self._history[1:], new[None]), axis=0)
         return self.observation()
 

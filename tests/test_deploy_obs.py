@@ -77,9 +77,15 @@ def test_quaternion_helpers_match_the_sim() -> None:
     np.testing.assert_allclose(matrix_to_6d(r), [0, 1, 0, -1, 0, 0], atol=1e-12)
 
 
-# The second case has 0.25 s episodes: time-limit resets inside ``step`` at steps 25 and 50 restart the history.
-@pytest.mark.parametrize("num_mavs, history, episode_s", [(3, 3, 20.0), (4, 2, 0.25)])
-def test_builder_reproduces_the_sim_observation_every_step(num_mavs: int, history: int, episode_s: float) -> None:
+# The second case has 0.25 s episodes: time-limit resets inside ``step`` at steps 25 and 50 restart the
+# history and the integral; its small integral limit and leak exercise the integrator's clamp and decay.
+@pytest.mark.parametrize(
+    "num_mavs, history, episode_s, integral",
+    [(3, 3, 20.0, {}), (4, 2, 0.25, {"integral_limit": 0.02, "integral_tau_s": 0.5})],
+)
+def test_builder_reproduces_the_sim_observation_every_step(
+    num_mavs: int, history: int, episode_s: float, integral: dict
+) -> None:
     env = sim.make(
         "cable_load",
         num_envs=2,
@@ -89,16 +95,18 @@ def test_builder_reproduces_the_sim_observation_every_step(num_mavs: int, histor
         episode_length_s=episode_s,
         randomization={"enabled": False},
         obs_noise={"enabled": False},
+        **integral,
     )
     meta = cable_metadata(env)
     obs = env.reset()
     builders = [[ObservationBuilder(meta, i) for i in range(num_mavs)] for _ in range(env.num_envs)]
     lead = math.radians(meta["deployment"]["slot_yaw_lead_deg"])
     gen = torch.Generator().manual_seed(1)
-    resets, clamped, checked, act_seen = 0, 0, 0, 0.0
+    resets, clamped, checked, act_seen, integral_seen = 0, 0, 0, 0.0, 0.0
 
     def check(obs_sim: torch.Tensor, step: int, fresh: torch.Tensor) -> None:
-        nonlocal checked, clamped, act_seen
+        nonlocal checked, clamped, act_seen, integral_seen
+        integral_seen = max(integral_seen, float(env.attach_err_int.abs().max()))
         for e in range(env.num_envs):
             yaw_err = abs(
                 (float(tq.quat_yaw(env.goal_quat[e]) - tq.quat_yaw(env.load.quat[e])) + math.pi) % (2 * math.pi)
@@ -130,6 +138,8 @@ def test_builder_reproduces_the_sim_observation_every_step(num_mavs: int, histor
     assert resets == (0 if episode_s > 1 else 2 * env.num_envs)
     assert clamped > 0, "the yaw-lead clamp of own_slot_rel must be exercised"
     assert act_seen > 0.5  # non-trivial previous actions in the observation
+    # own_attach_err_int moved (and in the second case sat at its clamp).
+    assert integral_seen > (0.05 if episode_s > 1 else 0.0199), integral_seen
 
 
 def test_goal_slot_matches_the_sim_including_the_yaw_lead_clamp_and_wrap() -> None:

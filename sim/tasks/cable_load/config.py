@@ -115,6 +115,11 @@ class CableLoadCfg:
     slot_yaw_lead_deg: float = 30.0  # own_slot_rel: the goal heading at most this far ahead of the load's
     action_prior_kp: float = 0.0  # (m/s^2) / m
     action_prior_kd: float = 0.0  # (m/s^2) / (m/s)
+    action_prior_ki: float = 0.0  # (m/s^2) / (m s), on own_attach_err_int
+    # own_attach_err_int: leaky integral of the own attachment point's error to the goal pose.
+    integral_tau_s: float = 10.0  # leak time constant (s); 0 = no leak
+    integral_err_clip: float = 0.2  # m, per-axis clip of the integrated error (far from the goal: no windup)
+    integral_limit: float = 1.0  # m s, per-axis clamp of the integral
     rewards: RewardCfg = field(default_factory=RewardCfg)
     terminations: TerminationCfg = field(default_factory=TerminationCfg)
     randomization: RandomizationCfg = field(default_factory=RandomizationCfg)

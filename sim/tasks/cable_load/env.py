@@ -56,6 +56,13 @@ def _policy_terms() -> tuple[ObsTerm, ...]:
         ObsTerm("own_ang_vel", 3, "rad/s", "body", "own body rates"),
         ObsTerm("own_attach", 3, "m", "load", "own cable attachment point on the load"),
         ObsTerm("own_slot_rel", 3, "m", "world", "own hover slot at the (yaw-limited) goal pose minus own position"),
+        ObsTerm(
+            "own_attach_err_int",
+            3,
+            "m s",
+            "world",
+            "leaky integral of own attachment point's error (at the yaw-limited goal pose minus now)",
+        ),
         ObsTerm("last_action", 5, "", "", "previous action in [-1, 1]"),
     )
 
@@ -120,6 +127,7 @@ class CableLoadEnv(MultiAgentEnv):
         self.last_action = zeros(E, N, len(ACTION_NAMES))
         self.prev_action = zeros(E, N, len(ACTION_NAMES))
         self.cmd = zeros(E, N, len(ACTION_NAMES))  # scaled, delayed command applied to the controller
+        self.attach_err_int = zeros(E, N, 3)  # own_attach_err_int, integrated once per control step
         self.history = zeros(E, N, cfg.history_len, self.spec.groups[GROUP].observations["policy"].frame_size)
         self._frame_noise_std = self._noise_std()
         self.reset()
@@ -145,13 +153,16 @@ class CableLoadEnv(MultiAgentEnv):
         )
         policy = ObsEntry((cfg.history_len * frame,), terms=terms, history=cfg.history_len)
         newest = (cfg.history_len - 1) * frame  # offset of the newest frame in the flattened history
-        slot, vel = policy.slices()["own_slot_rel"].start, policy.slices()["own_vel"].start
+        slices = policy.slices()
+        slot, vel, integ = (slices[t].start for t in ("own_slot_rel", "own_vel", "own_attach_err_int"))
         prior = []
         for k in range(3):
             if cfg.action_prior_kp:
                 prior.append((newest + slot + k, k, cfg.action_prior_kp / cfg.action_acc_scale))
             if cfg.action_prior_kd:
                 prior.append((newest + vel + k, k, -cfg.action_prior_kd / cfg.action_acc_scale))
+            if cfg.action_prior_ki:
+                prior.append((newest + integ + k, k, cfg.action_prior_ki / cfg.action_acc_scale))
         group = GroupSpec(
             n_agents=N,
             observations={
@@ -254,6 +265,7 @@ class CableLoadEnv(MultiAgentEnv):
         self.last_action[env_ids] = 0.0
         self.prev_action[env_ids] = 0.0
         self.cmd[env_ids] = 0.0
+        self.attach_err_int[env_ids] = 0.0
         frame = self._frame()[env_ids]
         if cfg.obs_noise.enabled:
             frame = frame + torch.randn(frame.shape, generator=rng, device=dev) * self._frame_noise_std
@@ -336,11 +348,41 @@ class CableLoadEnv(MultiAgentEnv):
                 d.ang_vel,
                 self.attach.expand(self.num_envs, N, 3),
                 self._goal_slot() - d.pos,
+                self.attach_err_int,
                 self.last_action,
             ),
             dim=-1,
-        )  # [E, N, 26]
+        )  # [E, N, 29]
         return torch.cat((per_env.unsqueeze(1).expand(-1, N, -1), per_mav), dim=-1)
+
+    def _goal_carrot(self) -> Tensor:
+        """The goal orientation with its heading limited to ``slot_yaw_lead_deg`` ahead of the
+        load's, ``[E, 4]``: MAVs then circle round the load to turn it instead of cutting across
+        each other's cables."""
+        lead = math.radians(self.cfg.slot_yaw_lead_deg)
+        yaw_err = torch.remainder(quat_yaw(self.goal_quat) - quat_yaw(self.load.quat) + math.pi, 2 * math.pi) - math.pi
+        back = yaw_err.clamp(-lead, lead) - yaw_err  # turn the goal back to within `lead` of the load
+        zero = torch.zeros_like(back)
+        return quat_mul(quat_from_euler(zero, zero, back), self.goal_quat)
+
+    def _attach_error(self) -> Tensor:
+        """Each attachment point's position with the load at the goal carrot minus now, world frame,
+        ``[E, N, 3]`` (m): all three vanish only at the goal pose, so integrating them removes the
+        steady offset a PD to the nominal slots leaves (it is exact only for level loads)."""
+        att = self.attach.unsqueeze(0)
+        goal = self.goal_pos.unsqueeze(1) + quat_rotate(self._goal_carrot().unsqueeze(1), att)
+        return goal - (self.load.pos.unsqueeze(1) + quat_rotate(self.load.quat.unsqueeze(1), att))
+
+    def _integrate_attach_error(self) -> None:
+        """One control step of ``own_attach_err_int``: leaky (time constant ``integral_tau_s``),
+        per-step error clipped to ``integral_err_clip`` m and the sum to ``integral_limit`` m s
+        (anti-windup while the load travels)."""
+        cfg = self.cfg
+        err = self._attach_error().clamp(-cfg.integral_err_clip, cfg.integral_err_clip)
+        leak = 1.0 - cfg.control_dt / cfg.integral_tau_s if cfg.integral_tau_s > 0 else 1.0
+        self.attach_err_int = (leak * self.attach_err_int + cfg.control_dt * err).clamp(
+            -cfg.integral_limit, cfg.integral_limit
+        )
 
     def _goal_slot(self) -> Tensor:
         """Each MAV's nominal hover position with the load at a carrot of the goal pose, world frame,
@@ -366,6 +408,12 @@ class CableLoadEnv(MultiAgentEnv):
             "nominal_offset": self.nominal_offset.cpu().tolist(),
             "slot_yaw_lead_deg": self.cfg.slot_yaw_lead_deg,
             "cable_attach_on_mav": self.model.cable_attach.cpu().tolist(),
+            "integral": {  # own_attach_err_int, one step per control step
+                "dt": self.cfg.control_dt,
+                "tau_s": self.cfg.integral_tau_s,
+                "err_clip": self.cfg.integral_err_clip,
+                "limit": self.cfg.integral_limit,
+            },
         }
 
     def _noise_std(self) -> Tensor:
@@ -391,6 +439,7 @@ class CableLoadEnv(MultiAgentEnv):
             self._obs_noise = torch.randn(self.history[:, :, 0].shape, generator=self.rng, device=self.device)
 
     def _update_observation_buffers(self) -> None:
+        self._integrate_attach_error()
         frame = self._frame()
         if self.cfg.obs_noise.enabled:
             frame = frame + self._obs_noise * self._frame_noise_std
