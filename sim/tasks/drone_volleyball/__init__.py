@@ -1,0 +1,6 @@
+"""drone_volleyball task family: court, ball, rules, skill tasks and matches (VolleyBots / HCSP)."""
+
+from sim.tasks.drone_volleyball.config import MATCHES, MODES, SKILLS, VolleyballCfg, evaluation_overrides
+from sim.tasks.drone_volleyball.env import DroneVolleyballEnv
+
+__all__ = ["MATCHES", "MODES", "SKILLS", "DroneVolleyballEnv", "VolleyballCfg", "evaluation_overrides"]

@@ -1,0 +1,113 @@
+"""Configuration of drone_volleyball: multi-drone volleyball (VolleyBots / HCSP settings).
+
+``mode`` picks the variant: solo skill tasks (one drone of team A: ``goto``, ``serve``, ``pass``,
+``set``, ``attack``) or matches (``1v1``, ``2v2``, ``3v3``: groups ``team_a`` and ``team_b``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sim.physics.ball import BallParams
+from sim.tasks.drone_volleyball.court import CourtCfg
+from sim.tasks.drone_volleyball.rules import RulesCfg
+
+SKILLS = ("goto", "serve", "pass", "set", "attack")
+MATCHES = {"1v1": 1, "2v2": 2, "3v3": 3}
+MODES = SKILLS + tuple(MATCHES)
+
+
+@dataclass(frozen=True)
+class SkillRewardCfg:
+    """Solo skill rewards (per control step unless noted)."""
+
+    hit: float = 2.0  # once, on the first valid hit
+    approach: float = 0.05  # exp(-|paddle - ball| / 1 m) before the hit (serve/pass/set/attack); goto: to the target
+    delivery: float = 10.0  # once, at the end of the ball's flight: exp(-miss / delivery_sigma)
+    delivery_sigma: float = 1.0  # m
+    in_court: float = 5.0  # once: serve/attack ball landed in the opponent court
+    fault: float = -5.0  # once: the rally ended with a fault of the drone's team
+    crash: float = -10.0  # once: the drone crashed or left the arena
+    upright: float = 0.02  # body z up (cos of the tilt), keeps the drone from tumbling
+    ang_vel: float = -0.002  # |omega|^2
+
+
+@dataclass(frozen=True)
+class MatchRewardCfg:
+    """Match rewards (VolleyBots 3v3: game 100, hit 10, shaping 0.5; scaled down by 10)."""
+
+    point: float = 10.0  # +point to the scoring team's drones, -point to the other team's
+    hit: float = 1.0  # a valid hit by the drone
+    approach: float = 0.05  # exp(-|drone - ball|) for the drone of the team in possession nearest the ball
+    crash: float = -5.0  # the drone crashed or left the arena (on top of losing the point)
+
+
+@dataclass(frozen=True)
+class LaunchCfg:
+    """Where the skill tasks' balls come from (uniform ranges, team A's frame: own half x < 0)."""
+
+    serve_height: tuple[float, float] = (0.5, 0.7)  # serve: ball dropped this far above the paddle (m)
+    incoming_from_x: tuple[float, float] = (3.0, 5.0)  # pass: ball launched in team B's half...
+    incoming_to_x: tuple[float, float] = (-4.5, -2.5)  # ...to land (without a hit) here
+    incoming_apex: tuple[float, float] = (4.0, 5.5)  # m, apex of the incoming ball
+    set_from: tuple[float, float] = (-4.0, -3.0)  # set: a teammate's pass from this x...
+    attack_from: tuple[float, float] = (-2.0, -1.0)  # attack: a set rising to ~3.6 m near the net
+    lateral: float = 2.0  # |y| range of launch and landing points
+    pass_target: tuple[float, float, float] = (-1.5, 0.0, 3.5)  # pass: deliver the ball here (setter)
+    set_target: tuple[float, float, float] = (-1.0, 0.0, 3.6)  # set: to the attack point near the net
+    landing_x: tuple[float, float] = (2.0, 5.0)  # serve/attack landing targets in team B's half
+    goto_box: tuple[float, float, float, float, float, float] = (-5.5, -0.5, -2.5, 2.5, 1.0, 4.0)  # x/y/z ranges
+
+
+@dataclass(frozen=True)
+class ObsNoiseCfg:
+    enabled: bool = False
+    position: float = 0.01  # m
+    velocity: float = 0.02  # m/s
+
+
+@dataclass(frozen=True)
+class VolleyballCfg:
+    """Task settings; override any field through ``sim.make(..., **overrides)`` or hydra."""
+
+    mode: str = "3v3"
+    multirotor: str = "iris"
+    # Timing: VolleyBots runs the policy at 50 Hz (sim.dt 0.02); our rate loop and physics at 200 Hz.
+    control_dt: float = 0.02
+    decimation: int = 4
+    episode_length_s: float = 10.0
+    action: str = "ctbr"  # "ctbr": collective thrust + body rates (rate PID) | "rotor": normalised rotor speeds
+    max_body_rate: float = 6.0  # rad/s at |action| = 1 (roll, pitch); yaw uses half
+    paddle_radius: float = 0.25  # m, the hitting disc on top of the drone
+    paddle_offset: float = 0.08  # m above the centre of mass, normal = body z
+    serve_height: float = 2.0  # m, drones start hovering at this height
+    court: CourtCfg = field(default_factory=CourtCfg)
+    rules: RulesCfg = field(default_factory=RulesCfg)
+    # VolleyBots' ball (5 g, r 0.1 m) with C_D 0.01: PhysX applies no air drag there, and with a
+    # sphere's C_D 0.47 this ball's terminal speed is 2.3 m/s (a balloon that cannot cross the court).
+    ball: BallParams = field(default_factory=lambda: BallParams(drag_coeff=0.01))
+    launch: LaunchCfg = field(default_factory=LaunchCfg)
+    skill_rewards: SkillRewardCfg = field(default_factory=SkillRewardCfg)
+    match_rewards: MatchRewardCfg = field(default_factory=MatchRewardCfg)
+    obs_noise: ObsNoiseCfg = field(default_factory=ObsNoiseCfg)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"drone_volleyball mode must be one of {MODES}, got {self.mode!r}")
+        if self.action not in ("ctbr", "rotor"):
+            raise ValueError(f"action must be 'ctbr' or 'rotor', got {self.action!r}")
+        if self.decimation < 1:
+            raise ValueError("decimation must be >= 1")
+
+    @property
+    def is_match(self) -> bool:
+        return self.mode in MATCHES
+
+    @property
+    def drones_per_team(self) -> int:
+        return MATCHES.get(self.mode, 1)
+
+
+def evaluation_overrides() -> dict:
+    """Overrides for evaluation: observation noise off."""
+    return {"obs_noise": {"enabled": False}}

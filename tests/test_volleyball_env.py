@@ -1,0 +1,125 @@
+"""drone_volleyball env: hover, ball-paddle and ball-net contacts through the rules, team symmetry, game mode."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import sim
+from sim.tasks.drone_volleyball import rules as R
+
+
+def _hover(env) -> dict[str, torch.Tensor]:
+    act = {g: torch.zeros(env.num_envs, s.n_agents, 4) for g, s in env.spec.groups.items()}
+    for a in act.values():
+        a[..., 0] = env.hover_thrust_action
+    return act
+
+
+def test_hover_thrust_holds_altitude() -> None:
+    env = sim.make("drone_volleyball", num_envs=4, seed=0, mode="goto")
+    env.reset()
+    z0 = env.drones.pos[..., 2].clone()
+    for _ in range(100):  # 2 s
+        env.step(_hover(env))
+    assert (env.drones.pos[..., 2] - z0).abs().max() < 0.05
+
+
+def test_serve_toss_bounces_off_the_paddle_with_the_restitution() -> None:
+    env = sim.make("drone_volleyball", num_envs=2, seed=0, mode="serve")
+    env.reset()
+    drop = float(env.ball_pos[0, 2] - env.drones.pos[0, 0, 2] - env.cfg.paddle_offset - env.cfg.ball.radius)
+    v_impact = math.sqrt(2 * 9.81 * drop)
+    vz_max, hit_step = -1.0, None
+    for t in range(30):
+        _, _, term, _, _ = env.step(_hover(env))
+        if env.touched[0, 0] and hit_step is None:
+            hit_step = t
+            vz_max = float(env.ball_vel[0, 2])
+        if term[0]:
+            break
+    assert hit_step is not None, "the dropped ball never touched the paddle"
+    # Rebound ~ e * impact speed (small drag and the hovering paddle's tiny speed aside).
+    assert vz_max == pytest.approx(env.cfg.ball.restitution_drone * v_impact, rel=0.1)
+    assert env.rules.served[0]  # the server's touch is the serve
+
+
+def test_ball_into_the_net_is_a_net_fault_and_the_point_goes_to_the_other_team() -> None:
+    env = sim.make("drone_volleyball", num_envs=1, seed=0, mode="1v1")
+    env.reset()
+    # Team A's server has served (touched): then the ball flies low into the net.
+    env.rules.served = torch.tensor([True])
+    env.rules.last_team = torch.tensor([0])
+    env.rules.last_toucher = torch.tensor([0])
+    env.rules.touches = torch.tensor([1])
+    env.ball_pos = torch.tensor([[-1.0, 0.0, 1.2]])
+    env.ball_vel = torch.tensor([[6.0, 0.0, 0.0]])
+    for _ in range(20):
+        _, rew, term, _, info = env.step(_hover(env))
+        if term[0]:
+            break
+    assert term[0]
+    assert info["episode"]["events/net"] == 1.0 and info["episode"]["events/points_b"] == 1.0
+    assert rew["team_b"][0, 0] > 0 > rew["team_a"][0, 0]
+
+
+def test_mirrored_scene_gives_both_teams_the_same_observation() -> None:
+    env = sim.make("drone_volleyball", num_envs=1, seed=0, mode="1v1")
+    env.reset()
+    # A symmetric scene: drone B at the mirror image of drone A (rotated 180 deg about z), ball on the net line.
+    pa = torch.tensor([-3.0, 1.0, 2.2])
+    env.drones.pos[0, 0] = pa
+    env.drones.pos[0, 1] = pa * torch.tensor([-1.0, -1.0, 1.0])
+    env.drones.vel[0, 0] = torch.tensor([0.5, -0.2, 0.1])
+    env.drones.vel[0, 1] = torch.tensor([-0.5, 0.2, 0.1])
+    env.ball_pos = torch.tensor([[0.0, 0.0, 4.0]])
+    env.ball_vel = torch.tensor([[0.0, 0.0, 1.0]])
+    env.skill_target = torch.stack((pa, pa * torch.tensor([-1.0, -1.0, 1.0]))).unsqueeze(0)
+    obs = env._observations()
+    a, b = obs["team_a"]["skill"][0, 0], obs["team_b"]["skill"][0, 0]
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+    assert obs["team_a"]["skill"][0, 0, 0] < 0  # own position in the own half (x < 0) for both
+
+
+def test_game_mode_starts_a_new_rally_after_a_point() -> None:
+    env = sim.make("drone_volleyball", num_envs=1, seed=0, mode="1v1", rules={"points_to_win": 3})
+    env.reset()
+    for point in range(1, 3):
+        # Hovering servers: the tossed ball bounces twice on the server's paddle (a double touch), so the
+        # serving team loses each rally; the game goes on with the winner serving from its own half.
+        before = env.rules.score[0].clone()
+        for _ in range(200):
+            _, _, term, _, _ = env.step(_hover(env))
+            if int(env.rules.score[0].sum()) == point:
+                break
+        assert not term[0]
+        winner = int((env.rules.score[0] - before).argmax())
+        assert int(env.rules.score[0].sum()) == point
+        assert int(env.rules.serving_team[0]) == winner
+        server = int(env.rules.server[0])
+        assert server // env.n == winner
+        # The ball waits above the new server, in the winner's half.
+        assert (float(env.ball_pos[0, 0]) > 0) == (winner == 1)
+        assert float((env.ball_pos[0, :2] - env.drones.pos[0, server, :2]).norm()) < 1e-4
+        assert env.rules.in_rally[0]
+
+
+def test_modes_have_the_documented_groups_and_shapes() -> None:
+    for mode, groups, n in (("pass", ("team_a",), 1), ("2v2", ("team_a", "team_b"), 2)):
+        env = sim.make("drone_volleyball", num_envs=3, seed=0, mode=mode)
+        obs = env.reset()
+        assert tuple(obs) == groups
+        for g in groups:
+            assert obs[g]["skill"].shape == (3, n, env.spec.groups[g].observations["skill"].shape[0])
+            assert obs[g]["policy"].shape[-1] == env.spec.groups[g].observations["policy"].shape[0]
+    with pytest.raises(ValueError, match="mode must be one of"):
+        sim.make("drone_volleyball", num_envs=1, mode="4v4")
+
+
+def test_outcome_names_cover_the_counters() -> None:
+    env = sim.make("drone_volleyball", num_envs=2, seed=0, mode="3v3")
+    env.reset()
+    counters = env.rules.pop_counters(torch.arange(2))
+    assert set(counters) == set(R.COUNTER_NAMES)
