@@ -4,6 +4,7 @@
     python evaluate.py onnx=policy.onnx episodes=100 video=runs/eval.gif
     python evaluate.py policy=zero task=cable_load episodes=20 task.num_mavs=4
     python evaluate.py checkpoint=<path> eval_mode=true task.fault.enabled=true report=report.json
+    python evaluate.py task=drone_volleyball match=scripted,hover games=200       # two-team matches
 
 Arguments are hydra-style ``key=value`` pairs (values parsed as YAML: ``true``, ``1.5``, ``[1, 2]``,
 ``null``); ``task.<field>=<value>`` overrides a field of the task config and
@@ -20,6 +21,13 @@ metric with ``<name>_ci95`` (cable_load: ``pos_err_m``, ``ori_err_deg``, ``mean_
 keys for the task's linear action prior alone, when the task defines one, else null), ``checkpoint``, ``onnx``,
 ``source`` (torch | onnx | zero) and the task config. Same arguments -> same JSON (one device).
 How episodes are measured: :mod:`training.evaluation`.
+
+Matches (``match=<team A>,<team B>``, two-team tasks): a team is ``hover`` (every drone hovers),
+``scripted`` (the rule-based hierarchical team: scripted strategy on scripted skills) or a
+checkpoint path (a flat policy, e.g. from ``algo=selfplay``). ``games`` games; the table and the
+last JSON line give ``win_rate_a`` (a draw counts half), ``win_rate_ci95``, ``games``, points per
+game, hits per rally and outcomes (faults by kind) per game. How games are played:
+:mod:`training.matches`.
 """
 
 from __future__ import annotations
@@ -72,6 +80,10 @@ class EvalArgs:
     video_height: int = field(default=480, metadata={"help": "video height (px)"})
     report: str | None = field(default=None, metadata={"help": "also write the JSON report to this file"})
     compile: bool = field(default=False, metadata={"help": "torch.compile the env's physics loop"})
+    match: str | None = field(
+        default=None, metadata={"help": "two-team match 'A,B': hover | scripted | <checkpoint.pt> each"}
+    )
+    games: int = field(default=200, metadata={"help": "games of a match"})
 
 
 # --------------------------------------------------------------------------- arguments
@@ -302,6 +314,8 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         zero_policy,
     )
 
+    if args.match is not None:
+        return evaluate_match(args, task_overrides)
     source = resolve_source(args)
     task_cfg = resolve_task_cfg(source.task_cfg, args, task_overrides)
     num_envs = min(args.episodes, args.num_envs or DEFAULT_MAX_ENVS)
@@ -362,6 +376,67 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         "checkpoint": args.checkpoint,
         "onnx": args.onnx,
         "policy_meta": source.meta,
+        "task_cfg": task_cfg,
+    }
+
+
+def _team(spec: str, env: Any, device: str) -> Callable:
+    """A team policy from its name (``hover``, ``scripted``) or a checkpoint path."""
+    from training.matches import flat_team, hover_team
+
+    if spec == "hover":
+        return hover_team
+    if spec == "scripted":
+        from sim.tasks.drone_volleyball.scripted import scripted_team
+
+        return scripted_team(env)
+    if spec.endswith(".pt"):
+        from training.checkpoint import load_policy
+
+        load_checkpoint_source(spec, device)  # clear errors for a missing or unreadable file
+        actors = load_policy(spec, device=device).actors
+        if len(actors) != 1:
+            raise EvalError(f"{spec}: a team checkpoint has one group's actor, found {sorted(actors)}")
+        return flat_team(next(iter(actors.values())))
+    raise EvalError(f"unknown team {spec!r}: hover, scripted or a checkpoint path (.pt)")
+
+
+def evaluate_match(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Play ``games`` games between the two teams of ``match``; print the table; returns the report."""
+    import sim
+    from training.matches import play_matches, summarize_matches
+
+    names = [t.strip() for t in args.match.split(",")]
+    if len(names) != 2 or not all(names):
+        raise EvalError(f"match must name two teams 'A,B', got {args.match!r}")
+    checkpoints = [n for n in names if n.endswith(".pt")]
+    source_cfg = load_checkpoint_source(checkpoints[0], args.device).task_cfg if checkpoints else None
+    if args.task is None and source_cfg is None:
+        args = dataclasses.replace(args, task="drone_volleyball")
+    task_cfg = resolve_task_cfg(source_cfg, args, task_overrides)
+    num_envs = min(args.games, args.num_envs or DEFAULT_MAX_ENVS)
+    try:
+        env = sim.make(task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile)
+        teams = [_team(n, env, args.device) for n in names]
+        start = time.perf_counter()
+        summary = summarize_matches(play_matches(env, teams[0], teams[1], args.games, args.seed))
+    except ValueError as err:
+        raise EvalError(str(err)) from err
+    _log(f"{args.games} games in {time.perf_counter() - start:.1f} s")
+    lo, hi = summary["win_rate_ci95"]
+    print(
+        f"task {env.task_name} ({task_cfg.get('mode')}), {names[0]} (team A) vs {names[1]} (team B), seed {args.seed}"
+    )
+    record = f"{summary['wins_a']} W / {summary['draws']} D / {summary['losses_a']} L"
+    print(f"  win rate A   {summary['win_rate_a']:.3f}  [{lo:.3f}, {hi:.3f}]  ({record})")
+    print(f"  points/game  {summary['points_per_game']:.2f}   hits/rally {summary['hits_per_rally']:.2f}")
+    print("  outcomes/game " + ", ".join(f"{k} {v:.2f}" for k, v in summary["outcomes_per_game"].items() if v > 0))
+    return {
+        **summary,
+        "team_a": names[0],
+        "team_b": names[1],
+        "seed": args.seed,
+        "task": env.task_name,
         "task_cfg": task_cfg,
     }
 

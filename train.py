@@ -5,6 +5,7 @@
     python train.py task=point_reach algo=ippo algo.policy.sharing=per_agent train.total_steps=200000
     python train.py task=cable_load resume=runs/cable_load/2026-11-21_10-00-00
     python train.py task=cable_load wandb.mode=disabled sim.compile=true train.max_minutes=60
+    python train.py task=drone_volleyball algo=selfplay task.mode=1v1     # self-play (training/selfplay_runner.py)
 
 A run writes ``runs/<task>/<YYYY-mm-dd_HH-MM-SS>/``: config.yaml (resolved), metrics.csv,
 checkpoints/{latest,best}.pt and wandb/ (offline unless ``wandb.mode=online``). Every key of
@@ -23,8 +24,10 @@ from omegaconf import DictConfig, OmegaConf
 @hydra.main(config_path="configs", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
     from training.runner import Runner  # after hydra parsed the command line (fast --help)
+    from training.selfplay_runner import SelfPlayRunner
 
-    runner = Runner(OmegaConf.to_container(cfg, resolve=True))
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    runner = SelfPlayRunner(plain) if plain["algo"]["name"] == "selfplay" else Runner(plain)
     try:
         state = runner.learn()
     except KeyboardInterrupt:

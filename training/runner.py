@@ -154,8 +154,8 @@ class Runner:
         self.env = sim.make(self.task_cfg, num_envs=num_envs, device=self.device, seed=self.seed, compile=compile_env)
         self.group_dims = self._group_dims()
         self.models = build_actor_critics(self.group_dims, self.ppo_cfg.policy).to(self.device)
-        for name, group in self.env.spec.groups.items():
-            self.models[name].set_action_prior(group.action_prior_matrix().to(self.device))
+        for name in self.models:
+            self.models[name].set_action_prior(self.env.spec.groups[name].action_prior_matrix().to(self.device))
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(self.seed + 1)
         tc = self.train_cfg
@@ -191,9 +191,14 @@ class Runner:
             yaml.safe_dump(self.cfg, f, sort_keys=False)
 
     # ----------------------------------------------------------------- setup helpers
+    def trained_groups(self) -> list[str]:
+        """The agent groups this runner trains (all; a self-play runner leaves the opponent's out)."""
+        return list(self.env.spec.groups)
+
     def _group_dims(self) -> dict[str, GroupDims]:
         dims = {}
-        for name, g in self.env.spec.groups.items():
+        for name in self.trained_groups():
+            g = self.env.spec.groups[name]
             entries = {key: g.observations[key] for key in ("policy", self.ppo_cfg.critic_input)}
             for key, entry in entries.items():
                 if len(entry.shape) != 1 or entry.dtype != torch.float32:
@@ -297,12 +302,22 @@ class Runner:
         with torch.inference_mode():
             for _ in range(self.train_cfg.rollout_steps):
                 actions = self.alg.act(obs)
+                actions.update(self.other_actions(obs))
                 obs, reward, terminated, truncated, info = self.env.step(actions)
+                reward = {name: reward[name] for name in self.models}
                 self.alg.process_env_step(reward, terminated, truncated, info)
+                self.after_env_step(terminated, truncated, info)
                 if "episode" in info:
                     episodes.add(info["episode"])
             self.alg.compute_returns(obs)
         return obs, episodes
+
+    def other_actions(self, obs: dict) -> dict[str, Tensor]:
+        """Actions of the groups not trained here (``{}``: every group is trained)."""
+        return {}
+
+    def after_env_step(self, terminated: Tensor, truncated: Tensor, info: dict) -> None:
+        """Called after every training ``env.step`` (self-play records match results here)."""
 
     def train_iteration(self, obs: dict) -> tuple[dict, dict[str, Any]]:
         """Collect one rollout and update; returns the last obs and this iteration's log row."""
@@ -324,8 +339,13 @@ class Runner:
             "charts/update_time": t_update - t_collect,
         }
         row.update(losses)
+        row.update(self.iteration_log())
         row.update({f"episode/{k}": v for k, v in episodes.means().items()})
         return obs, row
+
+    def iteration_log(self) -> dict[str, Any]:
+        """Extra entries of this iteration's log row (self-play: league statistics)."""
+        return {}
 
     def _elapsed(self) -> float:
         return self.state.wall_time + time.perf_counter() - self._t0
@@ -375,14 +395,21 @@ class Runner:
         renderer = self._get_renderer(env) if record_video else None
         every = max(1, round(env.spec.control_hz / self.train_cfg.video_fps))
         obs = env.reset(seed=self.seed + 10_000)
+        others = self.eval_other_actions(env)
         episodes, frames = EpisodeStats(), []
         for t in range(env.max_episode_steps):
             if renderer is not None and t % every == 0:
                 frames.append(renderer.render([0])[0])
-            obs, _, _, _, info = env.step({name: actor(obs[name]["policy"]) for name, actor in actors.items()})
+            actions = {name: actor(obs[name]["policy"]) for name, actor in actors.items()}
+            actions.update(others(obs))
+            obs, _, _, _, info = env.step(actions)
             if "episode" in info:
                 episodes.add(info["episode"])
         return episodes.means(), frames
+
+    def eval_other_actions(self, env) -> Any:
+        """``obs -> actions`` of the untrained groups in evaluations (self-play: a fixed opponent)."""
+        return lambda obs: {}
 
     def _get_eval_env(self):
         if self._eval_env is None:

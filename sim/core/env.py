@@ -70,6 +70,11 @@ class MultiAgentEnv(ABC):
         self._reset_all_idx(all_ids)
         return self._observations()
 
+    def observe(self) -> Obs:
+        """The current observations again (a pure read): for callers that changed an input the
+        observation depends on, e.g. a strategy setting skill commands before its skills act."""
+        return self._observations()
+
     def randomize_episode_progress(self) -> Obs:
         """Set every env's step counter uniformly in ``[0, max_episode_steps)``; returns the observations.
 

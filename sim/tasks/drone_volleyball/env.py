@@ -149,6 +149,10 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self.miss = torch.full((E,), math.inf, device=dev)
         self.landed_at = zeros(E, 3)
         self.events: R.RallyEvents | None = None
+        # Result of each env's last finished game (matches): 1 team A won, 0 team B won, 0.5 neither
+        # (a timeout or a truncated game); NaN before the first one. Kept across the auto-reset.
+        self.game_result = torch.full((E,), math.nan, device=dev)
+        self.final_counters = {name: torch.zeros(E, device=dev) for name in R.COUNTER_NAMES}  # last episode's
         self.hover_thrust_action = 2.0 * self.params.mass * GRAVITY / self.params.max_thrust - 1.0
         self.reset()
 
@@ -195,18 +199,29 @@ class DroneVolleyballEnv(MultiAgentEnv):
         )
 
     # ----------------------------------------------------------------- skill commands (matches)
-    def set_skill_commands(self, skill_id: Tensor, target: Tensor, team_frame: bool = True) -> None:
-        """The strategy's commands: ``skill_id [E, D]`` long (index into SKILLS) and ``target [E, D, 3]``
-        (each drone's team frame when ``team_frame``, else world). Read by the next observation."""
-        self.skill_id = skill_id.to(self.device).long()
-        target = target.to(self.device)
-        self.skill_target = mirror(target, self.flip) if team_frame else target
+    def set_skill_commands(
+        self, skill_id: Tensor, target: Tensor, team_frame: bool = True, team: int | None = None
+    ) -> None:
+        """A strategy's commands, read by the next observation: ``skill_id`` (index into SKILLS) and
+        ``target`` (each drone's team frame when ``team_frame``, else world), ``[E, D]`` / ``[E, D, 3]``
+        for every drone, or ``[E, n]`` / ``[E, n, 3]`` for the drones of ``team`` (0 A, 1 B) only."""
+        skill_id, target = skill_id.to(self.device).long(), target.to(self.device)
+        drones = slice(None) if team is None else slice(team * self.n, (team + 1) * self.n)
+        if team_frame:
+            target = mirror(target, self.flip[:, drones])
+        self.skill_id = self.skill_id.clone()
+        self.skill_target = self.skill_target.clone()
+        self.skill_id[:, drones] = skill_id
+        self.skill_target[:, drones] = target
 
     # ----------------------------------------------------------------- reset
     def _reset_idx(self, env_ids: Tensor) -> None:
         cfg, k = self.cfg, env_ids.numel()
         if cfg.is_match:
-            self.rules.reset(env_ids)
+            # A random serving team per game: with a fixed one, rally-mode training would only
+            # ever see one side serve.
+            team = torch.randint(0, 2, (env_ids.numel(),), generator=self.rng, device=self.device)
+            self.rules.reset(env_ids, serving_team=team, server=team * self.n)
             self._start_rally(env_ids)
         else:
             self._reset_skill(env_ids)
@@ -507,7 +522,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
         out = self._drone_out().any(-1)
         if cfg.is_match:
             reasons = {"crash": crash, "out": out, "game_over": ev.game_over}
-            return crash | out | ev.game_over, reasons
+            return crash | out | ev.game_over, reasons  # crash/out also ended the rally (a drone fault)
         if cfg.mode == "goto":
             return crash | out, {"crash": crash, "out": out}
         # Ball skills end when the ball lands, the rally ends, or the drone touches twice.
@@ -591,7 +606,13 @@ class DroneVolleyballEnv(MultiAgentEnv):
         return {"team_a": reward[:, :n], "team_b": reward[:, n:]}, {k: v.mean(-1) for k, v in terms.items()}
 
     def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
+        if self.cfg.is_match:
+            score = self.rules.score[env_ids].float()
+            result = torch.where(score[:, 0] > score[:, 1], 1.0, torch.where(score[:, 0] < score[:, 1], 0.0, 0.5))
+            self.game_result = self.game_result.index_put((env_ids,), result)
         counters = self.rules.pop_counters(env_ids)
+        for k, v in counters.items():  # per env, kept across the auto-reset for match statistics
+            self.final_counters[k] = self.final_counters[k].index_put((env_ids,), v)
         out = {f"events/{k}": v.mean() for k, v in counters.items()}
         if not self.cfg.is_match and self.cfg.mode != "goto":
             ok, miss = self.skill_outcome()
@@ -602,8 +623,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
             dist = torch.linalg.vector_norm(self.skill_target - self.drones.pos, dim=-1)
             out["metrics/final_dist_m"] = dist[env_ids].mean()
         if self.cfg.is_match:
-            score = self.rules.score[env_ids].float()
-            out["metrics/win_a"] = (score[:, 0] > score[:, 1]).float().mean()
+            out["metrics/win_a"] = (self.game_result[env_ids] == 1.0).float().mean()
         return out
 
     def step_metrics(self) -> dict[str, Tensor]:

@@ -1,0 +1,120 @@
+"""Two-team matches (drone_volleyball now, robot soccer later): play games, report win rates.
+
+    results = play_matches(env, flat_team(actor), scripted_team(env), games=200, seed=0)
+    summary = summarize_matches(results)     # {"win_rate_a": ..., "win_rate_ci95": [lo, hi], ...}
+
+A *team policy* is ``team(env, obs, team_index) -> actions [E, n, act_dim]`` for its group
+(``team_a`` = 0, ``team_b`` = 1). It may set its own drones' skill commands first (hierarchical
+teams) and read the refreshed observation with ``env.observe()``. Observations are in each team's
+own frame, so any team policy plays either side.
+
+Games: all ``num_envs`` envs reset together with one seed per round (``training.evaluation.round_seed``)
+and step until every env finished its first game; later games in the same round are ignored, so
+every game starts from the same distribution. A game's result comes from ``env.game_result``
+(1 team A won, 0 lost, 0.5 neither: a timeout or a game cut by the time limit) and its event counts
+from ``env.final_counters``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from training.evaluation import round_seed, wilson_ci95
+
+GROUPS = ("team_a", "team_b")
+TeamPolicy = Callable[[object, dict, int], Tensor]
+
+
+@dataclass
+class MatchResults:
+    """Per-game values over ``games`` games: ``result [G]`` (team A's score) and ``counters`` name -> ``[G]``."""
+
+    result: Tensor
+    counters: dict[str, Tensor]
+
+    @property
+    def games(self) -> int:
+        return int(self.result.numel())
+
+
+def hover_team(env, obs: dict, team: int) -> Tensor:
+    """Every drone hovers in place (the trivial baseline)."""
+    group = env.spec.groups[GROUPS[team]]
+    act = torch.zeros(env.num_envs, group.n_agents, group.action_dim, device=env.device)
+    act[..., 0] = env.hover_thrust_action
+    return act
+
+
+def flat_team(actor: nn.Module, entry: str = "policy") -> TeamPolicy:
+    """A flat policy (e.g. MAPPO self-play): ``actor(obs[group][entry]) -> [E, n, act_dim]``."""
+
+    def team_policy(env, obs: dict, team: int) -> Tensor:
+        return actor(obs[GROUPS[team]][entry])
+
+    return team_policy
+
+
+@torch.inference_mode()
+def play_matches(env, team_a: TeamPolicy, team_b: TeamPolicy, games: int, seed: int = 0) -> MatchResults:
+    """Play ``games`` games of ``team_a`` (group team_a) against ``team_b`` on ``env`` (a match mode)."""
+    if tuple(env.spec.groups) != GROUPS:
+        raise ValueError(f"matches need groups {GROUPS}, the env has {tuple(env.spec.groups)}")
+    if games < 1:
+        raise ValueError("games must be >= 1")
+    E = env.num_envs
+    results, counters = [], {}
+    for r in range(math.ceil(games / E)):
+        obs = env.reset(seed=round_seed(seed, r))
+        finished = torch.zeros(E, dtype=torch.bool, device=env.device)
+        res = torch.full((E,), 0.5, device=env.device)
+        cnt = {k: torch.zeros(E, device=env.device) for k in env.final_counters}
+        for _ in range(env.max_episode_steps):
+            actions = {"team_a": team_a(env, obs, 0), "team_b": team_b(env, obs, 1)}
+            obs, _, terminated, truncated, _ = env.step(actions)
+            new = (terminated | truncated) & ~finished
+            res = torch.where(new, env.game_result, res)
+            for k in cnt:
+                cnt[k] = torch.where(new, env.final_counters[k], cnt[k])
+            finished |= new
+            if bool(finished.all()):
+                break
+        take = min(E, games - r * E)
+        results.append(res[:take].cpu())
+        for k, v in cnt.items():
+            counters.setdefault(k, []).append(v[:take].cpu())
+    return MatchResults(torch.cat(results), {k: torch.cat(v) for k, v in counters.items()})
+
+
+def summarize_matches(res: MatchResults) -> dict:
+    """Win rate of team A (a draw counts half) with a 95% Wilson interval, points per game, hits per
+    rally, and faults per game by kind."""
+    g = res.games
+    wins, draws = int((res.result == 1.0).sum()), int((res.result == 0.5).sum())
+    score = wins + 0.5 * draws
+    # Wilson on the score rounded to whole games (a draw is half a win): off by at most half a game.
+    _, lo, hi = wilson_ci95(int(round(score)), g)
+    c = res.counters
+    rallies = float(c["rallies"].sum()) if "rallies" in c else float("nan")
+    hits = float((c["hits_a"] + c["hits_b"]).sum())
+    faults = {
+        k: float(v.sum()) / g
+        for k, v in c.items()
+        if k not in ("hits_a", "hits_b", "points_a", "points_b", "rallies")
+    }
+    return {
+        "win_rate_a": score / g,
+        "win_rate_ci95": [lo, hi],
+        "games": g,
+        "wins_a": wins,
+        "draws": draws,
+        "losses_a": g - wins - draws,
+        "points_per_game": float((c["points_a"] + c["points_b"]).sum()) / g,
+        "points_a_per_game": float(c["points_a"].sum()) / g,
+        "hits_per_rally": hits / rallies if rallies > 0 else float("nan"),
+        "outcomes_per_game": faults,
+    }

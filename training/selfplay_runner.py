@@ -1,0 +1,147 @@
+"""Self-play training: the learner plays one group of a two-team task against frozen snapshots.
+
+    python train.py task=drone_volleyball algo=selfplay                  # flat MAPPO self-play, 3v3
+    python train.py task=drone_volleyball algo=selfplay task.mode=1v1 league.meta_solver=pfsp
+
+The learner is the ``league.learner_group`` (``team_a``); the other group is played, env block by
+env block, by ``league.opponents_per_iteration`` snapshots drawn each iteration from the league
+(:class:`training.selfplay.League`: pool, Elo, payoff matrix, meta-solver). Observations of team
+tasks are in each team's own frame, so a snapshot of the learner plays the other side unchanged.
+Every finished game is recorded (``env.game_result``: 1 learner won, 0 lost, 0.5 neither) and a
+snapshot of the learner joins the pool every ``league.snapshot_every`` iterations. The league
+(pool files and ratings) is saved next to the checkpoints, in ``<run>/league/``.
+
+Evaluation plays the deterministic learner against the pool's first snapshot (the initial policy,
+protected) and logs ``eval/metrics/win_a``; ``checkpoints/best.pt`` keeps the best of it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from sim.core.config import build_config
+from training.runner import Runner
+from training.selfplay import League, LeagueCfg, OpponentPool
+
+
+@dataclass(frozen=True)
+class SelfPlayCfg:
+    """Hydra node ``league``: the league settings plus how the runner uses them."""
+
+    learner_group: str = "team_a"
+    opponents_per_iteration: int = 4  # distinct snapshots per rollout (each plays a block of envs)
+    league: LeagueCfg = field(default_factory=LeagueCfg)
+
+
+class SelfPlayRunner(Runner):
+    """:class:`~training.runner.Runner` that trains one group against league opponents."""
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        node = dict(cfg.get("league", {}))
+        sp_keys = {"learner_group", "opponents_per_iteration"}
+        own = {k: v for k, v in node.items() if k in sp_keys}
+        self.sp_cfg = build_config(SelfPlayCfg, {**own, "league": {k: v for k, v in node.items() if k not in sp_keys}})
+        super().__init__(cfg)
+        groups = list(self.env.spec.groups)
+        if len(groups) != 2 or self.sp_cfg.learner_group not in groups:
+            raise ValueError(
+                f"self-play needs a two-group task with {self.sp_cfg.learner_group!r}; got groups {groups}"
+            )
+        self.learner = self.sp_cfg.learner_group
+        self.opponent_group = next(g for g in groups if g != self.learner)
+        a, b = (self.env.spec.groups[g] for g in groups)
+        if a.observations["policy"].shape != b.observations["policy"].shape or a.action_dim != b.action_dim:
+            raise ValueError("self-play needs both groups to share observation and action shapes")
+        league_dir = self.run_dir / "league"
+        pool = OpponentPool.load(league_dir) if (league_dir / "index.json").exists() else None
+        # A CPU generator of its own: opponent sampling is host-side bookkeeping on any device.
+        self.league = League(self.sp_cfg.league, torch.Generator().manual_seed(self.seed + 2), pool)
+        state_file = league_dir / "league_state.pt"
+        if pool is not None and state_file.exists():
+            self.league.load_state_dict(torch.load(state_file, weights_only=True))
+        if len(self.league.pool) == 0:
+            self.league.add_snapshot(self._learner_weights(), 0, name="initial", protected=True, from_learner=None)
+        k = self.sp_cfg.opponents_per_iteration
+        self.opponents = [copy.deepcopy(self.models[self.learner]).eval().requires_grad_(False) for _ in range(k)]
+        self.opp_ids = torch.zeros(self.env.num_envs, dtype=torch.long, device=self.device)
+        self.blocks: list[tuple[slice, int]] = []
+        self._results: list[tuple[Tensor, Tensor]] = []
+        self._draw_opponents()
+
+    def trained_groups(self) -> list[str]:
+        return [self.sp_cfg.learner_group]
+
+    def _learner_weights(self) -> dict[str, Tensor]:
+        return {k: v.detach().cpu().clone() for k, v in self.models[self.learner].state_dict().items()}
+
+    def _draw_opponents(self) -> None:
+        """Sample this iteration's opponents and give each a contiguous block of envs."""
+        E, k = self.env.num_envs, len(self.opponents)
+        ids = self.league.sample_opponents(k)
+        ids = [int(i) for i in ids]
+        bounds = [round(i * E / k) for i in range(k + 1)]
+        self.blocks = []
+        for slot, (lo, hi, snap) in enumerate(zip(bounds[:-1], bounds[1:], ids, strict=True)):
+            self.opponents[slot].load_state_dict(self.league.pool.get(snap))
+            self.opp_ids[lo:hi] = snap
+            self.blocks.append((slice(lo, hi), slot))
+
+    # ----------------------------------------------------------------- runner hooks
+    def other_actions(self, obs: dict) -> dict[str, Tensor]:
+        policy_obs = obs[self.opponent_group]["policy"]
+        act_dim = self.env.spec.groups[self.opponent_group].action_dim
+        out = torch.empty(*policy_obs.shape[:2], act_dim, device=self.device)
+        for block, slot in self.blocks:
+            action, _ = self.opponents[slot].act(policy_obs[block], generator=self.generator)
+            out[block] = action.clamp(-1.0, 1.0)
+        return {self.opponent_group: out}
+
+    def after_env_step(self, terminated: Tensor, truncated: Tensor, info: dict) -> None:
+        done = (terminated | truncated).nonzero().squeeze(-1)
+        if done.numel() > 0:
+            score = self.env.game_result[done]
+            if self.learner != "team_a":
+                score = 1.0 - score
+            self._results.append((self.opp_ids[done].clone(), score.clone()))
+
+    def iteration_log(self) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        if self._results:
+            ids = torch.cat([r[0] for r in self._results]).cpu()
+            scores = torch.cat([r[1] for r in self._results]).cpu()
+            keep = ~torch.isnan(scores)
+            self.league.record_results("learner", ids[keep].numpy(), scores[keep].numpy())
+            row["selfplay/score_vs_pool"] = float(scores[keep].mean()) if keep.any() else float("nan")
+            row["selfplay/games"] = int(keep.sum())
+        self._results = []
+        row["selfplay/elo_learner"] = self.league.elo.rating("learner")
+        row["selfplay/pool_size"] = len(self.league.pool)
+        if self.league.snapshot_due(self.state.iteration):
+            self.league.add_snapshot(self._learner_weights(), self.state.global_step)
+            self._save_league()
+        self._draw_opponents()
+        return row
+
+    def eval_other_actions(self, env) -> Any:
+        first = self.league.pool.ids[0]
+        actor = copy.deepcopy(self.models[self.learner]).eval().requires_grad_(False)
+        actor.load_state_dict(self.league.pool.get(first))
+        det = actor.deterministic_actor()
+        return lambda obs: {self.opponent_group: det(obs[self.opponent_group]["policy"])}
+
+    def save(self, path) -> None:
+        super().save(path)
+        self._save_league()
+
+    def _save_league(self) -> None:
+        league_dir = self.run_dir / "league"
+        self.league.pool.save(league_dir)
+        tmp = league_dir / "league_state.pt.tmp"
+        torch.save(self.league.state_dict(), tmp)
+        tmp.replace(league_dir / "league_state.pt")
