@@ -184,13 +184,14 @@ class ClockEnv(MultiAgentEnv):
         return {"clock": self.episode_step.float()}
 
 
-def test_window_means_and_terminated_episodes_hold_their_last_sample() -> None:
+def test_window_means_and_terminated_episodes_hold_their_terminal_sample() -> None:
     # T = 10 steps, W = 4 samples. Samples are s_0..s_9 (before each action), so a survivor's
-    # window is clock 6, 7, 8, 9. An env terminating on step k has samples 0..k-1 and holds k-1.
+    # window is clock 6, 7, 8, 9. An env terminating on step k has samples 0..k-1 and holds its
+    # terminal sample k (read before the auto-reset).
     env = ClockEnv(die_at=[0, 8, 3], steps=10)
     res = run_episodes(env, zero_policy(env), episodes=5, seed=0, window_s=0.4)  # 2 rounds, 2 of 3 kept
     assert res.window_steps == 4 and res.episode_steps == 10
-    torch.testing.assert_close(res.metrics["clock"], torch.tensor([7.5, 6.75, 2.0, 7.5, 6.75], dtype=torch.float64))
+    torch.testing.assert_close(res.metrics["clock"], torch.tensor([7.5, 7.25, 3.0, 7.5, 7.25], dtype=torch.float64))
     assert res.terminated.tolist() == [False, True, True, False, True]
     assert res.reasons["boom"].tolist() == res.terminated.tolist()
     torch.testing.assert_close(res.survival_s, torch.tensor([1.0, 0.8, 0.3, 1.0, 0.8], dtype=torch.float64))
@@ -199,7 +200,7 @@ def test_window_means_and_terminated_episodes_hold_their_last_sample() -> None:
     # Once every episode is over the runner stops stepping; the held samples fill the window.
     early = ClockEnv(die_at=[5, 150], steps=400)
     res_early = run_episodes(early, zero_policy(early), episodes=2, seed=0, window_s=0.4)
-    torch.testing.assert_close(res_early.metrics["clock"], torch.tensor([4.0, 149.0], dtype=torch.float64))
+    torch.testing.assert_close(res_early.metrics["clock"], torch.tensor([5.0, 150.0], dtype=torch.float64))
 
     summary = summarize(res, {"clock": 8.0})  # success: not terminated and window mean < 8
     assert summary["success_rate"] == 0.4 and summary["crash_rate"] == 0.6

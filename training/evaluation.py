@@ -14,9 +14,10 @@ How an episode is measured (task-generic; the task supplies ``env.step_metrics()
 - The per-episode value of a metric is its mean over the last ``W = round(window_s / control_dt)``
   samples (``s_{T-W} .. s_{T-1}``; ``W`` is clipped to ``[1, T]``).
 - An episode that terminates at step ``k`` (the step from ``s_{k-1}`` to ``s_k`` raised a
-  termination) keeps its last sample ``s_{k-1}`` for the rest of the episode: its window mean
-  mixes its samples with this held value, or equals it when it ended before the window began
-  ("its error at termination", one control step before the terminal state).
+  termination) holds its terminal sample ``s_k`` for the rest of the episode (``info["final_metrics"]``,
+  read inside ``step`` before the auto-reset): its window mean mixes its samples with this held
+  value, or equals it when it ended before the window began ("its error at termination"; for
+  volleyball skills, the outcome of the landing that ended the episode).
 - ``crash_rate``: fraction of episodes terminated (any reason) before the time limit; the
   breakdown ``termination[reason]`` is the fraction of episodes whose terminal step raised that
   reason (several may be raised at once, so they can sum to more than ``crash_rate``).
@@ -264,6 +265,8 @@ def _run_round(
         length += alive.long()
         ended = alive & term
         terminated |= ended
+        for key, val in info.get("final_metrics", {}).items():
+            last[key] = torch.where(ended, val, last[key])
         for key, flag in info["termination_reasons"].items():
             reasons[key] = reasons.get(key, torch.zeros_like(ended)) | (flag & ended)
         alive = alive & ~term

@@ -103,6 +103,8 @@ class MultiAgentEnv(ABC):
         info: dict = {"final_obs": obs, "reward_terms": terms, "termination_reasons": reasons}
         done_ids = done.nonzero().squeeze(-1)
         if done_ids.numel() > 0:
+            # The terminal state's metrics (a landing, a crash), read before the auto-reset replaces it.
+            info["final_metrics"] = self.step_metrics()
             info["episode"] = self._episode_stats(done_ids, reasons, truncated)
             self._reset_all_idx(done_ids)
             obs = self._observations()

@@ -46,7 +46,11 @@ class MatchRewardCfg:
 class LaunchCfg:
     """Where the skill tasks' balls come from (uniform ranges, team A's frame: own half x < 0)."""
 
-    serve_height: tuple[float, float] = (0.5, 0.7)  # serve: ball dropped this far above the paddle (m)
+    # serve: the ball is dropped this far above the server's paddle (m), from serve_x. A 0.5 m drop
+    # from the back line caps the ball's exit speed near 6 m/s with a TWR 2.3 drone: too slow to clear
+    # the net 5 m away (7.5 m/s); a 1.5-2 m toss (~5.5 m/s at impact) makes the serve feasible.
+    serve_height: tuple[float, float] = (1.5, 2.0)
+    serve_x: float = -4.5  # m, the server's start (own half, 1.5 m inside the back line)
     incoming_from_x: tuple[float, float] = (3.0, 5.0)  # pass: ball launched in team B's half...
     incoming_to_x: tuple[float, float] = (-4.5, -2.5)  # ...to land (without a hit) here
     incoming_apex: tuple[float, float] = (4.0, 5.5)  # m, apex of the incoming ball

@@ -262,7 +262,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
         pos = torch.cat((base, mirror(base, torch.ones(n, dtype=torch.bool, device=dev))), 0).expand(k, -1, -1).clone()
         server = self.rules.server[env_ids]
         # The server moves back to the service area of its half.
-        serve_pos = torch.tensor((-L / 2 + 1.0, 0.0, cfg.serve_height), device=dev).expand(k, 3)
+        serve_pos = torch.tensor((cfg.launch.serve_x, 0.0, cfg.serve_height), device=dev).expand(k, 3)
         serve_pos = mirror(serve_pos, self.rules.serving_team[env_ids] == 1)
         pos[torch.arange(k, device=dev), server] = serve_pos
         self._place_drones(env_ids, pos)
@@ -289,9 +289,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
             self.skill_target[env_ids] = target.unsqueeze(1)
         elif mode == "serve":
             y = uniform(-lc.lateral / 2, lc.lateral / 2, (k,), rng, dev)
-            start = torch.stack(
-                (torch.full_like(y, -cfg.court.length / 2 + 1.0), y, torch.full_like(y, cfg.serve_height)), -1
-            )
+            start = torch.stack((torch.full_like(y, lc.serve_x), y, torch.full_like(y, cfg.serve_height)), -1)
             self._place_drones(env_ids, start.unsqueeze(1))
             drop = uniform(*lc.serve_height, (k,), rng, dev)
             self.ball_pos[env_ids] = start + torch.stack(

@@ -1,0 +1,532 @@
+"""Scripted, batched skill controllers for drone_volleyball: baselines, demonstrations, opponents.
+
+Everything reads the env's world-frame state (``env.drones``, ``env.ball_pos``/``ball_vel``,
+``env.skill_id``/``skill_target``) and returns CTBR actions for all ``E`` envs and ``D`` drones at
+once; Python loops run only over a fixed number of prediction steps or candidates.
+
+Pieces:
+
+- :func:`position_ctbr`: geometric position controller. Desired acceleration (PD + feed-forward +
+  gravity, drag compensated) -> collective thrust along body z and body rates turning body z
+  toward the desired thrust direction.
+- :func:`desired_paddle_normal`: the frictionless impulse ``v_out = v_in - (1 + e) ((v_in - v_p) . n) n``
+  solved for the paddle normal (parallel to ``v_out - v_in``) and the paddle speed along it.
+- :func:`predict_ball`: the ball's free flight (env's drag model), batched.
+- :func:`ballistic_velocity_to`: launch velocity through a point with a given apex (drag-free closed
+  form, corrected for drag by fixed-point iterations on a simulated flight).
+- :class:`ScriptedSkills`: per-drone controller for the skills (goto, serve, pass, set, attack).
+  Ball skills predict the ball, pick the interception where the ball comes down through a hitting
+  height in the drone's half, fly there early and, the last ``strike_time`` seconds, follow a
+  minimum-effort guidance to the contact state: paddle centre on the ball's path, body z on the
+  required normal, paddle moving along it at the required speed.
+  The serve is the exception: with this drone (thrust/weight 2.26) and the ball dropped from rest
+  0.5-0.7 m above the paddle, the drone can only close that gap, at most ~22 m/s^2 relative to the
+  falling ball, so the ball leaves at ~6 m/s at best (measured by a scan of open-loop full-thrust
+  hits), whereas clearing the net from the service position (x = -5 m) needs ~7.5 m/s. The serve
+  skill therefore hits at full thrust with body z tilted ``serve_tilt`` toward the target: a high
+  toss (apex ~4 m, ~1.5 m forward) that teammates play on in matches.
+- :class:`RuleBasedStrategy`: a match strategy (the drone of the team in possession nearest the
+  predicted interception point plays it: pass -> set -> attack by touch count; the server serves;
+  the others hold home positions) feeding ``env.set_skill_commands(..., team_frame=False)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from sim.physics.ball import ball_flight_step
+from sim.physics.quaternion import quat_rotate, quat_rotate_inv, quat_yaw
+from sim.physics.rigid_body import GRAVITY
+from sim.tasks.drone_volleyball.env import SKILL_IDS, mirror
+
+GOTO, SERVE, PASS, SET, ATTACK = (SKILL_IDS[s] for s in ("goto", "serve", "pass", "set", "attack"))
+_EZ = (0.0, 0.0, 1.0)
+
+
+def _unit(v: Tensor, eps: float = 1e-9) -> Tensor:
+    return v / torch.linalg.vector_norm(v, dim=-1, keepdim=True).clamp(min=eps)
+
+
+def _dot(a: Tensor, b: Tensor) -> Tensor:
+    return (a * b).sum(-1, keepdim=True)
+
+
+# --------------------------------------------------------------------------- low level: position -> CTBR
+@dataclass(frozen=True)
+class PositionGains:
+    """Gains of :func:`position_ctbr` (per axis x, y, z where tuples)."""
+
+    kp: tuple[float, float, float] = (7.0, 7.0, 9.0)  # 1/s^2
+    kd: tuple[float, float, float] = (4.5, 4.5, 5.5)  # 1/s
+    k_att: float = 6.0  # 1/s: body-rate command per rad of tilt error
+    k_yaw: float = 2.0  # 1/s
+    max_tilt: float = 0.9  # rad, limit of the desired thrust direction (feedback part included)
+    max_acc: float = 12.0  # m/s^2, norm limit of the PD term
+
+
+DEFAULT_GAINS = PositionGains()
+
+
+def ctbr_from_thrust_direction(
+    env, z_des: Tensor, acc_des: Tensor, yaw: Tensor | None = None, gains: PositionGains = DEFAULT_GAINS
+) -> Tensor:
+    """CTBR actions ``[E, D, 4]`` turning body z toward ``z_des [E, D, 3]`` (unit, world) with the
+    collective thrust ``m acc_des . z`` (``acc_des [E, D, 3]``: desired specific force, world)."""
+    d = env.drones
+    z = quat_rotate(d.quat, torch.zeros_like(d.pos) + torch.tensor(_EZ, device=d.pos.device))
+    axis = torch.linalg.cross(z, z_des, dim=-1)
+    sin = torch.linalg.vector_norm(axis, dim=-1, keepdim=True)
+    angle = torch.atan2(sin, _dot(z, z_des))
+    omega_world = gains.k_att * angle * axis / sin.clamp(min=1e-6)
+    omega = quat_rotate_inv(d.quat, omega_world)
+    if yaw is None:
+        yaw = torch.where(env.flip, math.pi, 0.0)
+    err = torch.remainder(yaw - quat_yaw(d.quat) + math.pi, 2 * math.pi) - math.pi
+    omega = torch.cat((omega[..., :2], (omega[..., 2] + gains.k_yaw * err).unsqueeze(-1)), -1)
+    thrust = env.params.mass * _dot(acc_des, z).squeeze(-1)
+    a0 = 2.0 * thrust / env.params.max_thrust - 1.0
+    rates = omega / env.rate_scale
+    return torch.cat((a0.unsqueeze(-1), rates), -1).clamp(-1.0, 1.0)
+
+
+def limit_tilt(acc: Tensor, max_tilt: float, min_up: float = 0.3 * GRAVITY) -> Tensor:
+    """Scale the horizontal part of ``acc [..., 3]`` so that its angle to +z is at most ``max_tilt``."""
+    up = acc[..., 2:].clamp(min=min_up)
+    horiz = acc[..., :2]
+    h = torch.linalg.vector_norm(horiz, dim=-1, keepdim=True)
+    h_max = up * math.tan(max_tilt)
+    return torch.cat((horiz * (h_max / h.clamp(min=1e-9)).clamp(max=1.0), up), -1)
+
+
+def desired_acceleration(
+    env,
+    target_pos: Tensor,
+    target_vel: Tensor | None = None,
+    target_acc: Tensor | None = None,
+    gains: PositionGains = DEFAULT_GAINS,
+) -> Tensor:
+    """Desired specific force ``[E, D, 3]`` (world): PD + feed-forward + gravity - drone drag, tilt limited."""
+    d, dev = env.drones, env.device
+    kp = torch.tensor(gains.kp, device=dev)
+    kd = torch.tensor(gains.kd, device=dev)
+    tv = torch.zeros_like(d.vel) if target_vel is None else target_vel
+    pd = kp * (target_pos - d.pos) + kd * (tv - d.vel)
+    n = torch.linalg.vector_norm(pd, dim=-1, keepdim=True)
+    pd = pd * (gains.max_acc / n.clamp(min=1e-9)).clamp(max=1.0)
+    acc = pd + (0.0 if target_acc is None else target_acc)
+    acc = acc + torch.tensor(_EZ, device=dev) * GRAVITY - env.model.drag_force(d.quat, d.vel) / env.params.mass
+    return limit_tilt(acc, gains.max_tilt)
+
+
+def position_ctbr(
+    env,
+    target_pos: Tensor,
+    target_vel: Tensor | None = None,
+    target_acc: Tensor | None = None,
+    yaw: Tensor | None = None,
+    gains: PositionGains = DEFAULT_GAINS,
+) -> Tensor:
+    """Geometric position controller: CTBR actions ``[E, D, 4]`` in [-1, 1] flying the drones to
+    ``target_pos [E, D, 3]`` (world) with optional velocity / acceleration feed-forward. ``yaw [E, D]``
+    defaults to each team's heading (team B: pi)."""
+    acc = desired_acceleration(env, target_pos, target_vel, target_acc, gains)
+    return ctbr_from_thrust_direction(env, _unit(acc), acc, yaw, gains)
+
+
+# --------------------------------------------------------------------------- ball maths
+def desired_paddle_normal(v_in: Tensor, v_out_desired: Tensor, e: float) -> tuple[Tensor, Tensor]:
+    """Paddle normal ``n [..., 3]`` and paddle speed along it ``[...]`` that turn ``v_in`` into
+    ``v_out_desired`` under ``v_out = v_in - (1 + e) ((v_in - v_p) . n) n``: n is parallel to
+    ``v_out - v_in`` and ``v_p . n = v_in . n + |v_out - v_in| / (1 + e)``."""
+    delta = v_out_desired - v_in
+    mag = torch.linalg.vector_norm(delta, dim=-1, keepdim=True)
+    n = torch.where(
+        mag > 1e-6, delta / mag.clamp(min=1e-6), torch.zeros_like(delta) + torch.tensor(_EZ, device=delta.device)
+    )
+    speed = _dot(v_in, n) + mag / (1.0 + e)
+    return n, speed.squeeze(-1)
+
+
+def predict_ball(env, horizon_s: float, dt: float = 0.02) -> tuple[Tensor, Tensor]:
+    """The ball's free flight (no contacts) from now: positions and velocities ``[E, T, 3]`` at
+    ``t = dt, 2 dt, .., T dt`` (``T = round(horizon_s / dt)``), with the env's drag model."""
+    pos, vel = env.ball_pos, env.ball_vel
+    ps, vs = [], []
+    for _ in range(max(1, round(horizon_s / dt))):
+        pos, vel = ball_flight_step(pos, vel, env.cfg.ball, dt)
+        ps.append(pos)
+        vs.append(vel)
+    return torch.stack(ps, -2), torch.stack(vs, -2)
+
+
+def _flight(pos: Tensor, vel: Tensor, k: float, dt: Tensor, steps: int) -> Tensor:
+    """Position after ``steps`` steps of ``dt [..., 1]`` of the env's splitting scheme (drag ``k``)."""
+    g = torch.tensor(_EZ, device=pos.device) * GRAVITY
+    for _ in range(steps):
+        vel = vel / (1.0 + 0.5 * k * dt * torch.linalg.vector_norm(vel, dim=-1, keepdim=True))
+        pos = pos + dt * vel - 0.5 * dt * dt * g
+        vel = vel - dt * g
+        vel = vel / (1.0 + 0.5 * k * dt * torch.linalg.vector_norm(vel, dim=-1, keepdim=True))
+    return pos
+
+
+def ballistic_velocity_to(
+    p_from: Tensor,
+    p_to: Tensor,
+    apex: Tensor | float | None = None,
+    time: Tensor | float | None = None,
+    drag_k: float = 0.0,
+    iterations: int = 3,
+    steps: int = 30,
+) -> tuple[Tensor, Tensor]:
+    """Launch velocity ``[..., 3]`` from ``p_from`` through ``p_to`` (``[..., 3]``), and the flight time ``[...]``.
+
+    Either ``apex`` (absolute height of the apex, clamped to at least both end heights; the ball
+    reaches ``p_to`` on its way down, or at the apex when ``apex == p_to`` z) or ``time`` (time of flight).
+    The drag-free closed form; with ``drag_k > 0``, ``iterations`` fixed-point corrections
+    ``v += (p_to - p_sim(t)) / t`` on a flight simulated in ``steps`` steps keep the time and pass
+    through ``p_to`` under drag.
+    """
+    g = GRAVITY
+    dz = p_to[..., 2] - p_from[..., 2]
+    if time is None:
+        if apex is None:
+            raise ValueError("give apex or time")
+        apex_t = torch.as_tensor(apex, dtype=p_from.dtype, device=p_from.device).expand_as(dz)
+        top = torch.maximum(apex_t, torch.maximum(p_from[..., 2], p_to[..., 2]))
+        vz = torch.sqrt(2 * g * (top - p_from[..., 2]))
+        t = vz / g + torch.sqrt((2 * (top - p_to[..., 2]) / g).clamp(min=0.0))
+    else:
+        t = torch.as_tensor(time, dtype=p_from.dtype, device=p_from.device).expand_as(dz)
+        vz = dz / t + 0.5 * g * t
+    t = t.clamp(min=1e-3)
+    vxy = (p_to[..., :2] - p_from[..., :2]) / t.unsqueeze(-1)
+    v = torch.cat((vxy, vz.unsqueeze(-1)), -1)
+    if drag_k > 0:
+        dt = (t / steps).unsqueeze(-1)
+        for _ in range(iterations):
+            end = _flight(p_from, v, drag_k, dt, steps)
+            v = v + (p_to - end) / t.unsqueeze(-1)
+    return v, t
+
+
+# --------------------------------------------------------------------------- skills
+@dataclass(frozen=True)
+class SkillParams:
+    """Tuning of :class:`ScriptedSkills`."""
+
+    hit_height: tuple[float, float, float, float, float] = (2.0, 2.2, 2.5, 2.5, 2.5)  # ball centre (m) per skill
+    low_height: float = 1.5  # fallback hitting height when the ball already fell through the first one
+    strike_time: float = 0.3  # s before contact: guidance to the contact state takes over
+    approach_min_time: float = 10.0  # s, floor of the approach guidance's time-to-go
+    approach_max_acc: float = 10.0  # m/s^2
+    tilt_lag: float = 0.1  # s the body takes to reach the normal (the drift starts then)
+    blend_time: float = 0.12  # s: body z blends into the paddle normal over the last part of the strike
+    horizon_s: float = 3.0  # ball prediction horizon
+    pred_dt: float = 0.02
+    net_margin: float = 0.6  # drones keep |x| >= this (the net crash zone is |x| < 0.3)
+    ball_margin: float = 0.5  # interceptions only where the ball is this far inside the own half
+    min_height: float = 0.6  # drone targets stay above this
+    pass_apex_above: float = 0.0  # pass/set: apex this far above the target (0: the target is the apex)
+    apexes: tuple[float, ...] = (3.2, 3.6, 4.0, 4.5, 5.0, 5.6)  # serve/attack apex candidates (m)
+    serve_tilt: float = 0.17  # rad: serve body tilt toward the target (full thrust into the dropped ball)
+    net_clearance: float = 0.35  # m above net top + ball radius at the crossing (drag-free estimate)
+    max_acc: float = 20.0  # m/s^2, strike guidance limit along the normal
+    min_thrust_acc: float = 4.5  # m/s^2, thrust floor in the strike (the rate loop needs thrust to steer)
+    k_tangential: float = 3.0  # gain of the tilt correction across the normal (min-effort guidance: 3)
+    max_correction: float = 2.0  # m/s^2, its limit (~ g tan(12 deg))
+
+
+class ScriptedSkills:
+    """Per-drone skill controller: reads env state, returns actions for every group; skills chosen by
+    ``env.skill_id`` (0 goto, 1 serve, 2 pass, 3 set, 4 attack) with targets ``env.skill_target`` (world).
+
+    Usable as a ``training.evaluation`` policy: ``ScriptedSkills(env)(obs) -> {group: [E, n, 4]}``
+    (the observation is ignored; the controller reads the env's state). Solo skill drones retreat
+    after their hit; in matches, who plays is the strategy's choice (``skill_id``).
+    """
+
+    def __init__(self, env, params: SkillParams | None = None, gains: PositionGains = DEFAULT_GAINS) -> None:
+        self.env = env
+        self.p = params or SkillParams()
+        self.gains = gains
+        dev = env.device
+        self.hit_height = torch.tensor(self.p.hit_height, device=dev)
+        self.hold = env.drones.pos.clone()
+        self.was_touched = torch.zeros_like(env.touched)
+        self.plan: dict[str, Tensor] = {}
+
+    # ------------------------------------------------------------------ helpers
+    def clamp_to_half(self, pos: Tensor) -> Tensor:
+        """Drone targets ``[E, D, 3]`` kept in the drone's half (|x| >= net_margin), the arena and above min_height."""
+        env, p = self.env, self.p
+        court = env.cfg.court
+        lim_x = court.length / 2 + court.arena_margin - 0.5
+        x = torch.where(env.flip, pos[..., 0].clamp(p.net_margin, lim_x), pos[..., 0].clamp(-lim_x, -p.net_margin))
+        y = pos[..., 1].clamp(-(court.width / 2 + court.arena_margin - 0.5), court.width / 2 + court.arena_margin - 0.5)
+        z = pos[..., 2].clamp(p.min_height, court.arena_height - 1.0)
+        return torch.stack((x, y, z), -1)
+
+    def interception(self, height: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Where the ball comes down through ``height [E, D]`` in each drone's half.
+
+        Returns ``(valid [E, D], t [E, D], pos [E, D, 3], vel [E, D, 3])`` at the crossing.
+        """
+        env, p = self.env, self.p
+        pos, vel = predict_ball(env, p.horizon_s, p.pred_dt)  # [E, T, 3]
+        z = pos[..., 2]
+        z_prev = torch.cat((env.ball_pos[:, 2:], z[:, :-1]), -1)  # [E, T]
+        own = torch.where(
+            env.flip.unsqueeze(-1), pos[:, None, :, 0] >= p.ball_margin, pos[:, None, :, 0] <= -p.ball_margin
+        )  # [E, D, T]
+        h = height.unsqueeze(-1)
+        cross = (z.unsqueeze(1) <= h) & (z_prev.unsqueeze(1) > h) & (vel[:, None, :, 2] < 0) & own
+        valid = cross.any(-1)
+        idx = cross.long().argmax(-1)  # [E, D], first crossing
+        pos_prev = torch.cat((env.ball_pos.unsqueeze(1), pos[:, :-1]), 1)
+        vel_prev = torch.cat((env.ball_vel.unsqueeze(1), vel[:, :-1]), 1)
+
+        def take(x: Tensor) -> Tensor:  # x [E, T, 3] -> [E, D, 3]
+            return x.gather(1, idx.unsqueeze(-1).expand(*idx.shape, 3))
+
+        zk, zp = z.gather(1, idx), z_prev.gather(1, idx)
+        frac = ((zp - height) / (zp - zk).clamp(min=1e-6)).clamp(0.0, 1.0).unsqueeze(-1)
+        pc = take(pos_prev) + frac * (take(pos) - take(pos_prev))
+        vc = take(vel_prev) + frac * (take(vel) - take(vel_prev))
+        t = p.pred_dt * (idx.float() + frac.squeeze(-1))
+        return valid, t, pc, vc
+
+    def outgoing_velocity(self, pc: Tensor, vc: Tensor, skill: Tensor, target: Tensor) -> Tensor:
+        """The desired ball velocity after the hit ``[E, D, 3]``: pass/set through the target at the
+        apex; serve/attack landing on the target (z = ball radius), clearing the net, least effort."""
+        env, p = self.env, self.p
+        r, k = env.cfg.ball.radius, env.cfg.ball.drag_k
+        net = env.cfg.court.net_height + r + p.net_clearance
+        # pass / set: the target is the apex.
+        v_pass, _ = ballistic_velocity_to(pc, target, apex=target[..., 2] + p.pass_apex_above, drag_k=k)
+        # serve / attack: the least-effort apex candidate that clears the net.
+        land = torch.cat((target[..., :2], torch.full_like(target[..., 2:], r)), -1)
+        best_v, best_cost = None, None
+        for apex in p.apexes:
+            v, t = ballistic_velocity_to(pc, land, apex=max(apex, 0.0))
+            # Height at the net plane (drag-free).
+            dx = land[..., 0] - pc[..., 0]
+            s = (-pc[..., 0] / torch.where(dx.abs() > 1e-6, dx, torch.full_like(dx, 1e-6))).clamp(0.0, 1.0)
+            tx = s * t
+            z_net = pc[..., 2] + v[..., 2] * tx - 0.5 * GRAVITY * tx * tx
+            ok = z_net >= net
+            cost = torch.linalg.vector_norm(v - vc, dim=-1) + torch.where(ok, 0.0, 100.0 - apex)
+            if best_v is None:
+                best_v, best_cost = v, cost
+            else:
+                better = cost < best_cost
+                best_v = torch.where(better.unsqueeze(-1), v, best_v)
+                best_cost = torch.where(better, cost, best_cost)
+        # Drag: fixed-point corrections keeping the chosen flight time.
+        t_fl = self._flight_time(pc, best_v, land)
+        v_land, _ = ballistic_velocity_to(pc, land, time=t_fl, drag_k=k)
+        return torch.where(((skill == ATTACK) | (skill == SERVE)).unsqueeze(-1), v_land, v_pass)
+
+    @staticmethod
+    def _flight_time(p0: Tensor, v0: Tensor, land: Tensor) -> Tensor:
+        """Drag-free time for the ball from ``p0`` with ``v0`` to come down to ``land`` z."""
+        dz = p0[..., 2] - land[..., 2]
+        vz = v0[..., 2]
+        return (vz + torch.sqrt((vz * vz + 2 * GRAVITY * dz).clamp(min=0.0))) / GRAVITY
+
+    def strike(self, tau: Tensor, p_star: Tensor, n: Tensor, u: Tensor) -> Tensor:
+        """Actions bringing the drone centre to ``p_star`` with body z = ``n`` and velocity ``u`` along
+        ``n`` in ``tau [E, D]`` seconds (approach hover until ``strike_time`` before)."""
+        env, p, g = self.env, self.p, GRAVITY
+        d = env.drones
+        ez = torch.tensor(_EZ, device=env.device)
+        Ts = p.strike_time
+        a_drift = -g * (ez - n[..., 2:] * n)  # tangential acceleration with body z = n
+        # Approach: rest at the start of a constant-acceleration strike.
+        Td = max(Ts - p.tilt_lag, 0.0)
+        p_pre = p_star - (0.5 * u * Ts).unsqueeze(-1) * n - 0.5 * a_drift * Td * Td
+        # PD to rest at p_pre, stiffened to minimum-effort guidance gains as the strike's start nears
+        # (time-to-go floored for stability).
+        tg = (tau - Ts).clamp(min=p.approach_min_time).unsqueeze(-1)
+        kp = torch.maximum(torch.tensor(self.gains.kp, device=env.device), 6 / tg**2)
+        kd = torch.maximum(torch.tensor(self.gains.kd, device=env.device), 4 / tg)
+        acc_app = kp * (self.clamp_to_half(p_pre) - d.pos) - kd * d.vel
+        acc_app_n = torch.linalg.vector_norm(acc_app, dim=-1, keepdim=True)
+        acc_app = acc_app * (p.approach_max_acc / acc_app_n.clamp(min=1e-6)).clamp(max=1.0)
+        acc_app = acc_app + g * ez - env.model.drag_force(d.quat, d.vel) / env.params.mass
+        acc_app = limit_tilt(acc_app, self.gains.max_tilt)
+        act_approach = ctbr_from_thrust_direction(env, _unit(acc_app), acc_app, gains=self.gains)
+        # Strike: body z on the normal; minimum-effort guidance to (p_star, u n) along n; a small,
+        # fading tilt correction across n (the disc is wide: the normal matters more than the spot).
+        tc = tau.clamp(min=0.04).unsqueeze(-1)
+        err = p_star - d.pos
+        s_err = _dot(err, n)
+        vn = _dot(d.vel, n)
+        a_n = 6 * (s_err - vn * tc) / tc**2 - 2 * (u.unsqueeze(-1) - vn) / tc
+        a_n = torch.maximum(a_n, p.min_thrust_acc - g * n[..., 2:]).clamp(max=p.max_acc)
+        err_t = err - s_err * n
+        v_t = d.vel - vn * n
+        a_corr = p.k_tangential * (err_t - v_t * tc - 0.5 * a_drift * tc**2) / tc**2
+        a_corr_n = torch.linalg.vector_norm(a_corr, dim=-1, keepdim=True)
+        a_corr = a_corr * (p.max_correction / a_corr_n.clamp(min=1e-6)).clamp(max=1.0)
+        w = ((tau - p.blend_time) / p.blend_time).clamp(0.0, 1.0).unsqueeze(-1)
+        acc_n = (a_n + g * n[..., 2:]) * n
+        z_des = _unit(acc_n + w * a_corr)
+        acc = acc_n - env.model.drag_force(d.quat, d.vel) / env.params.mass
+        act_strike = ctbr_from_thrust_direction(env, z_des, acc, gains=self.gains)
+        striking = (tau <= Ts).unsqueeze(-1)
+        return torch.where(striking, act_strike, act_approach)
+
+    # ------------------------------------------------------------------ policy
+    def __call__(self, obs=None) -> dict[str, Tensor]:
+        env, p = self.env, self.p
+        d = env.drones
+        skill, target = env.skill_id, env.skill_target
+        # Solo skills: after the hit, hold where the drone was, a little lower, out of the ball's way.
+        new_touch = env.touched & ~self.was_touched
+        self.hold = torch.where(
+            new_touch.unsqueeze(-1), d.pos - torch.tensor((0.0, 0.0, 0.5), device=env.device), self.hold
+        )
+        self.was_touched = env.touched.clone()
+        done = env.touched if not env.cfg.is_match else torch.zeros_like(env.touched)
+
+        act_goto = position_ctbr(env, self.clamp_to_half(target), gains=self.gains)
+        height = self.hit_height[skill]
+        valid, t, pc, vc = self.interception(height)
+        low_valid, low_t, low_pc, low_vc = self.interception(torch.full_like(height, p.low_height))
+        use_low = ~valid & low_valid
+        t = torch.where(use_low, low_t, t)
+        pc = torch.where(use_low.unsqueeze(-1), low_pc, pc)
+        vc = torch.where(use_low.unsqueeze(-1), low_vc, vc)
+        valid = valid | low_valid
+        v_out = self.outgoing_velocity(pc, vc, skill, target)
+        e = env.cfg.ball.restitution_drone
+        n, u = desired_paddle_normal(vc, v_out, e)
+        offset = env.cfg.ball.radius + env.cfg.paddle_offset
+        p_star = pc - offset * n
+        act_ball = self.strike(t, p_star, n, u)
+        # Serve: full thrust along a body z tilted serve_tilt toward the target, straight into the
+        # falling ball (the most the drone can give it: see the module docstring).
+        ez = torch.tensor(_EZ, device=env.device)
+        heading = _unit(torch.cat((target[..., :2] - d.pos[..., :2], torch.zeros_like(d.pos[..., 2:])), -1))
+        z_serve = _unit(ez + math.tan(p.serve_tilt) * heading)
+        act_serve = ctbr_from_thrust_direction(
+            env, z_serve, z_serve * env.params.max_thrust / env.params.mass, gains=self.gains
+        )
+        act_ball = torch.where((skill == SERVE).unsqueeze(-1), act_serve, act_ball)
+        act_hold = position_ctbr(env, self.clamp_to_half(self.hold), gains=self.gains)
+        # No interception in sight: wait under the ball, in the own half, at the hitting height.
+        wait = torch.cat((env.ball_pos[:, None, :2].expand(-1, d.pos.shape[1], 2), (height - offset).unsqueeze(-1)), -1)
+        act_wait = position_ctbr(env, self.clamp_to_half(wait), gains=self.gains)
+        act = torch.where(valid.unsqueeze(-1), act_ball, act_wait)
+        act = torch.where(done.unsqueeze(-1), act_hold, act)
+        act = torch.where((skill == GOTO).unsqueeze(-1), act_goto, act)
+        self.plan = {"valid": valid, "t": t, "pc": pc, "vc": vc, "v_out": v_out, "n": n, "u": u, "p_star": p_star}
+        n_team = env.n
+        groups = list(env.spec.groups)
+        return {g: act[:, i * n_team : (i + 1) * n_team] for i, g in enumerate(groups)}
+
+
+# --------------------------------------------------------------------------- match strategy
+class RuleBasedStrategy:
+    """Rule-based match strategy: ``strategy(obs) -> (skill_id [E, D] long, target [E, D, 3] world)``.
+
+    - Before the serve the designated server serves (its target: the opponent court) and everyone
+      else holds a home position of the starting formation.
+    - Afterwards the ball's interception point (where it comes down through ``hit_height``, else
+      ``low_height``) picks the team in possession (the half it falls in); that team's drone
+      nearest to it, other than the last toucher, plays the ball: pass (apex halfway to the setter
+      point), set (apex halfway to the attack point) or attack (to the opponent court) by the team's
+      touch count. Everyone else holds home. Points are in each team's frame (own half x < 0).
+
+    Feed it through ``env.set_skill_commands(skill_id, target, team_frame=False)`` before
+    :class:`ScriptedSkills` acts.
+    """
+
+    def __init__(
+        self,
+        env,
+        hit_height: float = 2.5,
+        low_height: float = 1.5,
+        setter_point: tuple[float, float] = (-2.5, 0.0),
+        attack_point: tuple[float, float] = (-1.3, 0.0),
+        pass_apex: float = 3.5,
+        set_apex: float = 3.8,
+        attack_target: tuple[float, float, float] = (3.5, 0.0, 0.0),
+        home: tuple[tuple[float, float, float], ...] | None = None,
+    ) -> None:
+        if not env.cfg.is_match:
+            raise ValueError("RuleBasedStrategy plays matches (modes 1v1, 2v2, 3v3)")
+        self.env = env
+        self.hit_height, self.low_height = hit_height, low_height
+        dev, n, D = env.device, env.n, env.num_drones
+        team_b = env.flip[0]  # [D]
+
+        def world(p: tuple[float, float, float]) -> Tensor:  # team frame -> world, [D, 3]
+            return mirror(torch.tensor(p, device=dev).expand(D, 3), team_b)
+
+        self.setter_point = world((*setter_point, pass_apex))
+        self.attack_point = world((*attack_point, set_apex))
+        self.attack_target = world(attack_target)
+        if home is None:  # receiver deep, setter and attacker near their points (team frame)
+            home = ((-4.0, -1.0, 2.0), (-2.6, 1.0, 2.0), (-1.6, -0.6, 2.2))[:n] if n <= 3 else None
+        if home is None or len(home) != n:
+            raise ValueError(f"give {n} home positions")
+        base = torch.tensor(home, device=dev, dtype=torch.float32)
+        self.home = mirror(torch.cat((base, base)), team_b)  # [D, 3]
+
+    def interception_point(self) -> tuple[Tensor, Tensor]:
+        """``(valid [E], point [E, 3])``: where the ball comes down through the hitting height."""
+        env = self.env
+        pos, vel = predict_ball(env, 3.0, 0.02)
+        z_prev = torch.cat((env.ball_pos[:, 2:], pos[:, :-1, 2]), -1)
+        valid = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
+        point = env.ball_pos.clone()
+        for h in (self.low_height, self.hit_height):  # the higher crossing wins where both exist
+            cross = (pos[..., 2] <= h) & (z_prev > h) & (vel[..., 2] < 0)
+            idx = cross.long().argmax(-1)
+            p = pos.gather(1, idx.view(-1, 1, 1).expand(-1, 1, 3)).squeeze(1)
+            point = torch.where(cross.any(-1).unsqueeze(-1), p, point)
+            valid = valid | cross.any(-1)
+        return valid, point
+
+    def __call__(self, obs=None) -> tuple[Tensor, Tensor]:
+        env, ru = self.env, self.env.rules
+        E, D, dev = env.num_envs, env.num_drones, env.device
+        team = env.team_of  # [D]
+        skill = torch.full((E, D), GOTO, dtype=torch.long, device=dev)
+        target = self.home.expand(E, D, 3).clone()
+        drone_idx = torch.arange(D, device=dev)
+        valid, point = self.interception_point()
+        side = (point[:, 0] >= 0).long()  # team in possession
+        count = torch.where(ru.last_team == side, ru.touches, 0)
+        play_skill = torch.stack(
+            (torch.full_like(count, PASS), torch.full_like(count, SET), torch.full_like(count, ATTACK)), -1
+        )
+        play_skill = play_skill.gather(1, count.clamp(0, 2).unsqueeze(-1)).squeeze(-1)  # [E]
+        dist = torch.linalg.vector_norm((env.drones.pos - point.unsqueeze(1))[..., :2], dim=-1)  # [E, D]
+        eligible = (team == side.unsqueeze(-1)) & (drone_idx != ru.last_toucher.unsqueeze(-1))
+        chosen = torch.where(eligible, dist, math.inf).argmin(-1)  # [E]
+        player = torch.nn.functional.one_hot(chosen, D).bool() & (valid & ru.served).unsqueeze(-1)
+
+        # Pass / set: the apex halfway between the interception and the next player's point, so that
+        # the ball comes down through the hitting height there.
+        def apex_between(p: Tensor) -> Tensor:  # p [D, 3] -> [E, D, 3]
+            mid = 0.5 * (point[:, None, :2] + p[:, :2])
+            return torch.cat((mid, p[:, 2:].expand(E, D, 1)), -1)
+
+        play_target = torch.stack(
+            (apex_between(self.setter_point), apex_between(self.attack_point), self.attack_target.expand(E, D, 3))
+        )  # [3, E, D, 3]
+        play_target = play_target.gather(0, (play_skill - PASS).clamp(0, 2).view(1, E, 1, 1).expand(1, E, D, 3))[0]
+        skill = torch.where(player, play_skill.unsqueeze(-1), skill)
+        target = torch.where(player.unsqueeze(-1), play_target, target)
+        # The serve.
+        server = torch.nn.functional.one_hot(ru.server, D).bool() & ~ru.served.unsqueeze(-1)
+        skill = torch.where(server, SERVE, skill)
+        target = torch.where(server.unsqueeze(-1), self.attack_target.expand(E, D, 3), target)
+        return skill, target
