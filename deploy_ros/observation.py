@@ -209,6 +209,7 @@ class TermContext:
     cache: dict[str, Any] = field(default_factory=dict)
     memory: dict[str, Any] = field(default_factory=dict)
     advance: bool = False
+    dt: float | None = None  # seconds this step advanced (None: the model's control period)
 
     def agent_constant(self, key: str, size: int) -> np.ndarray:
         """``deployment[key][agent_index]`` as a float64 ``[size]`` array (ValueError when absent or malformed)."""
@@ -284,7 +285,7 @@ def _own_attach_err_int(ctx: TermContext) -> np.ndarray:
         carrot = goal_carrot(inp.goal_quat, inp.load_quat, d["slot_yaw_lead_deg"])
         goal = inp.goal_pos + quat_rotate(carrot, attach)
         err = np.clip(goal - (inp.load_pos + quat_rotate(inp.load_quat, attach)), -cfg["err_clip"], cfg["err_clip"])
-        dt, tau = float(cfg["dt"]), float(cfg["tau_s"])
+        dt, tau = float(cfg["dt"] if ctx.dt is None else ctx.dt), float(cfg["tau_s"])
         leak = 1.0 - dt / tau if tau > 0 else 1.0
         value = np.clip(leak * value + dt * err, -cfg["limit"], cfg["limit"])
     ctx.memory["own_attach_err_int"] = value
@@ -382,6 +383,7 @@ class ObservationBuilder:
         last_action: np.ndarray,
         advance: bool = False,
         memory: dict[str, Any] | None = None,
+        dt: float | None = None,
     ) -> np.ndarray:
         """One frame, ``[frame_size]`` float32: the terms in metadata order.
 
@@ -390,12 +392,13 @@ class ObservationBuilder:
             last_action: ``[act_dim]`` the previous normalised action (the model's ``action`` output).
             advance: stateful terms (integrators) take one control step (what :meth:`push` does).
             memory: the stateful terms' state; default the builder's own (a dry run passes ``{}``).
+            dt: seconds since the previous frame for integrators (default: the model's control period).
         """
         last_action = np.asarray(last_action, dtype=np.float64).reshape(-1)
         if self.act_dim is not None and last_action.shape != (self.act_dim,):
             raise ValueError(f"last_action must have shape ({self.act_dim},), got {last_action.shape}")
         memory = self._memory if memory is None else memory
-        ctx = TermContext(inputs, last_action, self.agent_index, self.deployment, memory=memory, advance=advance)
+        ctx = TermContext(inputs, last_action, self.agent_index, self.deployment, memory=memory, advance=advance, dt=dt)
         parts = []
         for name, size in self.terms:
             try:
@@ -420,8 +423,9 @@ class ObservationBuilder:
         self._history = np.repeat(first[None], self.history, axis=0)
         return self.observation()
 
-    def push(self, inputs: RobotInputs, last_action: np.ndarray) -> np.ndarray:
-        """Drop the oldest frame, append the frame of ``inputs`` and ``last_action``.
+    def push(self, inputs: RobotInputs, last_action: np.ndarray, dt: float | None = None) -> np.ndarray:
+        """Drop the oldest frame, append the frame of ``inputs`` and ``last_action``; integrators
+        advance by ``dt`` seconds (default: the model's control period, as in the simulator).
 
         Returns:
             The observation ``[obs_dim]`` float32, frames oldest first.
@@ -431,7 +435,7 @@ class ObservationBuilder:
         """
         if self._history is None:
             raise RuntimeError("ObservationBuilder.push before reset: call reset(inputs) first")
-        new = self.frame(inputs, last_action, advance=True)
+        new = self.frame(inputs, last_action, advance=True, dt=dt)
         self._history = np.concatenate((self._history[1:], new[None]), axis=0)
         return self.observation()
 

@@ -49,6 +49,11 @@ the model output is non-finite or outside its bounds, or on any internal error. 
 fed back to the policy is then zero, and the observation history restarts (as at a sim reset) on the
 first good tick after.
 
+Time: the observation history and integrators (``own_attach_err_int``) step once per tick whose
+odometry header stamps (own and load; unset stamps always step) differ from the previous tick's;
+a tick with the same stamps (a simulator holding its start, a stalled estimator within the stale
+timeout) re-sends the last command. The policy was trained with one such step per control period.
+
 No torch: numpy, onnxruntime and rclpy only.
 """
 
@@ -154,6 +159,16 @@ class _Latest:
     value: tuple[np.ndarray, ...] | None
     error: str | None
     stamp: Time
+    header: tuple[int, int] | None = None  # the message's own header stamp (sec, nanosec), if it has one
+
+
+def _stamp_dt(previous: tuple | None, current: tuple, control_dt: float) -> float | None:
+    """Seconds between two ticks' load odometry header stamps, clamped to [0, 5 control periods]
+    (None without stamps: integrators then assume one control period, as the simulator does)."""
+    if previous is None or previous[1] is None or current[1] is None:
+        return None
+    (s0, n0), (s1, n1) = previous[1], current[1]
+    return min(max((s1 - s0) + (n1 - n0) * 1e-9, 0.0), 5.0 * control_dt)
 
 
 # --------------------------------------------------------------------------- node
@@ -205,6 +220,7 @@ class PolicyNode(Node):
         if not math.isfinite(rate) or rate <= 0:
             raise ValueError(f"bad control rate {rate} Hz")
         self.rate_hz = rate
+        self.control_dt = 1.0 / float(self.metadata["control_hz"])  # the trained control period
         # A per-agent model takes [B, n_agents, obs_dim] and agent a reads row a.
         self._per_agent = len(self.session.get_inputs()[0].shape) == 3
         self._n_agents = int(self.metadata.get("n_agents", 1))
@@ -213,6 +229,8 @@ class PolicyNode(Node):
         self._latest: dict[str, _Latest] = {}
         self._last_action = np.zeros(self.act_dim, dtype=np.float32)
         self._needs_reset = True  # restart the history on the next good tick
+        self._last_state_key: tuple | None = None  # odometry header stamps of the last stepped tick
+        self._last_command = np.zeros(self.act_dim, dtype=np.float32)
         self.last_status = ""
 
         # One dimension of size act_dim (a plain vector, as MultiArrayLayout means it); its label
@@ -242,8 +260,11 @@ class PolicyNode(Node):
     def _callback(self, key: str, parse: Any) -> Any:
         def on_message(msg: Any) -> None:
             now = self.get_clock().now()
+            header = getattr(getattr(msg, "header", None), "stamp", None)
+            head = (int(header.sec), int(header.nanosec)) if header is not None else None
+            head = None if head == (0, 0) else head  # an unset stamp says nothing about time
             try:
-                self._latest[key] = _Latest(parse(msg), None, now)
+                self._latest[key] = _Latest(parse(msg), None, now, head)
             except InvalidInput as err:
                 self._latest[key] = _Latest(None, str(err), now)
             except Exception as err:  # never let a bad message kill the node
@@ -286,12 +307,21 @@ class PolicyNode(Node):
         inputs, reason = self._gather(self.get_clock().now())
         if inputs is None:
             return reason
+        # The measured state has not moved on since the last tick (same odometry header stamps, e.g. a
+        # simulator holding its start state): re-send the last command without stepping the history
+        # and the integrators (own_attach_err_int), which would otherwise integrate time that did not pass.
+        state_key = tuple(self._latest[k].header for k in ("odom", "load"))
+        if not self._needs_reset and None not in state_key and state_key == self._last_state_key:
+            self._publish(self._last_command, "ok")
+            return None
+        dt = _stamp_dt(self._last_state_key, state_key, self.control_dt)
+        self._last_state_key = state_key
         if self._needs_reset:
             # First good tick (or the first after a safe one): history = copies of this frame, previous action 0.
             self._last_action = np.zeros(self.act_dim, dtype=np.float32)
             obs = self.builder.reset(inputs)
         else:
-            obs = self.builder.push(inputs, self._last_action)
+            obs = self.builder.push(inputs, self._last_action, dt=dt)
         self._needs_reset = False
         if not np.isfinite(obs).all():
             return f"non-finite observation ({self._term_at(int(np.argmin(np.isfinite(obs))))})"
@@ -308,6 +338,7 @@ class PolicyNode(Node):
             self.get_logger().info("inputs valid: commanding the policy", throttle_duration_sec=WARN_PERIOD_S)
         self._publish(command, "ok")
         self._last_action = action.astype(np.float32)
+        self._last_command = command
         return None
 
     def _term_at(self, index: int) -> str:

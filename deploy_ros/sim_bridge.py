@@ -59,6 +59,11 @@ def read_task_cfg(model: str | Path) -> dict:
     return dict(meta["task_cfg"])
 
 
+def _integral_slice(env) -> slice:
+    """Where ``own_attach_err_int`` sits in one observation frame."""
+    return env.spec.groups[GROUP].observations["policy"].slices()["own_attach_err_int"]
+
+
 def make_env(task_cfg: dict, seed: int, goal: list[float] | None = None):
     """One evaluation-mode env; ``goal`` = ``[x, y, z, roll, pitch, yaw]`` relative to the start."""
     cfg = deep_merge(dict(task_cfg), evaluation_overrides(task_cfg["name"]))
@@ -72,6 +77,8 @@ def make_env(task_cfg: dict, seed: int, goal: list[float] | None = None):
         env.goal_quat = quat_from_euler(g[3:4], g[4:5], g[5:6])
         env._update_observation_buffers()  # the first observation already sees this goal
         env.history[:] = env.history[:, :, -1:].clone()  # as at reset: history filled with that frame
+        env.attach_err_int.zero_()  # ... and the integral at zero (the update above integrated one step)
+        env.history[..., _integral_slice(env)] = 0.0
     return env
 
 

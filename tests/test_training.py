@@ -314,6 +314,8 @@ def test_training_halves_the_point_reach_error(tmp_path: Path) -> None:
         "algo.policy.critic_hidden=[64,64]",
         # point_reach's settings, not the cable_load-tuned algo defaults (tiny noise, linear decay).
         "algo.schedule=adaptive",
+        "algo.lr=3e-4",
+        "algo.clip=0.2",
         "algo.policy.init_log_std=-1.0",
         "seed=1",
     )
