@@ -128,7 +128,26 @@ def cable_load_scene(cfg, physics_dt: float) -> MujocoScene:
     return MujocoScene(xml, thrust.double().numpy())
 
 
-MUJOCO_SCENES = {"cable_load": cable_load_scene}
+def drone_volleyball_scene(cfg, physics_dt: float) -> MujocoScene:
+    """The match's drones hovering at their start positions and the ball; controls = hover thrusts (N)."""
+    from sim.mujoco.mjcf import volleyball_model
+    from sim.physics.multirotor import MultirotorParams
+    from sim.physics.rigid_body import GRAVITY
+
+    params = MultirotorParams.load(cfg.multirotor)
+    n = cfg.drones_per_team if cfg.is_match else 1
+    D = 2 * n if cfg.is_match else 1
+    pos = [(-3.0 - 0.5 * (i % 2), 1.5 * (i % n) - 1.5, cfg.serve_height) for i in range(n)]
+    pos += [(-x, -y, z) for x, y, z in pos][: D - n]
+    court = cfg.court
+    xml = volleyball_model(
+        params, pos, (-4.5, 0.0, 4.0), cfg.ball.radius, cfg.ball.mass, court.net_height, court.width, physics_dt
+    )
+    hover = params.mass * GRAVITY / params.num_rotors
+    return MujocoScene(xml, np.full(D * params.num_rotors, hover))
+
+
+MUJOCO_SCENES = {"cable_load": cable_load_scene, "drone_volleyball": drone_volleyball_scene}
 
 
 def _free_body_positions(m, qpos: np.ndarray) -> np.ndarray:

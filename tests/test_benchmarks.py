@@ -19,10 +19,11 @@ def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.timeout(180)
-def test_sim_throughput_smoke():
+@pytest.mark.parametrize("task", ["cable_load", "drone_volleyball"])
+def test_sim_throughput_smoke(task: str):
     proc = _run(
         "--task",
-        "cable_load",
+        task,
         "--device",
         "cpu",
         "--num-envs",

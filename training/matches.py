@@ -102,9 +102,7 @@ def summarize_matches(res: MatchResults) -> dict:
     rallies = float(c["rallies"].sum()) if "rallies" in c else float("nan")
     hits = float((c["hits_a"] + c["hits_b"]).sum())
     faults = {
-        k: float(v.sum()) / g
-        for k, v in c.items()
-        if k not in ("hits_a", "hits_b", "points_a", "points_b", "rallies")
+        k: float(v.sum()) / g for k, v in c.items() if k not in ("hits_a", "hits_b", "points_a", "points_b", "rallies")
     }
     return {
         "win_rate_a": score / g,

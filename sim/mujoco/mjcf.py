@@ -183,6 +183,35 @@ def cable_load_model(
     return mjcf_document("\n".join(bodies), "\n".join(acts), "\n".join(tendons), timestep=timestep, floor=floor)
 
 
+def volleyball_model(
+    params: MultirotorParams,
+    drone_pos: Sequence[Sequence[float]],
+    ball_pos: Sequence[float],
+    ball_radius: float,
+    ball_mass: float,
+    net_height: float,
+    court_width: float,
+    timestep: float,
+) -> str:
+    """Drone volleyball: bodies ``drone{i}`` (multirotors), a free ``ball`` sphere, a net (a thin
+    static box at x = 0) and the floor. Joint order: drones, then the ball. Actuators:
+    ``drone{i}_rotor{j}``, i-major."""
+    bodies, acts = [], []
+    for i, pos in enumerate(drone_pos):
+        body, act = multirotor_body(params, f"drone{i}", pos, (1.0, 0.0, 0.0, 0.0), "0.2 0.4 0.8 1")
+        bodies.append(body)
+        acts.append(act)
+    bodies.append(
+        f'<body name="ball" pos="{_vec(ball_pos)}"><freejoint/>'
+        f'<geom type="sphere" size="{ball_radius}" mass="{ball_mass}" rgba="1 0.9 0.2 1"/></body>'
+    )
+    net = (
+        f'<geom name="net" type="box" pos="0 0 {net_height / 2}" size="0.01 {court_width / 2} {net_height / 2}"'
+        ' rgba="0.9 0.9 0.9 0.6"/>'
+    )
+    return mjcf_document("\n".join(bodies), "\n".join(acts), timestep=timestep, extra_world_xml=net)
+
+
 def camera_xml(name: str, pos: Sequence[float], target: Sequence[float]) -> str:
     """A fixed camera looking from ``pos`` at ``target`` (for ``extra_world_xml``)."""
     dx, dy, dz = (t - p for t, p in zip(target, pos, strict=True))

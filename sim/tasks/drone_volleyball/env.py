@@ -132,6 +132,13 @@ class DroneVolleyballEnv(MultiAgentEnv):
             else torch.zeros(D, dtype=torch.long, device=dev)
         )
         self.flip = (self.team_of == 1).expand(E, D)  # team B sees the court rotated
+        # Per drone: its teammates, then its opponents, in drone order ([D, D - 1] indices).
+        others = [
+            [j for j in range(D) if self.team_of[j] == self.team_of[i] and j != i]
+            + [j for j in range(D) if self.team_of[j] != self.team_of[i]]
+            for i in range(D)
+        ]
+        self.others_idx = torch.tensor(others, dtype=torch.long, device=dev).reshape(D, max(D - 1, 0))
         # Rules run with n drones per team; skill tasks have one drone of team A (B's slot is empty).
         self.rules = R.RallyRules(E, self.n, cfg.court, cfg.rules, dev)
         self.skill_id = torch.zeros(E, D, dtype=torch.long, device=dev)
@@ -465,13 +472,8 @@ class DroneVolleyballEnv(MultiAgentEnv):
             return skill, skill
         rel = d.pos.unsqueeze(1) - d.pos.unsqueeze(2)  # [E, i, j, 3]: drone j minus drone i
         rel = mirror(rel, flip.unsqueeze(-1).expand(E, D, D))
-        team = self.team_of
-        others = []
-        for i in range(D):  # D <= 6 drones: index bookkeeping, not a loop over envs
-            mates = [j for j in range(D) if team[j] == team[i] and j != i]
-            opps = [j for j in range(D) if team[j] != team[i]]
-            others.append(torch.cat((rel[:, i, mates].flatten(1), rel[:, i, opps].flatten(1)), -1))
-        others_t = torch.stack(others, 1)
+        rows = torch.arange(D, device=self.device).unsqueeze(-1)
+        others_t = rel[:, rows, self.others_idx].flatten(2)  # teammates then opponents, [E, D, 3 (D - 1)]
         return skill, torch.cat((skill, others_t, self._rally_features()), -1)
 
     def _rally_features(self) -> Tensor:
