@@ -19,20 +19,26 @@ Pieces:
   height in the drone's half, fly there early and, the last ``strike_time`` seconds, follow a
   minimum-effort guidance to the contact state: paddle centre on the ball's path, body z on the
   required normal, paddle moving along it at the required speed.
-  The serve is the exception: with this drone (thrust/weight 2.26) and the ball dropped from rest
-  0.5-0.7 m above the paddle, the drone can only close that gap, at most ~22 m/s^2 relative to the
-  falling ball, so the ball leaves at ~6 m/s at best (measured by a scan of open-loop full-thrust
-  hits), whereas clearing the net from the service position (x = -5 m) needs ~7.5 m/s. The serve
-  skill therefore hits at full thrust with body z tilted ``serve_tilt`` toward the target: a high
-  toss (apex ~4 m, ~1.5 m forward) that teammates play on in matches.
+  The serve is planned differently (:meth:`ScriptedSkills.serve_strike`): the ball is dropped from
+  rest 1.5-2 m above the paddle and the contact must come within ~0.4 s, too soon to fly to a
+  pre-strike point. In the ball's free-falling frame gravity cancels and the paddle closes the
+  drop height with its thrust alone (at most ~22 m/s^2), so the drone rises straight under the ball,
+  body level, with the constant thrust that brings the closing speed the hit needs, and turns body
+  z onto the required normal only the last ``serve_turn_time`` seconds. The serve aims directly
+  into the opponent court at ``skill_target``, preferring high arcs (a less tilted normal, a
+  shorter turn) among those within ``serve_plan_thrust`` of the maximum thrust.
 - :class:`RuleBasedStrategy`: a match strategy (the drone of the team in possession nearest the
-  predicted interception point plays it: pass -> set -> attack by touch count; the server serves;
-  the others hold home positions) feeding ``env.set_skill_commands(..., team_frame=False)``.
+  predicted interception point plays it: pass -> set -> attack by touch count; the server serves
+  over the net; the others hold home positions) feeding ``env.set_skill_commands(..., team_frame=False)``.
+- :func:`scripted_team`: strategy + skills as a ``training.matches`` team policy for one team.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -163,6 +169,26 @@ def predict_ball(env, horizon_s: float, dt: float = 0.02) -> tuple[Tensor, Tenso
     return torch.stack(ps, -2), torch.stack(vs, -2)
 
 
+_PREDICTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def cached_predict_ball(env, horizon_s: float, dt: float = 0.02) -> tuple[Tensor, Tensor]:
+    """:func:`predict_ball`, reused while the env's ball state (compared by value) and the arguments
+    are unchanged: the strategy, the skills and both scripted teams of a step share one prediction."""
+    hit = _PREDICTIONS.get(env)
+    if (
+        hit is not None
+        and hit[0] == (horizon_s, dt)
+        and hit[1].shape == env.ball_pos.shape
+        and torch.equal(hit[1], env.ball_pos)
+        and torch.equal(hit[2], env.ball_vel)
+    ):
+        return hit[3]
+    out = predict_ball(env, horizon_s, dt)
+    _PREDICTIONS[env] = ((horizon_s, dt), env.ball_pos.clone(), env.ball_vel.clone(), out)
+    return out
+
+
 def _flight(pos: Tensor, vel: Tensor, k: float, dt: Tensor, steps: int) -> Tensor:
     """Position after ``steps`` steps of ``dt [..., 1]`` of the env's splitting scheme (drag ``k``)."""
     g = torch.tensor(_EZ, device=pos.device) * GRAVITY
@@ -233,7 +259,17 @@ class SkillParams:
     min_height: float = 0.6  # drone targets stay above this
     pass_apex_above: float = 0.0  # pass/set: apex this far above the target (0: the target is the apex)
     apexes: tuple[float, ...] = (3.2, 3.6, 4.0, 4.5, 5.0, 5.6)  # serve/attack apex candidates (m)
-    serve_tilt: float = 0.17  # rad: serve body tilt toward the target (full thrust into the dropped ball)
+    serve_turn_time: float = 0.17  # s before the serve's contact: body z turns onto the normal
+    serve_k_att: float = 12.0  # 1/s: attitude gain of the serve (a fast turn)
+    serve_max_tilt: float = 0.2  # rad: tilt limit while rising under the ball
+    serve_kp: float = 30.0  # 1/s^2: horizontal gains under the ball
+    serve_kd: float = 8.0  # 1/s
+    serve_back: float = 0.03  # m: the paddle stays this far behind the ball line while rising
+    serve_closing_guess: float = 8.0  # m/s: first guess of the vertical closing speed
+    serve_iterations: int = 3
+    serve_tilt_weight: float = 20.0  # m/s per rad: serve apex choice, cost of the normal's tilt
+    serve_plan_thrust: float = 0.8  # of the maximum thrust: serve plans needing more come last
+    serve_thrust_frac: float = 0.95  # of the maximum thrust, while rising
     net_clearance: float = 0.35  # m above net top + ball radius at the crossing (drag-free estimate)
     max_acc: float = 20.0  # m/s^2, strike guidance limit along the normal
     min_thrust_acc: float = 4.5  # m/s^2, thrust floor in the strike (the rate loop needs thrust to steer)
@@ -277,7 +313,7 @@ class ScriptedSkills:
         Returns ``(valid [E, D], t [E, D], pos [E, D, 3], vel [E, D, 3])`` at the crossing.
         """
         env, p = self.env, self.p
-        pos, vel = predict_ball(env, p.horizon_s, p.pred_dt)  # [E, T, 3]
+        pos, vel = cached_predict_ball(env, p.horizon_s, p.pred_dt)  # [E, T, 3]
         z = pos[..., 2]
         z_prev = torch.cat((env.ball_pos[:, 2:], z[:, :-1]), -1)  # [E, T]
         own = torch.where(
@@ -300,9 +336,21 @@ class ScriptedSkills:
         t = p.pred_dt * (idx.float() + frac.squeeze(-1))
         return valid, t, pc, vc
 
-    def outgoing_velocity(self, pc: Tensor, vc: Tensor, skill: Tensor, target: Tensor) -> Tensor:
+    def outgoing_velocity(
+        self,
+        pc: Tensor,
+        vc: Tensor,
+        skill: Tensor,
+        target: Tensor,
+        tilt_weight: float = 0.0,
+        max_closing: Tensor | None = None,
+    ) -> Tensor:
         """The desired ball velocity after the hit ``[E, D, 3]``: pass/set through the target at the
-        apex; serve/attack landing on the target (z = ball radius), clearing the net, least effort."""
+        apex; serve/attack landing on the target (z = ball radius), clearing the net, least effort
+        (``|v_out - v_in|``, plus ``tilt_weight`` per radian of tilt of the paddle normal).
+
+        ``max_closing [E, D]`` (the serve): candidates whose vertical paddle-ball closing speed
+        ``|dv|^2 / ((1 + e) dv_z)`` exceeds it come last, the least demanding first."""
         env, p = self.env, self.p
         r, k = env.cfg.ball.radius, env.cfg.ball.drag_k
         net = env.cfg.court.net_height + r + p.net_clearance
@@ -319,7 +367,13 @@ class ScriptedSkills:
             tx = s * t
             z_net = pc[..., 2] + v[..., 2] * tx - 0.5 * GRAVITY * tx * tx
             ok = z_net >= net
-            cost = torch.linalg.vector_norm(v - vc, dim=-1) + torch.where(ok, 0.0, 100.0 - apex)
+            dv = v - vc
+            tilt = torch.atan2(torch.linalg.vector_norm(dv[..., :2], dim=-1), dv[..., 2])
+            dv_n = torch.linalg.vector_norm(dv, dim=-1)
+            cost = dv_n + tilt_weight * tilt + torch.where(ok, 0.0, 100.0 - apex)
+            if max_closing is not None:
+                closing = dv_n.square() / ((1.0 + env.cfg.ball.restitution_drone) * dv[..., 2].clamp(min=1e-3))
+                cost = torch.where(closing > max_closing, 50.0 + closing + torch.where(ok, 0.0, 100.0 - apex), cost)
             if best_v is None:
                 best_v, best_cost = v, cost
             else:
@@ -381,6 +435,61 @@ class ScriptedSkills:
         striking = (tau <= Ts).unsqueeze(-1)
         return torch.where(striking, act_strike, act_approach)
 
+    def serve_strike(self, target: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+        """Serve actions ``[E, D, 4]`` into the ball dropped above the paddle, and the plan.
+
+        Planned in the ball's free-falling frame, where gravity cancels: the paddle starts ``h`` below
+        the ball at rest and closes in with the thrust acceleration ``f`` alone. The drone rises with
+        its body level under the ball at a constant ``f`` chosen to arrive with the vertical closing
+        speed ``V`` whose component along the required normal ``n`` gives the ball ``v_out``, and turns
+        body z onto ``n`` the last ``serve_turn_time`` seconds (contact time, ``n`` and ``V`` depend
+        on each other: a few fixed-point iterations).
+        """
+        env, p, g = self.env, self.p, GRAVITY
+        d, bp = env.drones, env.cfg.ball
+        ez = torch.tensor(_EZ, device=env.device)
+        gains = dataclasses.replace(self.gains, k_att=p.serve_k_att)
+        f_max = env.params.max_thrust / env.params.mass
+        bz = quat_rotate(d.quat, torch.zeros_like(d.pos) + ez)
+        paddle = d.pos + env.cfg.paddle_offset * bz
+        ball, ball_v = env.ball_pos.unsqueeze(1), env.ball_vel.unsqueeze(1)
+        rel = ball - paddle  # ball minus paddle centre
+        v0 = d.vel[..., 2] - ball_v[..., 2]  # vertical closing speed
+        vf = torch.full_like(v0, p.serve_closing_guess)
+        n = torch.zeros_like(d.pos) + ez
+        f_plan = f_max * p.serve_plan_thrust
+        for _ in range(p.serve_iterations):
+            gap = (rel[..., 2] - bp.radius / n[..., 2].clamp(min=0.3)).clamp(min=1e-3)
+            f = ((vf.square() - v0.square()) / (2 * gap)).clamp(p.min_thrust_acc, f_max * p.serve_thrust_frac)
+            disc = (v0.square() + 2 * f * gap).clamp(min=0.0)
+            t_c = 2 * gap / (v0 + disc.sqrt()).clamp(min=1e-3)
+            pc = ball + ball_v * t_c.unsqueeze(-1) - 0.5 * g * ez * t_c.unsqueeze(-1).square()
+            vc = ball_v - g * ez * t_c.unsqueeze(-1)
+            v_max = (v0.square() + 2 * f_plan * gap).sqrt()
+            v_out = self.outgoing_velocity(
+                pc, vc, torch.full_like(v0, SERVE, dtype=torch.long), target, p.serve_tilt_weight, v_max
+            )
+            n, u = desired_paddle_normal(vc, v_out, bp.restitution_drone)
+            closing = u - _dot(vc, n).squeeze(-1)  # closing speed along n
+            vf = closing / n[..., 2].clamp(min=0.3)
+        gap = (rel[..., 2] - bp.radius / n[..., 2].clamp(min=0.3)).clamp(min=1e-3)
+        f = ((vf.square() - v0.square()) / (2 * gap)).clamp(p.min_thrust_acc, f_max * p.serve_thrust_frac)
+        drag = env.model.drag_force(d.quat, d.vel) / env.params.mass
+        # Rise: body level under the ball (a slight offset against the drift of the turn), thrust f.
+        heading = _unit(torch.cat((n[..., :2], torch.zeros_like(n[..., 2:])), -1))
+        err = rel - p.serve_back * heading
+        a_xy = p.serve_kp * err[..., :2] - p.serve_kd * (d.vel[..., :2] - ball_v[..., :2])
+        acc = torch.cat((a_xy, (f - g).unsqueeze(-1)), -1) + g * ez - drag
+        acc = limit_tilt(acc, p.serve_max_tilt, min_up=p.min_thrust_acc)
+        act_rise = ctbr_from_thrust_direction(env, _unit(acc), acc, gains=gains)
+        # Turn: body z onto n with the closing speed along n from the remaining gap along n.
+        gap_n = (_dot(rel, n).squeeze(-1) - bp.radius).clamp(min=1e-3)
+        v0_n = _dot(d.vel - ball_v, n).squeeze(-1)
+        f_n = ((closing.square() - v0_n.square()) / (2 * gap_n)).clamp(p.min_thrust_acc, f_max)
+        act_turn = ctbr_from_thrust_direction(env, n, f_n.unsqueeze(-1) * n - drag, gains=gains)
+        act = torch.where((t_c <= p.serve_turn_time).unsqueeze(-1), act_turn, act_rise)
+        return act, {"t": t_c, "pc": pc, "vc": vc, "v_out": v_out, "n": n, "u": u, "f": f}
+
     # ------------------------------------------------------------------ policy
     def __call__(self, obs=None) -> dict[str, Tensor]:
         env, p = self.env, self.p
@@ -409,23 +518,22 @@ class ScriptedSkills:
         offset = env.cfg.ball.radius + env.cfg.paddle_offset
         p_star = pc - offset * n
         act_ball = self.strike(t, p_star, n, u)
-        # Serve: full thrust along a body z tilted serve_tilt toward the target, straight into the
-        # falling ball (the most the drone can give it: see the module docstring).
-        ez = torch.tensor(_EZ, device=env.device)
-        heading = _unit(torch.cat((target[..., :2] - d.pos[..., :2], torch.zeros_like(d.pos[..., 2:])), -1))
-        z_serve = _unit(ez + math.tan(p.serve_tilt) * heading)
-        act_serve = ctbr_from_thrust_direction(
-            env, z_serve, z_serve * env.params.max_thrust / env.params.mass, gains=self.gains
-        )
-        act_ball = torch.where((skill == SERVE).unsqueeze(-1), act_serve, act_ball)
+        serving = skill == SERVE
+        serve_plan: dict[str, Tensor] = {}
+        if bool(serving.any()):  # the serve's planner is costly: only while someone serves
+            act_serve, serve_plan = self.serve_strike(target)
+            act_ball = torch.where(serving.unsqueeze(-1), act_serve, act_ball)
         act_hold = position_ctbr(env, self.clamp_to_half(self.hold), gains=self.gains)
         # No interception in sight: wait under the ball, in the own half, at the hitting height.
         wait = torch.cat((env.ball_pos[:, None, :2].expand(-1, d.pos.shape[1], 2), (height - offset).unsqueeze(-1)), -1)
         act_wait = position_ctbr(env, self.clamp_to_half(wait), gains=self.gains)
-        act = torch.where(valid.unsqueeze(-1), act_ball, act_wait)
+        act = torch.where((valid | serving).unsqueeze(-1), act_ball, act_wait)
         act = torch.where(done.unsqueeze(-1), act_hold, act)
         act = torch.where((skill == GOTO).unsqueeze(-1), act_goto, act)
         self.plan = {"valid": valid, "t": t, "pc": pc, "vc": vc, "v_out": v_out, "n": n, "u": u, "p_star": p_star}
+        for k, v in serve_plan.items():
+            if k in self.plan:
+                self.plan[k] = torch.where(serving.unsqueeze(-1) if v.dim() == 3 else serving, v, self.plan[k])
         n_team = env.n
         groups = list(env.spec.groups)
         return {g: act[:, i * n_team : (i + 1) * n_team] for i, g in enumerate(groups)}
@@ -435,8 +543,9 @@ class ScriptedSkills:
 class RuleBasedStrategy:
     """Rule-based match strategy: ``strategy(obs) -> (skill_id [E, D] long, target [E, D, 3] world)``.
 
-    - Before the serve the designated server serves (its target: the opponent court) and everyone
-      else holds a home position of the starting formation.
+    - Before the serve the designated server serves directly over the net (landing target
+      ``serve_target``, in the opponent court) and everyone else holds a home position of the
+      starting formation.
     - Afterwards the ball's interception point (where it comes down through ``hit_height``, else
       ``low_height``) picks the team in possession (the half it falls in); that team's drone
       nearest to it, other than the last toucher, plays the ball: pass (apex halfway to the setter
@@ -457,6 +566,7 @@ class RuleBasedStrategy:
         pass_apex: float = 3.5,
         set_apex: float = 3.8,
         attack_target: tuple[float, float, float] = (3.5, 0.0, 0.0),
+        serve_target: tuple[float, float, float] = (3.5, 0.0, 0.0),
         home: tuple[tuple[float, float, float], ...] | None = None,
     ) -> None:
         if not env.cfg.is_match:
@@ -472,6 +582,7 @@ class RuleBasedStrategy:
         self.setter_point = world((*setter_point, pass_apex))
         self.attack_point = world((*attack_point, set_apex))
         self.attack_target = world(attack_target)
+        self.serve_target = world(serve_target)
         if home is None:  # receiver deep, setter and attacker near their points (team frame)
             home = ((-4.0, -1.0, 2.0), (-2.6, 1.0, 2.0), (-1.6, -0.6, 2.2))[:n] if n <= 3 else None
         if home is None or len(home) != n:
@@ -482,7 +593,7 @@ class RuleBasedStrategy:
     def interception_point(self) -> tuple[Tensor, Tensor]:
         """``(valid [E], point [E, 3])``: where the ball comes down through the hitting height."""
         env = self.env
-        pos, vel = predict_ball(env, 3.0, 0.02)
+        pos, vel = cached_predict_ball(env, 3.0, 0.02)
         z_prev = torch.cat((env.ball_pos[:, 2:], pos[:, :-1, 2]), -1)
         valid = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
         point = env.ball_pos.clone()
@@ -528,5 +639,32 @@ class RuleBasedStrategy:
         # The serve.
         server = torch.nn.functional.one_hot(ru.server, D).bool() & ~ru.served.unsqueeze(-1)
         skill = torch.where(server, SERVE, skill)
-        target = torch.where(server.unsqueeze(-1), self.attack_target.expand(E, D, 3), target)
+        target = torch.where(server.unsqueeze(-1), self.serve_target.expand(E, D, 3), target)
         return skill, target
+
+
+# --------------------------------------------------------------------------- match team
+def scripted_team(env, params: SkillParams | None = None) -> Callable[[object, dict, int], Tensor]:
+    """The rule-based hierarchical team for ``training.matches`` (``evaluate.py match=scripted,...``).
+
+    ``team(env, obs, team_index) -> [E, n, 4]``: :class:`RuleBasedStrategy` picks the skills, the
+    team's own commands are set with ``env.set_skill_commands(..., team=team_index)`` (world frame),
+    and :class:`ScriptedSkills` flies the team's drones (team 0: drones ``0..n-1``, team 1:
+    ``n..2n-1``). Each call writes only its own drones' commands, and every drone's action depends
+    only on its own command and the shared state, so two scripted teams (two calls per step, one per
+    team, each from its own ``scripted_team``) do not interfere.
+    """
+    strategy = RuleBasedStrategy(env)
+    skills = ScriptedSkills(env, params)
+    groups = tuple(env.spec.groups)
+
+    def team(env_, obs: dict, team_index: int) -> Tensor:
+        if env_ is not env:
+            raise ValueError("scripted_team was built for another env")
+        n = env.n
+        drones = slice(team_index * n, (team_index + 1) * n)
+        skill_id, target = strategy(obs)
+        env.set_skill_commands(skill_id[:, drones], target[:, drones], team_frame=False, team=team_index)
+        return skills(obs)[groups[team_index]]
+
+    return team
