@@ -86,7 +86,8 @@ class VolleyballCfg:
     paddle_offset: float = 0.08  # m above the centre of mass, normal = body z
     serve_height: float = 2.0  # m, drones start hovering at this height
     court: CourtCfg = field(default_factory=CourtCfg)
-    rules: RulesCfg = field(default_factory=RulesCfg)
+    # Rally limit below the 10 s episode: a long rally ends as a TIMEOUT (no point), not a truncation.
+    rules: RulesCfg = field(default_factory=lambda: RulesCfg(rally_time_limit_s=9.5))
     # VolleyBots' ball (5 g, r 0.1 m) with C_D 0.01: PhysX applies no air drag there, and with a
     # sphere's C_D 0.47 this ball's terminal speed is 2.3 m/s (a balloon that cannot cross the court).
     ball: BallParams = field(default_factory=lambda: BallParams(drag_coeff=0.01))

@@ -232,17 +232,18 @@ class DroneVolleyballEnv(MultiAgentEnv):
             self._start_rally(env_ids)
         else:
             self._reset_skill(env_ids)
-        self.rotor_speed[env_ids] = self.model.hover_speed(self.params.mass * GRAVITY)
-        self.rate_ctrl.reset(
-            torch.zeros(self.num_envs, self.num_drones, dtype=torch.bool, device=self.device).index_fill(
-                0, env_ids, True
-            )
-        )
-        self.last_action[env_ids] = 0.0
-        self.cmd[env_ids] = 0.0
+        self._reset_actuators(env_ids)
         self.miss[env_ids] = math.inf
         self.landed_at[env_ids] = 0.0
         del k
+
+    def _reset_actuators(self, env_ids: Tensor) -> None:
+        """Rotors at hover speed, rate-PID memory and previous actions cleared (episode or rally start)."""
+        self.rotor_speed[env_ids] = self.model.hover_speed(self.params.mass * GRAVITY)
+        mask = torch.zeros(self.num_envs, self.num_drones, dtype=torch.bool, device=self.device)
+        self.rate_ctrl.reset(mask.index_fill(0, env_ids, True))
+        self.last_action[env_ids] = 0.0
+        self.cmd[env_ids] = 0.0
 
     def _place_drones(self, env_ids: Tensor, pos: Tensor) -> None:
         """Drones hover, level, at ``pos [k, D, 3]``."""
@@ -273,6 +274,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
         serve_pos = mirror(serve_pos, self.rules.serving_team[env_ids] == 1)
         pos[torch.arange(k, device=dev), server] = serve_pos
         self._place_drones(env_ids, pos)
+        self._reset_actuators(env_ids)
         drop = uniform(*cfg.launch.serve_height, (k,), self.rng, dev)
         self.ball_pos[env_ids] = serve_pos + torch.stack(
             (torch.zeros_like(drop), torch.zeros_like(drop), cfg.paddle_offset + drop), -1
@@ -379,7 +381,11 @@ class DroneVolleyballEnv(MultiAgentEnv):
         court = cfg.court
         at_net = (drones.pos[..., 0].abs() < self.params.collision_radius) & (drones.pos[..., 2] < court.net_height)
         at_net = at_net & (drones.pos[..., 1].abs() < court.antenna_y)
-        self.drone_crash = self.drone_crash | ground | at_net
+        # Drone-drone collisions: centres closer than one collision radius (both crash).
+        gap = torch.cdist(drones.pos, drones.pos)
+        eye = torch.eye(self.num_drones, dtype=torch.bool, device=self.device)
+        collide = ((gap < self.params.collision_radius) & ~eye).any(-1)
+        self.drone_crash = self.drone_crash | ground | at_net | collide
         self.drones = drones
         self._ball_substep(dt)
 
@@ -521,8 +527,11 @@ class DroneVolleyballEnv(MultiAgentEnv):
         crash = self.drone_crash.any(-1) | ~torch.isfinite(self.drones.pos).all(-1).all(-1)
         out = self._drone_out().any(-1)
         if cfg.is_match:
-            reasons = {"crash": crash, "out": out, "game_over": ev.game_over}
-            return crash | out | ev.game_over, reasons  # crash/out also ended the rally (a drone fault)
+            # Drone faults are points for the other team (the rules); only the game's end (or
+            # non-finite physics) ends an episode, so a game to N points survives a crash.
+            finite = torch.isfinite(self.drones.pos).all(-1).all(-1) & torch.isfinite(self.ball_pos).all(-1)
+            reasons = {"crash": self.drone_crash.any(-1), "out": out, "game_over": ev.game_over, "non_finite": ~finite}
+            return ev.game_over | ~finite, reasons
         if cfg.mode == "goto":
             return crash | out, {"crash": crash, "out": out}
         # Ball skills end when the ball lands, the rally ends, or the drone touches twice.
