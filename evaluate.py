@@ -23,11 +23,12 @@ keys for the task's linear action prior alone, when the task defines one, else n
 How episodes are measured: :mod:`training.evaluation`.
 
 Matches (``match=<team A>,<team B>``, two-team tasks): a team is ``hover`` (every drone hovers),
-``scripted`` (the rule-based hierarchical team: scripted strategy on scripted skills) or a
-checkpoint path (a flat policy, e.g. from ``algo=selfplay``). ``games`` games; the table and the
-last JSON line give ``win_rate_a`` (a draw counts half), ``win_rate_ci95``, ``games``, points per
-game, hits per rally and outcomes (faults by kind) per game. How games are played:
-:mod:`training.matches`.
+``scripted`` (the rule-based hierarchical team: scripted strategy on scripted skills),
+``rulebased:<dir>`` (the scripted strategy on the learned skills ``<dir>/<skill>.pt``, scripted
+where a skill has no checkpoint) or a checkpoint path (a flat policy, e.g. from ``algo=selfplay``).
+``games`` games; the table and the last JSON line give ``win_rate_a`` (a draw counts half),
+``win_rate_ci95``, ``games``, points per game, hits per rally and outcomes (faults by kind) per
+game. How games are played: :mod:`training.matches`.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class EvalArgs:
     report: str | None = field(default=None, metadata={"help": "also write the JSON report to this file"})
     compile: bool = field(default=False, metadata={"help": "torch.compile the env's physics loop"})
     match: str | None = field(
-        default=None, metadata={"help": "two-team match 'A,B': hover | scripted | <checkpoint.pt> each"}
+        default=None, metadata={"help": "two-team match 'A,B': hover | scripted | rulebased:<dir> | <checkpoint.pt>"}
     )
     games: int = field(default=200, metadata={"help": "games of a match"})
 
@@ -390,6 +391,18 @@ def _team(spec: str, env: Any, device: str) -> Callable:
         from sim.tasks.drone_volleyball.scripted import scripted_team
 
         return scripted_team(env)
+    if spec.startswith("rulebased:"):
+        # The scripted strategy on learned skills: <dir>/<skill>.pt for every skill trained (solo modes).
+        from sim.tasks.drone_volleyball import SKILLS
+        from training.checkpoint import load_policy
+        from training.matches import rule_based_team
+
+        folder = Path(spec.removeprefix("rulebased:"))
+        files = {name: folder / f"{name}.pt" for name in SKILLS if (folder / f"{name}.pt").is_file()}
+        if not files:
+            raise EvalError(f"{spec}: no skill checkpoints (<skill>.pt for skills {list(SKILLS)}) in {folder}")
+        actors = {name: next(iter(load_policy(f, device=device).actors.values())) for name, f in files.items()}
+        return rule_based_team(env, actors)
     if spec.endswith(".pt"):
         from training.checkpoint import load_policy
 
@@ -398,7 +411,7 @@ def _team(spec: str, env: Any, device: str) -> Callable:
         if len(actors) != 1:
             raise EvalError(f"{spec}: a team checkpoint has one group's actor, found {sorted(actors)}")
         return flat_team(next(iter(actors.values())))
-    raise EvalError(f"unknown team {spec!r}: hover, scripted or a checkpoint path (.pt)")
+    raise EvalError(f"unknown team {spec!r}: hover, scripted, rulebased:<skills dir> or a checkpoint path (.pt)")
 
 
 def evaluate_match(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from policies.actor_critic import (
     PolicyCfg,
     build_actor_critics,
 )
+from policies.hierarchical import SkillDispatcher
 from policies.mlp import AgentLayerNorm, AgentLinear, build_mlp
 from policies.normalizer import RunningNorm
 
@@ -26,6 +27,7 @@ __all__ = [
     "GroupDims",
     "PolicyCfg",
     "RunningNorm",
+    "SkillDispatcher",
     "build_actor_critics",
     "build_mlp",
 ]

@@ -109,3 +109,20 @@ def test_evaluate_cli_plays_a_match_and_prints_json_last() -> None:
     assert report["games"] == 8 and 0.0 <= report["win_rate_a"] <= 1.0 and len(report["win_rate_ci95"]) == 2
     bad = subprocess.run([*cmd[:3], "match=hover,nobody", "games=2"], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown team 'nobody'" in bad.stderr
+
+
+def test_rule_based_team_flies_learned_skills_where_given_and_scripted_elsewhere() -> None:
+    from training.matches import rule_based_team
+
+    class Marker(torch.nn.Module):
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return torch.full((*obs.shape[:-1], 4), 0.123)
+
+    env = sim.make("drone_volleyball", num_envs=8, seed=0, mode="3v3")
+    obs = env.reset()
+    team = rule_based_team(env, {"goto": Marker()})
+    action = team(env, obs, 1)  # team B
+    goto = env.skill_id[:, 3:] == 0  # the strategy's commands for team B's drones
+    assert goto.any() and (~goto).any()
+    assert torch.allclose(action[goto], torch.full_like(action[goto], 0.123))
+    assert not torch.isclose(action[~goto], torch.full_like(action[~goto], 0.123)).all(-1).any()

@@ -59,6 +59,33 @@ def flat_team(actor: nn.Module, entry: str = "policy") -> TeamPolicy:
     return team_policy
 
 
+def rule_based_team(env, skill_actors: dict[str, nn.Module]) -> TeamPolicy:
+    """The rule-based hierarchical team on learned skills: the scripted strategy
+    (``RuleBasedStrategy``) commands each drone's skill and target; a drone whose skill has a learned
+    actor in ``skill_actors`` (skill name -> actor on the ``skill`` observation, e.g. trained in the
+    solo skill modes) flies it, the others fly the scripted skill."""
+    from policies import SkillDispatcher
+    from sim.tasks.drone_volleyball import SKILLS
+    from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy, ScriptedSkills
+
+    entry = env.spec.groups["team_a"].observations["skill"]
+    sl = entry.slices()["skill"]
+    low = SkillDispatcher(skill_actors, SKILLS, sl, env.spec.groups["team_a"].action_dim)
+    learned = torch.tensor([name in skill_actors for name in SKILLS], dtype=torch.float32, device=env.device)
+    strategy, scripted = RuleBasedStrategy(env), ScriptedSkills(env)
+
+    def team_policy(env_, obs: dict, team: int) -> Tensor:
+        n, group = env.n, GROUPS[team]
+        skill_id, target = strategy(obs)
+        drones = slice(team * n, (team + 1) * n)
+        env.set_skill_commands(skill_id[:, drones], target[:, drones], team_frame=False, team=team)
+        skill_obs = env.observe()[group]["skill"]
+        use = (skill_obs[..., sl] * learned).sum(-1, keepdim=True)  # 1 where the drone's skill is learned
+        return use * low(skill_obs) + (1.0 - use) * scripted(obs)[group]
+
+    return team_policy
+
+
 @torch.inference_mode()
 def play_matches(env, team_a: TeamPolicy, team_b: TeamPolicy, games: int, seed: int = 0) -> MatchResults:
     """Play ``games`` games of ``team_a`` (group team_a) against ``team_b`` on ``env`` (a match mode)."""
