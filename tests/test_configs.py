@@ -54,11 +54,22 @@ def test_root_config_nodes_are_typed_configs(algo: str) -> None:
     plain = OmegaConf.to_container(cfg, resolve=True)
     ppo = build_config(PPOCfg, plain["algo"])
     assert ppo.name == algo
-    assert ppo.critic_input == {"mappo": "state", "ippo": "policy"}[algo]
+    assert ppo.critic_input == {"mappo": "state", "ippo": "policy", "selfplay": "state"}[algo]
     build_config(TrainCfg, plain["train"])
     assert build_config(WandbCfg, plain["wandb"]).mode == "offline"
     assert {"num_envs", "device", "seed", "resume", "torch_threads"} <= set(plain)
     assert set(plain["sim"]) == {"compile"}
+
+
+def test_league_node_is_the_selfplay_config() -> None:
+    from training.selfplay_runner import SelfPlayCfg
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        cfg = compose(config_name="config", overrides=["algo=selfplay", "league.meta_solver=pfsp"])
+    node = OmegaConf.to_container(cfg, resolve=True)["league"]
+    own = {k: node.pop(k) for k in ("learner_group", "opponents_per_iteration")}
+    sp = build_config(SelfPlayCfg, {**own, "league": node})
+    assert sp.league.meta_solver == "pfsp" and sp.learner_group == "team_a"
 
 
 def test_top_level_overrides() -> None:
