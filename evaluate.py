@@ -182,10 +182,8 @@ class Source:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def load_checkpoint_source(path: str, device: str) -> Source:
-    """The trained actors of a covey checkpoint (``training.checkpoint.load_policy``)."""
-    from training.evaluation import actor_policy
-
+def load_trained_policy(path: str | Path, device: str) -> Any:
+    """``training.checkpoint.load_policy`` of a checkpoint, failures as :class:`EvalError`."""
     file = Path(path)
     if not file.is_file():
         raise EvalError(f"checkpoint not found: {file}")
@@ -194,9 +192,16 @@ def load_checkpoint_source(path: str, device: str) -> Source:
     except ImportError as err:
         raise EvalError(f"cannot load checkpoints: training.checkpoint is unavailable ({err})") from err
     try:
-        loaded = load_policy(file, device=device)
+        return load_policy(file, device=device)
     except Exception as err:  # the CLI boundary: any failure to read the file is reported, not a traceback
         raise EvalError(f"cannot load checkpoint {file}: {type(err).__name__}: {err}") from err
+
+
+def load_checkpoint_source(path: str, device: str) -> Source:
+    """The trained actors of a covey checkpoint (``training.checkpoint.load_policy``)."""
+    from training.evaluation import actor_policy
+
+    loaded = load_trained_policy(path, device)
     meta = {k: v for k, v in (loaded.meta or {}).items() if k in ("run_id", "global_step", "algo", "covey_version")}
     return Source("torch", dict(loaded.task_cfg), lambda env: actor_policy(loaded.actors, env), meta)
 
@@ -381,8 +386,9 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     }
 
 
-def _team(spec: str, env: Any, device: str) -> Callable:
-    """A team policy from its name (``hover``, ``scripted``) or a checkpoint path."""
+def _team(spec: str, env: Any, loaded: Mapping[str, Any], device: str) -> Callable:
+    """A team policy from its name (``hover``, ``scripted``, ``rulebased:<dir>``) or a checkpoint
+    path (``loaded``: the checkpoints of the match, already read)."""
     from training.matches import flat_team, hover_team
 
     if spec == "hover":
@@ -394,20 +400,16 @@ def _team(spec: str, env: Any, device: str) -> Callable:
     if spec.startswith("rulebased:"):
         # The scripted strategy on learned skills: <dir>/<skill>.pt for every skill trained (solo modes).
         from sim.tasks.drone_volleyball import SKILLS
-        from training.checkpoint import load_policy
         from training.matches import rule_based_team
 
         folder = Path(spec.removeprefix("rulebased:"))
         files = {name: folder / f"{name}.pt" for name in SKILLS if (folder / f"{name}.pt").is_file()}
         if not files:
             raise EvalError(f"{spec}: no skill checkpoints (<skill>.pt for skills {list(SKILLS)}) in {folder}")
-        actors = {name: next(iter(load_policy(f, device=device).actors.values())) for name, f in files.items()}
+        actors = {name: next(iter(load_trained_policy(f, device).actors.values())) for name, f in files.items()}
         return rule_based_team(env, actors)
-    if spec.endswith(".pt"):
-        from training.checkpoint import load_policy
-
-        load_checkpoint_source(spec, device)  # clear errors for a missing or unreadable file
-        actors = load_policy(spec, device=device).actors
+    if spec in loaded:
+        actors = loaded[spec].actors
         if len(actors) != 1:
             raise EvalError(f"{spec}: a team checkpoint has one group's actor, found {sorted(actors)}")
         return flat_team(next(iter(actors.values())))
@@ -422,15 +424,15 @@ def evaluate_match(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[st
     names = [t.strip() for t in args.match.split(",")]
     if len(names) != 2 or not all(names):
         raise EvalError(f"match must name two teams 'A,B', got {args.match!r}")
-    checkpoints = [n for n in names if n.endswith(".pt")]
-    source_cfg = load_checkpoint_source(checkpoints[0], args.device).task_cfg if checkpoints else None
+    loaded = {n: load_trained_policy(n, args.device) for n in names if n.endswith(".pt")}
+    source_cfg = dict(next(iter(loaded.values())).task_cfg) if loaded else None
     if args.task is None and source_cfg is None:
         args = dataclasses.replace(args, task="drone_volleyball")
     task_cfg = resolve_task_cfg(source_cfg, args, task_overrides)
     num_envs = min(args.games, args.num_envs or DEFAULT_MAX_ENVS)
     try:
         env = sim.make(task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile)
-        teams = [_team(n, env, args.device) for n in names]
+        teams = [_team(n, env, loaded, args.device) for n in names]
         start = time.perf_counter()
         summary = summarize_matches(play_matches(env, teams[0], teams[1], args.games, args.seed))
     except ValueError as err:

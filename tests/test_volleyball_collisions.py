@@ -7,13 +7,6 @@ import torch
 import sim
 
 
-def _hover(env) -> dict[str, torch.Tensor]:
-    act = {g: torch.zeros(env.num_envs, s.n_agents, 4) for g, s in env.spec.groups.items()}
-    for a in act.values():
-        a[..., 0] = env.hover_thrust_action
-    return act
-
-
 def test_two_teammates_flying_into_each_other_crash_and_lose_the_point() -> None:
     env = sim.make("drone_volleyball", num_envs=1, seed=0, mode="2v2")
     env.reset()
@@ -24,7 +17,7 @@ def test_two_teammates_flying_into_each_other_crash_and_lose_the_point() -> None
     env.drones.vel[0, 0] = torch.tensor([0.0, -3.0, 0.0])
     env.drones.vel[0, 1] = torch.tensor([0.0, 3.0, 0.0])
     for _ in range(20):
-        _, _, term, _, info = env.step(_hover(env))
+        _, _, term, _, info = env.step(env.hover_actions())
         if term[0]:
             break
     assert term[0] and info["episode"]["events/drone_crash"] == 1.0
@@ -34,7 +27,7 @@ def test_two_teammates_flying_into_each_other_crash_and_lose_the_point() -> None
 def test_a_crash_in_a_game_to_three_is_a_point_and_the_game_goes_on() -> None:
     env = sim.make("drone_volleyball", num_envs=1, seed=0, mode="1v1", rules={"points_to_win": 3})
     env.reset()
-    act = _hover(env)
+    act = env.hover_actions()
     act["team_a"][..., 0] = -1.0  # team A's drone falls
     for _ in range(150):
         _, _, term, _, _ = env.step(act)

@@ -11,19 +11,12 @@ import sim
 from sim.tasks.drone_volleyball import rules as R
 
 
-def _hover(env) -> dict[str, torch.Tensor]:
-    act = {g: torch.zeros(env.num_envs, s.n_agents, 4) for g, s in env.spec.groups.items()}
-    for a in act.values():
-        a[..., 0] = env.hover_thrust_action
-    return act
-
-
 def test_hover_thrust_holds_altitude() -> None:
     env = sim.make("drone_volleyball", num_envs=4, seed=0, mode="goto")
     env.reset()
     z0 = env.drones.pos[..., 2].clone()
     for _ in range(100):  # 2 s
-        env.step(_hover(env))
+        env.step(env.hover_actions())
     assert (env.drones.pos[..., 2] - z0).abs().max() < 0.05
 
 
@@ -34,7 +27,7 @@ def test_serve_toss_bounces_off_the_paddle_with_the_restitution() -> None:
     v_impact = math.sqrt(2 * 9.81 * drop)
     vz_max, hit_step = -1.0, None
     for t in range(30):
-        _, _, term, _, _ = env.step(_hover(env))
+        _, _, term, _, _ = env.step(env.hover_actions())
         if env.touched[0, 0] and hit_step is None:
             hit_step = t
             vz_max = float(env.ball_vel[0, 2])
@@ -57,7 +50,7 @@ def test_ball_into_the_net_is_a_net_fault_and_the_point_goes_to_the_other_team()
     env.ball_pos = torch.tensor([[-1.0, 0.0, 1.2]])
     env.ball_vel = torch.tensor([[6.0, 0.0, 0.0]])
     for _ in range(20):
-        _, rew, term, _, info = env.step(_hover(env))
+        _, rew, term, _, info = env.step(env.hover_actions())
         if term[0]:
             break
     assert term[0]
@@ -91,7 +84,7 @@ def test_game_mode_starts_a_new_rally_after_a_point() -> None:
         # serving team loses each rally; the game goes on with the winner serving from its own half.
         before = env.rules.score[0].clone()
         for _ in range(200):
-            _, _, term, _, _ = env.step(_hover(env))
+            _, _, term, _, _ = env.step(env.hover_actions())
             if int(env.rules.score[0].sum()) == point:
                 break
         assert not term[0]

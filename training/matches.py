@@ -44,10 +44,7 @@ class MatchResults:
 
 def hover_team(env, obs: dict, team: int) -> Tensor:
     """Every drone hovers in place (the trivial baseline)."""
-    group = env.spec.groups[GROUPS[team]]
-    act = torch.zeros(env.num_envs, group.n_agents, group.action_dim, device=env.device)
-    act[..., 0] = env.hover_thrust_action
-    return act
+    return env.hover_actions()[GROUPS[team]]
 
 
 def flat_team(actor: nn.Module, entry: str = "policy") -> TeamPolicy:

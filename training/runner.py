@@ -339,12 +339,13 @@ class Runner:
             "charts/update_time": t_update - t_collect,
         }
         row.update(losses)
-        row.update(self.iteration_log())
+        row.update(self.end_iteration())
         row.update({f"episode/{k}": v for k, v in episodes.means().items()})
         return obs, row
 
-    def iteration_log(self) -> dict[str, Any]:
-        """Extra entries of this iteration's log row (self-play: league statistics)."""
+    def end_iteration(self) -> dict[str, Any]:
+        """Work at the end of an iteration, after the update (self-play: record results, snapshot,
+        draw the next opponents); returns extra entries for this iteration's log row."""
         return {}
 
     def _elapsed(self) -> float:

@@ -65,8 +65,10 @@ class SelfPlayRunner(Runner):
         state_file = league_dir / "league_state.pt"
         if pool is not None and state_file.exists():
             self.league.load_state_dict(torch.load(state_file, weights_only=True))
-        if len(self.league.pool) == 0:
-            self.league.add_snapshot(self._learner_weights(), 0, name="initial", protected=True, from_learner=None)
+        if len(self.league.pool) == 0:  # (the pool stores deep CPU copies of the weights it is given)
+            self.league.add_snapshot(
+                self.models[self.learner].state_dict(), 0, name="initial", protected=True, from_learner=None
+            )
         k = self.sp_cfg.opponents_per_iteration
         self.opponents = [copy.deepcopy(self.models[self.learner]).eval().requires_grad_(False) for _ in range(k)]
         self.opp_ids = torch.zeros(self.env.num_envs, dtype=torch.long, device=self.device)
@@ -76,9 +78,6 @@ class SelfPlayRunner(Runner):
 
     def trained_groups(self) -> list[str]:
         return [self.sp_cfg.learner_group]
-
-    def _learner_weights(self) -> dict[str, Tensor]:
-        return {k: v.detach().cpu().clone() for k, v in self.models[self.learner].state_dict().items()}
 
     def _draw_opponents(self) -> None:
         """Sample this iteration's opponents and give each a contiguous block of envs."""
@@ -110,7 +109,7 @@ class SelfPlayRunner(Runner):
                 score = 1.0 - score
             self._results.append((self.opp_ids[done].clone(), score.clone()))
 
-    def iteration_log(self) -> dict[str, Any]:
+    def end_iteration(self) -> dict[str, Any]:
         row: dict[str, Any] = {}
         if self._results:
             ids = torch.cat([r[0] for r in self._results]).cpu()
@@ -123,7 +122,7 @@ class SelfPlayRunner(Runner):
         row["selfplay/elo_learner"] = self.league.elo.rating("learner")
         row["selfplay/pool_size"] = len(self.league.pool)
         if self.league.snapshot_due(self.state.iteration):
-            self.league.add_snapshot(self._learner_weights(), self.state.global_step)
+            self.league.add_snapshot(self.models[self.learner].state_dict(), self.state.global_step)
             self._save_league()
         self._draw_opponents()
         return row

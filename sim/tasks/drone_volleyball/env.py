@@ -156,6 +156,11 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self.miss = torch.full((E,), math.inf, device=dev)
         self.landed_at = zeros(E, 3)
         self.events: R.RallyEvents | None = None
+        # The net rectangle (centre, in-plane axes) and team B's parked slot in skill modes: constants.
+        net_h = cfg.court.net_height
+        self._net_frame = torch.tensor(((0.0, 0.0, net_h / 2), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0)), device=dev)
+        self._parked = torch.tensor((3.0, 0.0, 2.0), device=dev).expand(E, 1, 3)
+        self.drone_out = torch.zeros(E, D, dtype=torch.bool, device=dev)  # this step's DRONE_OUT flags
         # Result of each env's last finished game (matches): 1 team A won, 0 team B won, 0.5 neither
         # (a timeout or a truncated game); NaN before the first one. Kept across the auto-reset.
         self.game_result = torch.full((E,), math.nan, device=dev)
@@ -205,6 +210,13 @@ class DroneVolleyballEnv(MultiAgentEnv):
             metadata={"mode": cfg.mode, "multirotor": cfg.multirotor, "controller": f"rate_pid ({cfg.action})"},
         )
 
+    def hover_actions(self) -> dict[str, Tensor]:
+        """Every drone at hover thrust with zero body rates (CTBR), ``{group: [E, n, 4]}``: the hover baseline."""
+        act = self.zero_actions()
+        for a in act.values():
+            a[..., 0] = self.hover_thrust_action
+        return act
+
     # ----------------------------------------------------------------- skill commands (matches)
     def set_skill_commands(
         self, skill_id: Tensor, target: Tensor, team_frame: bool = True, team: int | None = None
@@ -223,7 +235,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
 
     # ----------------------------------------------------------------- reset
     def _reset_idx(self, env_ids: Tensor) -> None:
-        cfg, k = self.cfg, env_ids.numel()
+        cfg = self.cfg
         if cfg.is_match:
             # A random serving team per game: with a fixed one, rally-mode training would only
             # ever see one side serve.
@@ -235,7 +247,6 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self._reset_actuators(env_ids)
         self.miss[env_ids] = math.inf
         self.landed_at[env_ids] = 0.0
-        del k
 
     def _reset_actuators(self, env_ids: Tensor) -> None:
         """Rotors at hover speed, rate-PID memory and previous actions cleared (episode or rally start)."""
@@ -406,9 +417,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
         vel = torch.where(any_hit.unsqueeze(-1), new_vel[idx, first], vel)
         # The net: a rectangle in the plane x = 0.
         court = cfg.court
-        net_c = torch.tensor((0.0, 0.0, court.net_height / 2), device=self.device).expand_as(pos)
-        u = torch.tensor((0.0, 1.0, 0.0), device=self.device).expand_as(pos)
-        v = torch.tensor((0.0, 0.0, 1.0), device=self.device).expand_as(pos)
+        net_c, u, v = (x.expand_as(pos) for x in self._net_frame)
         point = closest_point_on_rect(pos, net_c, u, v, court.antenna_y, court.net_height / 2)
         pos, vel, net_hit = resolve_sphere_contact(
             pos, vel, point, torch.zeros_like(vel), bp.radius, bp.restitution_net
@@ -423,9 +432,9 @@ class DroneVolleyballEnv(MultiAgentEnv):
     # ----------------------------------------------------------------- after the physics
     def _update_observation_buffers(self) -> None:
         cfg = self.cfg
-        drones_out = drones_out_of_play(self._rules_view(self.drones.pos), self.n, cfg.court)
-        if not cfg.is_match:
-            drones_out = drones_out[:, :1]
+        # Once per step; terminations and rewards read self.drone_out.
+        self.drone_out = drones_out_of_play(self._rules_view(self.drones.pos), self.n, cfg.court)[:, : self.num_drones]
+        drones_out = self.drone_out
         crash = self.drone_crash
         hits = self.hits
         if not cfg.is_match:  # pad team B's empty slot for the rules
@@ -449,8 +458,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
         """Drone positions as the rules see them, ``[E, 2n, 3]`` (skills: team B's slot parked in B's half)."""
         if self.cfg.is_match:
             return pos
-        parked = torch.tensor((3.0, 0.0, 2.0), device=self.device).expand(self.num_envs, 1, 3)
-        return torch.cat((pos, parked), 1)
+        return torch.cat((pos, self._parked), 1)
 
     def _team_obs(self) -> tuple[Tensor, Tensor]:
         """``(skill [E, D, s], policy [E, D, p])`` in each drone's team frame."""
@@ -519,13 +527,10 @@ class DroneVolleyballEnv(MultiAgentEnv):
         return torch.cat((glob, self._rally_features(), time_left, agent_id), -1)
 
     # ----------------------------------------------------------------- rewards, terminations
-    def _drone_out(self) -> Tensor:
-        return drones_out_of_play(self._rules_view(self.drones.pos), self.n, self.cfg.court)[:, : self.num_drones]
-
     def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
         ev, cfg = self.events, self.cfg
         crash = self.drone_crash.any(-1) | ~torch.isfinite(self.drones.pos).all(-1).all(-1)
-        out = self._drone_out().any(-1)
+        out = self.drone_out.any(-1)
         if cfg.is_match:
             # Drone faults are points for the other team (the rules); only the game's end (or
             # non-finite physics) ends an episode, so a game to N points survives a crash.
@@ -548,7 +553,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
 
     def _skill_rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         rc, d, mode = self.cfg.skill_rewards, self.drones, self.cfg.mode
-        crash = (self.drone_crash | self._drone_out()).float()
+        crash = (self.drone_crash | self.drone_out).float()
         terms = {
             "upright": rc.upright * self._upright(),
             "ang_vel": rc.ang_vel * d.ang_vel.square().sum(-1),
@@ -600,7 +605,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
         point = torch.where(
             ev.point_to.unsqueeze(-1) == team, 1.0, torch.where(ev.point_to.unsqueeze(-1) >= 0, -1.0, 0.0)
         )
-        crash = (self.drone_crash | self._drone_out()).float()
+        crash = (self.drone_crash | self.drone_out).float()
         gap = torch.linalg.vector_norm(self.ball_pos.unsqueeze(1) - self.drones.pos, dim=-1)
         my_half = (self.ball_pos[:, 0:1] >= 0).long() == team
         nearest = gap == torch.where(my_half, gap, math.inf).min(-1, keepdim=True).values
