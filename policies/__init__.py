@@ -12,7 +12,9 @@ from policies.actor_critic import (
     DeterministicActor,
     GroupDims,
     PolicyCfg,
+    action_from_choice,
     build_actor_critics,
+    choice_from_action,
 )
 from policies.hierarchical import SkillDispatcher
 from policies.mlp import AgentLayerNorm, AgentLinear, build_mlp
@@ -28,6 +30,8 @@ __all__ = [
     "PolicyCfg",
     "RunningNorm",
     "SkillDispatcher",
+    "action_from_choice",
     "build_actor_critics",
+    "choice_from_action",
     "build_mlp",
 ]

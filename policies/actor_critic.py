@@ -1,4 +1,5 @@
-"""MLP actor-critic for one agent group, with a Gaussian head (state-independent log-std).
+"""MLP actor-critic for one agent group: a Gaussian head (state-independent log-std), or
+categorical heads for groups with discrete choices (``GroupDims.action_nvec``).
 
 Shapes: E = environments (or any batch), A = agents in the group.
 
@@ -7,6 +8,11 @@ Shapes: E = environments (or any batch), A = agents in the group.
                                       or the policy observation (IPPO)
     action       [E, A, act_dim]      Gaussian sample, unbounded; the env gets ``clamp(-1, 1)``
     value        [E, A]               in return units (the value normaliser is inverted inside)
+
+Discrete choices (e.g. a volleyball strategy picking a player and a target) keep the env contract
+of float actions in [-1, 1]: head ``k`` with ``n_k`` options samples an index ``i`` and sends
+``-1 + 2 i / (n_k - 1)`` (the env rounds it back, ``sim.core.spec.choice_from_action``); the
+log-probability and entropy are the categorical ones, summed over heads.
 
 ``sharing="shared"`` gives every agent of the group the same weights; ``"per_agent"`` gives each
 agent its own, batched over the agent axis (see :mod:`policies.mlp`).
@@ -37,9 +43,29 @@ class GroupDims:
     obs_dim: int
     critic_dim: int
     action_dim: int
+    action_nvec: tuple[int, ...] = ()  # options per discrete head; () = continuous (Gaussian)
 
-    def to_dict(self) -> dict[str, int]:
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "action_nvec", tuple(int(n) for n in self.action_nvec))
+        if self.action_nvec and (len(self.action_nvec) != self.action_dim or min(self.action_nvec) < 1):
+            raise ValueError(f"action_nvec {self.action_nvec} needs action_dim={self.action_dim} heads of >= 1 options")
+
+    @property
+    def discrete(self) -> bool:
+        return bool(self.action_nvec)
+
+    def to_dict(self) -> dict:
         return asdict(self)
+
+
+def action_from_choice(index: Tensor, n: int) -> Tensor:
+    """Choice ``index`` (of ``n``) -> its action value in [-1, 1] (inverse of the env's rounding)."""
+    return index.float() * (2.0 / (n - 1)) - 1.0 if n > 1 else torch.zeros_like(index, dtype=torch.float32)
+
+
+def choice_from_action(action: Tensor, n: int) -> Tensor:
+    """Action value in [-1, 1] -> choice index (long) of ``n`` options."""
+    return torch.round((action.clamp(-1.0, 1.0) + 1.0) * (0.5 * (n - 1))).long()
 
 
 @dataclass(frozen=True)
@@ -98,7 +124,8 @@ class ActorCritic(nn.Module):
         self.value_norm = RunningNorm(1, clip=math.inf)
         # The actor maps a *normalised* observation to the action mean (no value-dependent branches).
         mlp = dict(activation=cfg.activation, layer_norm=cfg.layer_norm, n_agents=per_agent)
-        self.actor = build_mlp(dims.obs_dim, cfg.actor_hidden, dims.action_dim, out_gain=0.01, **mlp)
+        out_dim = sum(dims.action_nvec) if dims.discrete else dims.action_dim
+        self.actor = build_mlp(dims.obs_dim, cfg.actor_hidden, out_dim, out_gain=0.01, **mlp)
         self.critic = build_mlp(dims.critic_dim, cfg.critic_hidden, 1, out_gain=1.0, **mlp)
         log_std_shape = (dims.n_agents, dims.action_dim) if per_agent else (dims.action_dim,)
         self.log_std = nn.Parameter(torch.full(log_std_shape, float(cfg.init_log_std)))
@@ -113,11 +140,29 @@ class ActorCritic(nn.Module):
 
     # ----------------------------------------------------------------- actor
     def action_mean(self, obs: Tensor) -> Tensor:
-        """``[E, A, obs_dim] -> [E, A, act_dim]`` (unclamped Gaussian mean): prior plus learned residual."""
+        """``[E, A, obs_dim] -> [E, A, act_dim]``: the Gaussian mean (unclamped; prior plus learned
+        residual), or for discrete heads the most likely choice of each head as its action value."""
+        if self.dims.discrete:
+            heads = zip(self._logits(obs), self.dims.action_nvec, strict=True)
+            return torch.stack([action_from_choice(lg.argmax(-1), n) for lg, n in heads], -1)
         return obs @ self.action_prior + self.actor(self.obs_norm(obs))
 
+    def _logits(self, obs: Tensor) -> list[Tensor]:
+        """Per discrete head, log-probabilities ``[E, A, n_k]``."""
+        raw = self.actor(self.obs_norm(obs)).split(self.dims.action_nvec, -1)
+        return [torch.log_softmax(lg, -1) for lg in raw]
+
     def act(self, obs: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-        """Sample ``(action [E, A, act_dim], log_prob [E, A])`` from the Gaussian policy."""
+        """Sample ``(action [E, A, act_dim], log_prob [E, A])`` from the policy."""
+        if self.dims.discrete:
+            actions, log_prob = [], 0.0
+            for lg, n in zip(self._logits(obs), self.dims.action_nvec, strict=True):
+                # Gumbel-max: argmax(logits + Gumbel noise) is a categorical sample (seeded by ``generator``).
+                u = torch.rand(lg.shape, generator=generator, device=lg.device).clamp(1e-9, 1.0 - 1e-7)
+                idx = (lg - torch.log(-torch.log(u))).argmax(-1)
+                actions.append(action_from_choice(idx, n))
+                log_prob = log_prob + lg.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
+            return torch.stack(actions, -1), log_prob
         mean = self.action_mean(obs)
         noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
         action = mean + noise * self.log_std.exp()
@@ -128,12 +173,20 @@ class ActorCritic(nn.Module):
         return self.action_mean(obs).clamp(-1.0, 1.0)
 
     def evaluate(self, obs: Tensor, critic_obs: Tensor, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``(log_prob [E, A], entropy [A] or [], normalised value [E, A])`` for the PPO loss."""
+        """``(log_prob [E, A], entropy (broadcastable to [E, A]), normalised value [E, A])`` for the PPO loss."""
+        if self.dims.discrete:
+            log_prob, entropy = 0.0, 0.0
+            for k, (lg, n) in enumerate(zip(self._logits(obs), self.dims.action_nvec, strict=True)):
+                idx = choice_from_action(action[..., k], n)
+                log_prob = log_prob + lg.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
+                entropy = entropy - (lg.exp() * lg).sum(-1)
+            return log_prob, entropy, self.value_normalized(critic_obs)
         log_prob = self._log_prob(self.action_mean(obs), action)
         return log_prob, self.entropy(), self.value_normalized(critic_obs)
 
     def entropy(self) -> Tensor:
-        """Gaussian entropy summed over action dims: ``sum(0.5 + log(sqrt(2 pi)) + log_std)``."""
+        """Gaussian entropy summed over action dims: ``sum(0.5 + log(sqrt(2 pi)) + log_std)``
+        (discrete heads: see :meth:`evaluate`, it depends on the observation)."""
         return (0.5 + _LOG_SQRT_2PI + self.log_std).sum(-1)
 
     def _log_prob(self, mean: Tensor, action: Tensor) -> Tensor:

@@ -188,8 +188,9 @@ class PPO:
         out["losses/explained_variance"] = sum(explained.values()) / len(explained)
         out["charts/learning_rate"] = self.learning_rate
         with torch.no_grad():
-            stds = torch.stack([ac.log_std.exp().mean() for ac in self.models.values()])
-            out["policy/action_std"] = float(stds.mean())
+            stds = [ac.log_std.exp().mean() for ac in self.models.values() if not ac.dims.discrete]
+            if stds:  # Gaussian groups only (discrete heads report their entropy in losses/entropy)
+                out["policy/action_std"] = float(torch.stack(stds).mean())
         return out
 
     def _minibatch_loss(self, idx: Tensor, advantages: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:

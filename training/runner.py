@@ -207,7 +207,7 @@ class Runner:
                         "MLP policies need float32 vectors"
                     )
             critic = entries[self.ppo_cfg.critic_input].shape[0]
-            dims[name] = GroupDims(g.n_agents, entries["policy"].shape[0], critic, g.action_dim)
+            dims[name] = GroupDims(g.n_agents, entries["policy"].shape[0], critic, g.action_dim, g.action_nvec)
         return dims
 
     @staticmethod

@@ -69,6 +69,10 @@ class GroupSpec:
     learning): entries ``(obs_index, action_index, gain)`` of the ``policy`` observation, meaning
     ``action[action_index] += gain * obs[obs_index]`` before the learned part is added. Policies
     bake it into their actor (so exported models include it); the env itself never applies it.
+
+    ``action_nvec`` marks a group whose actions are discrete choices: action ``k`` picks one of
+    ``action_nvec[k]`` options, sent as the evenly spaced value ``-1 + 2 i / (n - 1)`` (still a
+    float in [-1, 1], so the step contract is unchanged); :func:`choice_from_action` reads it back.
     """
 
     n_agents: int
@@ -80,6 +84,7 @@ class GroupSpec:
     action_low: float = -1.0
     action_high: float = 1.0
     action_prior: tuple[tuple[int, int, float], ...] = ()
+    action_nvec: tuple[int, ...] = ()  # options per action for discrete choices; () = continuous
 
     def action_prior_matrix(self) -> torch.Tensor:
         """``action_prior`` as a dense ``[policy_obs_dim, action_dim]`` matrix (zeros when none)."""
@@ -108,3 +113,8 @@ class EnvSpec:
     @property
     def control_hz(self) -> float:
         return 1.0 / self.control_dt
+
+
+def choice_from_action(action: torch.Tensor, n: int) -> torch.Tensor:
+    """A discrete action value in [-1, 1] -> the index (long) of one of ``n`` options (see GroupSpec)."""
+    return torch.round((action.clamp(-1.0, 1.0) + 1.0) * (0.5 * (n - 1))).long()
