@@ -25,7 +25,9 @@ How episodes are measured: :mod:`training.evaluation`.
 Matches (``match=<team A>,<team B>``, two-team tasks): a team is ``hover`` (every drone hovers),
 ``scripted`` (the rule-based hierarchical team: scripted strategy on scripted skills),
 ``rulebased:<dir>`` (the scripted strategy on the learned skills ``<dir>/<skill>.pt``, scripted
-where a skill has no checkpoint) or a checkpoint path (a flat policy, e.g. from ``algo=selfplay``).
+where a skill has no checkpoint) or a checkpoint path: a flat policy (e.g. from ``algo=selfplay``)
+or an HCSP strategy (``stage=strategy``, task ``drone_volleyball_strategy``: it plays the match env
+through its rule layer and skills, ``training.matches.strategy_team``).
 ``games`` games; the table and the last JSON line give ``win_rate_a`` (a draw counts half),
 ``win_rate_ci95``, ``games``, points per game, hits per rally and outcomes (faults by kind) per
 game. How games are played: :mod:`training.matches`.
@@ -49,6 +51,7 @@ import yaml
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 DEFAULT_MAX_ENVS = 1024
+STRATEGY_TASK = "drone_volleyball_strategy"  # HCSP stage 2 checkpoints play matches on drone_volleyball
 _FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
@@ -412,7 +415,14 @@ def _team(spec: str, env: Any, loaded: Mapping[str, Any], device: str) -> Callab
         actors = loaded[spec].actors
         if len(actors) != 1:
             raise EvalError(f"{spec}: a team checkpoint has one group's actor, found {sorted(actors)}")
-        return flat_team(next(iter(actors.values())))
+        actor = next(iter(actors.values()))
+        task_cfg = loaded[spec].task_cfg
+        if task_cfg.get("name") == STRATEGY_TASK:  # HCSP: the strategy over the skills, on the match env
+            from training.matches import strategy_team
+
+            steps = int(task_cfg.get("strategy", {}).get("decision_steps", 10))
+            return strategy_team(env, actor, steps)
+        return flat_team(actor)
     raise EvalError(f"unknown team {spec!r}: hover, scripted, rulebased:<skills dir> or a checkpoint path (.pt)")
 
 
@@ -426,6 +436,8 @@ def evaluate_match(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[st
         raise EvalError(f"match must name two teams 'A,B', got {args.match!r}")
     loaded = {n: load_trained_policy(n, args.device) for n in names if n.endswith(".pt")}
     source_cfg = dict(next(iter(loaded.values())).task_cfg) if loaded else None
+    if source_cfg is not None and source_cfg.get("name") == STRATEGY_TASK:
+        source_cfg["name"] = "drone_volleyball"  # same config; strategies play through their skills
     if args.task is None and source_cfg is None:
         args = dataclasses.replace(args, task="drone_volleyball")
     task_cfg = resolve_task_cfg(source_cfg, args, task_overrides)

@@ -6,6 +6,8 @@
     python train.py task=cable_load resume=runs/cable_load/2026-11-21_10-00-00
     python train.py task=cable_load wandb.mode=disabled sim.compile=true train.max_minutes=60
     python train.py task=drone_volleyball algo=selfplay task.mode=1v1     # self-play (training/selfplay_runner.py)
+    python train.py task=drone_volleyball algo=hcsp stage=skills task.mode=serve   # HCSP stage 1: one skill
+    python train.py task=drone_volleyball algo=hcsp stage=strategy                 # HCSP stage 2: team strategy
 
 A run writes ``runs/<task>/<YYYY-mm-dd_HH-MM-SS>/``: config.yaml (resolved), metrics.csv,
 checkpoints/{latest,best}.pt and wandb/ (offline unless ``wandb.mode=online``). Every key of
@@ -27,7 +29,12 @@ def main(cfg: DictConfig) -> None:
     from training.selfplay_runner import SelfPlayRunner
 
     plain = OmegaConf.to_container(cfg, resolve=True)
-    runner = SelfPlayRunner(plain) if plain["algo"]["name"] == "selfplay" else Runner(plain)
+    kind = "selfplay" if plain["algo"]["name"] == "selfplay" else plain.get("runner", "ppo")
+    if kind == "coselfplay":
+        sys.exit("HCSP stage 3 (co-self-play: skills and strategy fine-tuned together) is not built yet; see issue 5")
+    if kind not in ("ppo", "selfplay"):
+        sys.exit(f"runner must be ppo or selfplay, got {kind!r}")
+    runner = SelfPlayRunner(plain) if kind == "selfplay" else Runner(plain)
     try:
         state = runner.learn()
     except KeyboardInterrupt:

@@ -21,7 +21,7 @@ agent its own, batched over the agent axis (see :mod:`policies.mlp`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -193,6 +193,23 @@ class ActorCritic(nn.Module):
         # log N(a; mu, sigma) = -((a - mu) / sigma)^2 / 2 - log sigma - log sqrt(2 pi), summed over dims
         z = (action - mean) * torch.exp(-self.log_std)
         return (-0.5 * z.square() - self.log_std - _LOG_SQRT_2PI).sum(-1)
+
+    @torch.no_grad()
+    def set_constant_choice(self, choice: Sequence[int], logit: float = 30.0) -> None:
+        """Make a discrete policy pick ``choice`` (an index per head) whatever it observes: the
+        actor's last layer gets zero weights and biases of ``+logit`` (chosen) / ``-logit``. Puts a
+        scripted team that is a constant choice (the rule-based volleyball strategy) into a
+        self-play pool as an ordinary snapshot."""
+        nvec = self.dims.action_nvec
+        if not nvec or len(choice) != len(nvec) or any(not 0 <= c < n for c, n in zip(choice, nvec, strict=True)):
+            raise ValueError(f"choice {tuple(choice)} does not fit the discrete heads {nvec}")
+        last = self.actor[-1]
+        last.weight.zero_()
+        bias = torch.full_like(last.bias, -logit)
+        offsets = [sum(nvec[:k]) for k in range(len(nvec))]
+        for off, c in zip(offsets, choice, strict=True):
+            bias[..., off + c] = logit
+        last.bias.copy_(bias)
 
     # ----------------------------------------------------------------- critic
     def value_normalized(self, critic_obs: Tensor) -> Tensor:

@@ -54,7 +54,7 @@ def test_root_config_nodes_are_typed_configs(algo: str) -> None:
     plain = OmegaConf.to_container(cfg, resolve=True)
     ppo = build_config(PPOCfg, plain["algo"])
     assert ppo.name == algo
-    assert ppo.critic_input == {"mappo": "state", "ippo": "policy", "selfplay": "state"}[algo]
+    assert ppo.critic_input == {"mappo": "state", "ippo": "policy", "selfplay": "state", "hcsp": "state"}[algo]
     build_config(TrainCfg, plain["train"])
     assert build_config(WandbCfg, plain["wandb"]).mode == "offline"
     assert {"num_envs", "device", "seed", "resume", "torch_threads"} <= set(plain)
@@ -67,7 +67,7 @@ def test_league_node_is_the_selfplay_config() -> None:
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
         cfg = compose(config_name="config", overrides=["algo=selfplay", "league.meta_solver=pfsp"])
     node = OmegaConf.to_container(cfg, resolve=True)["league"]
-    own = {k: node.pop(k) for k in ("learner_group", "opponents_per_iteration")}
+    own = {k: node.pop(k) for k in ("learner_group", "opponents_per_iteration", "scripted_choice")}
     sp = build_config(SelfPlayCfg, {**own, "league": node})
     assert sp.league.meta_solver == "pfsp" and sp.learner_group == "team_a"
 
@@ -79,3 +79,24 @@ def test_top_level_overrides() -> None:
             overrides=["num_envs=1024", "device=cpu", "algo.lr=3e-4", "seed=3", "sim.compile=true"],
         )
     assert (cfg.num_envs, cfg.device, cfg.algo.lr, cfg.seed, cfg.sim.compile) == (1024, "cpu", 3e-4, 3, True)
+
+
+@pytest.mark.parametrize("stage", ["skills", "strategy"])
+def test_hcsp_stage_configs_select_task_runner_and_league(stage: str) -> None:
+    from sim.tasks.drone_volleyball.strategy import RULE_BASED_CHOICE
+    from training.selfplay_runner import SelfPlayCfg
+
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
+        cfg = compose(config_name="config", overrides=["task=drone_volleyball", "algo=hcsp", f"stage={stage}"])
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    build_config(PPOCfg, plain["algo"])
+    build_config(TrainCfg, plain["train"])
+    env = sim.make(plain["task"], num_envs=2)
+    if stage == "skills":
+        assert plain["runner"] == "ppo" and env.task_name == "drone_volleyball" and env.cfg.mode == "pass"
+    else:
+        assert plain["runner"] == "selfplay" and env.task_name == "drone_volleyball_strategy"
+        node = plain["league"]
+        own = {k: node.pop(k) for k in ("learner_group", "opponents_per_iteration", "scripted_choice")}
+        sp = build_config(SelfPlayCfg, {**own, "league": node})
+        assert sp.scripted_choice == RULE_BASED_CHOICE and sp.league.meta_solver == "psro_nash"

@@ -83,6 +83,40 @@ def rule_based_team(env, skill_actors: dict[str, nn.Module]) -> TeamPolicy:
     return team_policy
 
 
+def strategy_team(env, actor: nn.Module, decision_steps: int) -> TeamPolicy:
+    """HCSP's hierarchical team on a match env: a strategy ``actor`` trained on
+    ``drone_volleyball_strategy`` (its team observation -> discrete choices) decides every
+    ``decision_steps`` control steps of each game (on the match's episode clock), the rule layer turns
+    the choices into skill commands, and the scripted skills fly, as in its training."""
+    from policies import choice_from_action
+    from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy, ScriptedSkills
+    from sim.tasks.drone_volleyball.strategy import (
+        choice_sizes,
+        default_choices,
+        plan_from_choices,
+        strategy_observation,
+    )
+
+    layer, skills = RuleBasedStrategy(env), ScriptedSkills(env)
+    nvec = choice_sizes(env.n)
+    choices = default_choices(env)  # [E, 2, 4]; only this team's row is used for its drones
+
+    def team_policy(env_, obs: dict, team: int) -> Tensor:
+        nonlocal choices
+        due = env.episode_step % decision_steps == 0  # [E]
+        if bool(due.any()):
+            action = actor(strategy_observation(env, layer.interception_point())[:, team : team + 1])[:, 0]
+            new = torch.stack([choice_from_action(action[:, k], n) for k, n in enumerate(nvec)], -1)
+            choices = choices.clone()
+            choices[:, team] = torch.where(due.unsqueeze(-1), new, choices[:, team])
+        skill_id, target = layer(plan=plan_from_choices(env, choices))
+        drones = slice(team * env.n, (team + 1) * env.n)
+        env.set_skill_commands(skill_id[:, drones], target[:, drones], team_frame=False, team=team)
+        return skills(obs)[GROUPS[team]]
+
+    return team_policy
+
+
 @torch.inference_mode()
 def play_matches(env, team_a: TeamPolicy, team_b: TeamPolicy, games: int, seed: int = 0) -> MatchResults:
     """Play ``games`` games of ``team_a`` (group team_a) against ``team_b`` on ``env`` (a match mode)."""

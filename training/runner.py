@@ -50,6 +50,7 @@ BEST_METRIC: dict[str, tuple[str, str]] = {
     # position error alone chose checkpoints that traded orientation for position).
     "cable_load": ("return", "max"),
     "point_reach": ("metrics/final_dist_m", "min"),
+    "drone_volleyball_strategy": ("metrics/win_a", "max"),  # against the league's first (scripted) snapshot
 }
 FALLBACK_BEST_METRIC = ("return", "max")
 

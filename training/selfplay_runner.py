@@ -12,7 +12,8 @@ snapshot of the learner joins the pool every ``league.snapshot_every`` iteration
 (pool files and ratings) is saved next to the checkpoints, in ``<run>/league/``.
 
 Evaluation plays the deterministic learner against the pool's first snapshot (the initial policy,
-protected) and logs ``eval/metrics/win_a``; ``checkpoints/best.pt`` keeps the best of it.
+or the scripted team of ``league.scripted_choice``; protected) and logs ``eval/metrics/win_a``;
+``checkpoints/best.pt`` keeps the best of it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class SelfPlayCfg:
 
     learner_group: str = "team_a"
     opponents_per_iteration: int = 4  # distinct snapshots per rollout (each plays a block of envs)
+    # Discrete-choice tasks: a protected snapshot that always plays this choice (e.g. the volleyball
+    # strategy's rule-based team) enters the pool first; evaluation then plays against it.
+    scripted_choice: tuple[int, ...] = ()
     league: LeagueCfg = field(default_factory=LeagueCfg)
 
 
@@ -44,7 +48,7 @@ class SelfPlayRunner(Runner):
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         node = dict(cfg.get("league", {}))
-        sp_keys = {"learner_group", "opponents_per_iteration"}
+        sp_keys = {"learner_group", "opponents_per_iteration", "scripted_choice"}
         own = {k: v for k, v in node.items() if k in sp_keys}
         self.sp_cfg = build_config(SelfPlayCfg, {**own, "league": {k: v for k, v in node.items() if k not in sp_keys}})
         super().__init__(cfg)
@@ -65,7 +69,11 @@ class SelfPlayRunner(Runner):
         state_file = league_dir / "league_state.pt"
         if pool is not None and state_file.exists():
             self.league.load_state_dict(torch.load(state_file, weights_only=True))
-        if len(self.league.pool) == 0:  # (the pool stores deep CPU copies of the weights it is given)
+        if len(self.league.pool) == 0:  # a fresh league (the pool stores deep CPU copies of the weights)
+            if self.sp_cfg.scripted_choice:
+                scripted = copy.deepcopy(self.models[self.learner])
+                scripted.set_constant_choice(self.sp_cfg.scripted_choice)
+                self.league.add_snapshot(scripted.state_dict(), 0, name="scripted", protected=True, from_learner=None)
             self.league.add_snapshot(
                 self.models[self.learner].state_dict(), 0, name="initial", protected=True, from_learner=None
             )

@@ -2,5 +2,14 @@
 
 from sim.tasks.drone_volleyball.config import MATCHES, MODES, SKILLS, VolleyballCfg, evaluation_overrides
 from sim.tasks.drone_volleyball.env import DroneVolleyballEnv
+from sim.tasks.drone_volleyball.strategy import VolleyballStrategyEnv
 
-__all__ = ["MATCHES", "MODES", "SKILLS", "DroneVolleyballEnv", "VolleyballCfg", "evaluation_overrides"]
+__all__ = [
+    "MATCHES",
+    "MODES",
+    "SKILLS",
+    "DroneVolleyballEnv",
+    "VolleyballCfg",
+    "VolleyballStrategyEnv",
+    "evaluation_overrides",
+]

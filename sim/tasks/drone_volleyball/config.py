@@ -71,6 +71,18 @@ class ObsNoiseCfg:
 
 
 @dataclass(frozen=True)
+class StrategyLevelCfg:
+    """HCSP's high level (task ``drone_volleyball_strategy``): a team strategy over frozen skills."""
+
+    decision_steps: int = 10  # control steps per decision (0.2 s at 50 Hz)
+    win_reward: float = 1.0  # +- to the team that wins / loses the rally (or game)
+
+    def __post_init__(self) -> None:
+        if self.decision_steps < 1:
+            raise ValueError("strategy.decision_steps must be >= 1")
+
+
+@dataclass(frozen=True)
 class VolleyballCfg:
     """Task settings; override any field through ``sim.make(..., **overrides)`` or hydra."""
 
@@ -95,6 +107,7 @@ class VolleyballCfg:
     skill_rewards: SkillRewardCfg = field(default_factory=SkillRewardCfg)
     match_rewards: MatchRewardCfg = field(default_factory=MatchRewardCfg)
     obs_noise: ObsNoiseCfg = field(default_factory=ObsNoiseCfg)
+    strategy: StrategyLevelCfg = field(default_factory=StrategyLevelCfg)  # drone_volleyball_strategy only
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

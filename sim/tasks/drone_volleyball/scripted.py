@@ -554,6 +554,10 @@ class RuleBasedStrategy:
 
     Feed it through ``env.set_skill_commands(skill_id, target, team_frame=False)`` before
     :class:`ScriptedSkills` acts.
+
+    A learned strategy steers it with a :class:`TeamPlan` per env and team (``__call__(plan=...)``):
+    which drone plays the ball, whether the next touch attacks at once, where serves and attacks
+    land, and the formation; without one (or where a plan entry says so) the rules above decide.
     """
 
     def __init__(
@@ -605,12 +609,12 @@ class RuleBasedStrategy:
             valid = valid | cross.any(-1)
         return valid, point
 
-    def __call__(self, obs=None) -> tuple[Tensor, Tensor]:
+    def __call__(self, obs=None, plan: TeamPlan | None = None) -> tuple[Tensor, Tensor]:
         env, ru = self.env, self.env.rules
         E, D, dev = env.num_envs, env.num_drones, env.device
         team = env.team_of  # [D]
         skill = torch.full((E, D), GOTO, dtype=torch.long, device=dev)
-        target = self.home.expand(E, D, 3).clone()
+        target = self.home.expand(E, D, 3).clone() if plan is None else plan.world_home(env)
         drone_idx = torch.arange(D, device=dev)
         valid, point = self.interception_point()
         side = (point[:, 0] >= 0).long()  # team in possession
@@ -622,6 +626,19 @@ class RuleBasedStrategy:
         dist = torch.linalg.vector_norm((env.drones.pos - point.unsqueeze(1))[..., :2], dim=-1)  # [E, D]
         eligible = (team == side.unsqueeze(-1)) & (drone_idx != ru.last_toucher.unsqueeze(-1))
         chosen = torch.where(eligible, dist, math.inf).argmin(-1)  # [E]
+        attack_target = self.attack_target.expand(E, D, 3)
+        serve_target = self.serve_target.expand(E, D, 3)
+        if plan is not None:
+            rows = torch.arange(E, device=dev)
+            # The planned player (a team-local index; -1 = nearest) where it may play the ball.
+            pick = plan.player[rows, side]  # [E]
+            pick_d = (side * env.n + pick).clamp(0, D - 1)
+            ok = (pick >= 0) & eligible[rows, pick_d]
+            chosen = torch.where(ok, pick_d, chosen)
+            # Attack now: a team that touched once already may attack with its next touch.
+            now = plan.attack_now[rows, side] & (count >= 1)
+            play_skill = torch.where(now, ATTACK, play_skill)
+            attack_target = serve_target = plan.world_hit_target(env)
         player = torch.nn.functional.one_hot(chosen, D).bool() & (valid & ru.served).unsqueeze(-1)
 
         # Pass / set: the apex halfway between the interception and the next player's point, so that
@@ -631,7 +648,7 @@ class RuleBasedStrategy:
             return torch.cat((mid, p[:, 2:].expand(E, D, 1)), -1)
 
         play_target = torch.stack(
-            (apex_between(self.setter_point), apex_between(self.attack_point), self.attack_target.expand(E, D, 3))
+            (apex_between(self.setter_point), apex_between(self.attack_point), attack_target)
         )  # [3, E, D, 3]
         play_target = play_target.gather(0, (play_skill - PASS).clamp(0, 2).view(1, E, 1, 1).expand(1, E, D, 3))[0]
         skill = torch.where(player, play_skill.unsqueeze(-1), skill)
@@ -639,8 +656,32 @@ class RuleBasedStrategy:
         # The serve.
         server = torch.nn.functional.one_hot(ru.server, D).bool() & ~ru.served.unsqueeze(-1)
         skill = torch.where(server, SERVE, skill)
-        target = torch.where(server.unsqueeze(-1), self.serve_target.expand(E, D, 3), target)
+        target = torch.where(server.unsqueeze(-1), serve_target, target)
         return skill, target
+
+
+@dataclass
+class TeamPlan:
+    """A strategy's per-env choices for both teams, in each team's own frame (own half x < 0).
+
+    ``player [E, 2]`` long: team-local index of the drone that plays the ball (-1: the nearest
+    eligible; an ineligible pick also falls back to it). ``attack_now [E, 2]`` bool: attack with the
+    team's next touch (from its second touch on). ``hit_target [E, 2, 3]``: landing point of the
+    team's serves and attacks. ``home [E, 2, n, 3]``: where the drones not playing the ball wait.
+    """
+
+    player: Tensor
+    attack_now: Tensor
+    hit_target: Tensor
+    home: Tensor
+
+    def world_hit_target(self, env) -> Tensor:
+        """``[E, D, 3]`` world frame, each drone its team's target."""
+        return mirror(self.hit_target[:, env.team_of], env.flip)
+
+    def world_home(self, env) -> Tensor:
+        """``[E, D, 3]`` world frame."""
+        return mirror(self.home.flatten(1, 2), env.flip)
 
 
 # --------------------------------------------------------------------------- match team

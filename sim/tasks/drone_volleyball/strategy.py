@@ -1,0 +1,259 @@
+"""HCSP's high level: a team strategy choosing, every decision step, what its drones' skills do.
+
+``sim.make("drone_volleyball_strategy", num_envs=E)`` is a match (3v3 by default) seen from above
+(same config as ``drone_volleyball``, ``VolleyballCfg``, with its ``strategy`` node):
+groups ``team_a`` and ``team_b`` hold one agent each, the team's centralised strategy. One
+``env.step`` lasts ``strategy.decision_steps`` control steps of the match, during which the skills fly the
+drones: the rule layer (:class:`~sim.tasks.drone_volleyball.scripted.RuleBasedStrategy`) turns the
+team's choices into each drone's skill and target, and the skill controllers
+(:class:`~sim.tasks.drone_volleyball.scripted.ScriptedSkills`) act. The skills are frozen here, as in
+HCSP's stage 2.
+
+Choices per team (discrete, ``GroupSpec.action_nvec``; REFERENCES.md: HCSP's high level is a
+multi-discrete head per team):
+
+    player      n + 1   who plays the ball: 0 = the nearest eligible drone, i = drone i - 1
+    play        2       0 = build up (pass, set, attack by touch count), 1 = attack with the next touch
+    hit_target  9       landing point of serves and attacks, a 3 x 3 grid of the opponent court
+    formation   3       where the others wait: default, deep, wide
+
+The constant choice :data:`RULE_BASED_CHOICE` reproduces the rule-based team exactly.
+
+Observation per team (own frame, own half x < 0; ``strategy_terms``): ball position and velocity,
+its predicted interception point (where it comes down through the hitting height), own and
+opponent drones' positions and velocities, and the rally state. Reward: +-``win_reward`` to the
+team that wins / loses the rally (a draw, e.g. the rally time limit, is 0). An episode is one rally
+(``rules.points_to_win = 0``) or one game.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from sim.core.env import MultiAgentEnv, Obs
+from sim.core.registry import register
+from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm, choice_from_action
+from sim.tasks.drone_volleyball.config import VolleyballCfg
+from sim.tasks.drone_volleyball.env import GROUPS, DroneVolleyballEnv, mirror
+from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy, ScriptedSkills, TeamPlan
+
+CHOICE_NAMES = ("player", "play", "hit_target", "formation")
+# Landing points (team frame, opponent half x > 0): depth-major 3 x 3 grid; index 4 = (3.5, 0) is
+# the rule-based team's target.
+HIT_TARGETS = tuple((x, y, 0.0) for x in (1.5, 3.5, 5.3) for y in (-2.3, 0.0, 2.3))
+# Waiting positions (team frame) of up to three drones; a team of n uses the first n.
+FORMATIONS = (
+    ((-4.0, -1.0, 2.0), (-2.6, 1.0, 2.0), (-1.6, -0.6, 2.2)),  # default (the rule-based team's)
+    ((-4.6, -1.5, 2.0), (-4.6, 1.5, 2.0), (-2.8, 0.0, 2.2)),  # deep
+    ((-3.5, -2.2, 2.0), (-3.5, 2.2, 2.0), (-1.8, 0.0, 2.2)),  # wide
+)
+
+
+def choice_sizes(n: int) -> tuple[int, ...]:
+    """Options per choice (``action_nvec``) for teams of ``n`` drones."""
+    return (n + 1, 2, len(HIT_TARGETS), len(FORMATIONS))
+
+
+RULE_BASED_CHOICE = (0, 0, 4, 0)  # nearest player, build up, (3.5, 0), default formation
+
+
+def strategy_terms(n: int) -> tuple[ObsTerm, ...]:
+    """The team strategy's observation (own team frame)."""
+    return (
+        ObsTerm("ball_pos", 3, "m", "team", "ball position"),
+        ObsTerm("ball_vel", 3, "m/s", "team", "ball velocity"),
+        ObsTerm("interception", 3, "m", "team", "where the ball comes down through the hitting height"),
+        ObsTerm("interception_valid", 1, "", "", "1 when the prediction found a descent"),
+        ObsTerm("ball_to_my_half", 1, "", "", "1 when the interception point is in my half"),
+        ObsTerm("own_pos", 3 * n, "m", "team", "own drones' positions"),
+        ObsTerm("own_vel", 3 * n, "m/s", "team", "own drones' velocities"),
+        ObsTerm("opp_pos", 3 * n, "m", "team", "opponents' positions"),
+        ObsTerm("opp_vel", 3 * n, "m/s", "team", "opponents' velocities"),
+        ObsTerm("rally", 4, "", "", "served, my team serves, my touches / max, my team touched last"),
+        ObsTerm("last_toucher", n, "one-hot", "", "own drone that touched last (zeros: none of mine)"),
+        ObsTerm("time_left", 1, "", "", "fraction of the match episode left"),
+    )
+
+
+def plan_from_choices(env: DroneVolleyballEnv, choices: Tensor) -> TeamPlan:
+    """``choices [E, 2, 4]`` long (per team, :data:`CHOICE_NAMES`) -> the rule layer's :class:`TeamPlan`."""
+    dev, n = env.device, env.n
+    targets = torch.tensor(HIT_TARGETS, device=dev)
+    homes = torch.tensor(FORMATIONS, device=dev)[:, :n]  # [F, n, 3]
+    return TeamPlan(
+        player=choices[..., 0] - 1,
+        attack_now=choices[..., 1] == 1,
+        hit_target=targets[choices[..., 2]],
+        home=homes[choices[..., 3]],
+    )
+
+
+def default_choices(env: DroneVolleyballEnv) -> Tensor:
+    """``[E, 2, 4]`` long: :data:`RULE_BASED_CHOICE` for both teams."""
+    return torch.tensor(RULE_BASED_CHOICE, device=env.device).expand(env.num_envs, 2, 4).clone()
+
+
+def strategy_observation(env: DroneVolleyballEnv, interception: tuple[Tensor, Tensor]) -> Tensor:
+    """``[E, 2, obs_dim]``: each team's strategy observation in its own frame.
+
+    ``interception = (valid [E], point [E, 3])`` from ``RuleBasedStrategy.interception_point``.
+    """
+    E, n, dev = env.num_envs, env.n, env.device
+    ru, d = env.rules, env.drones
+    valid, point = interception
+    out = []
+    for t in (0, 1):
+        flip = torch.full((E,), t == 1, device=dev)
+        flip_d = torch.full((E, 2 * n), t == 1, device=dev)
+        pos, vel = mirror(d.pos, flip_d), mirror(d.vel, flip_d)
+        own, opp = slice(t * n, (t + 1) * n), slice((1 - t) * n, (2 - t) * n)
+        p_team = mirror(point, flip)
+        mine_last = ru.last_team == t
+        last = torch.nn.functional.one_hot((ru.last_toucher - t * n).clamp(0, n - 1), n).float()
+        last = last * (mine_last & (ru.last_toucher >= 0)).float().unsqueeze(-1)
+        rally = torch.stack(
+            (
+                ru.served.float(),
+                (ru.serving_team == t).float(),
+                torch.where(mine_last, ru.touches.float() / env.cfg.rules.max_touches, 0.0),
+                mine_last.float(),
+            ),
+            -1,
+        )
+        out.append(
+            torch.cat(
+                (
+                    mirror(env.ball_pos, flip),
+                    mirror(env.ball_vel, flip),
+                    p_team,
+                    valid.float().unsqueeze(-1),
+                    (valid & (p_team[:, 0] < 0)).float().unsqueeze(-1),
+                    pos[:, own].flatten(1),
+                    vel[:, own].flatten(1),
+                    pos[:, opp].flatten(1),
+                    vel[:, opp].flatten(1),
+                    rally,
+                    last,
+                    (1.0 - env.episode_step.float() / env.max_episode_steps).unsqueeze(-1),
+                ),
+                -1,
+            )
+        )
+    return torch.stack(out, 1)
+
+
+@register("drone_volleyball_strategy", VolleyballCfg)
+class VolleyballStrategyEnv(MultiAgentEnv):
+    """Team strategies over frozen skills; see the module docstring. Shapes: ``E`` envs, 1 agent per group."""
+
+    def __init__(
+        self,
+        cfg: VolleyballCfg,
+        num_envs: int,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        compile: bool = False,
+    ) -> None:
+        if not cfg.is_match:
+            raise ValueError(f"the strategy level plays matches (1v1, 2v2, 3v3); mode {cfg.mode!r} is a skill")
+        # The match runs the physics (compiled if asked); this level is Python bookkeeping around it.
+        self.match = DroneVolleyballEnv(cfg, num_envs, device, seed, compile)
+        self.rules_layer = RuleBasedStrategy(self.match)
+        self.skills = ScriptedSkills(self.match)
+        super().__init__(cfg, num_envs, device, seed, compile=False)
+        E = num_envs
+        self.choices = default_choices(self.match)
+        self._done = torch.zeros(E, dtype=torch.bool, device=self.device)
+        self._result = torch.full((E,), 0.5, device=self.device)
+        self.game_result = torch.full((E,), 0.5, device=self.device)
+        self.final_counters = {k: v.clone() for k, v in self.match.final_counters.items()}
+
+    def _build_spec(self) -> EnvSpec:
+        n = self.match.n
+        terms = strategy_terms(n)
+        entry = ObsEntry(shape=(sum(t.size for t in terms),), terms=terms)
+        nvec = choice_sizes(n)
+        group = GroupSpec(
+            n_agents=1,
+            observations={"policy": entry, "state": entry},
+            action_dim=len(nvec),
+            action_names=CHOICE_NAMES,
+            action_units=("choice",) * len(nvec),
+            action_scale=tuple(float(k) for k in nvec),
+            action_nvec=nvec,
+        )
+        K, inner = self.cfg.strategy.decision_steps, self.match.spec
+        return EnvSpec(
+            task="drone_volleyball_strategy",
+            groups={g: group for g in GROUPS},
+            control_dt=inner.control_dt * K,
+            physics_dt=inner.physics_dt,
+            max_episode_steps=-(-inner.max_episode_steps // K) + 1,  # the match ends its episodes first
+            metadata={**inner.metadata, "level": "strategy", "decision_steps": K},
+        )
+
+    # ----------------------------------------------------------------- API
+    def reset(self, seed: int | None = None) -> Obs:
+        self.match.reset(seed=seed)
+        self.choices = default_choices(self.match)
+        return super().reset(seed)
+
+    def randomize_episode_progress(self) -> Obs:
+        """No-op: rallies end at different times by themselves, and the match's clock is the one
+        that matters (randomising this level's step counter alone would only cut episodes early)."""
+        return self._observations()
+
+    def interception(self) -> tuple[Tensor, Tensor]:
+        return self.rules_layer.interception_point()
+
+    def skill_step(self, choices: Tensor) -> dict[str, Tensor]:
+        """Commands from ``choices [E, 2, 4]`` set on the match; returns every drone's skill action."""
+        skill, target = self.rules_layer(plan=plan_from_choices(self.match, choices))
+        self.match.set_skill_commands(skill, target, team_frame=False)
+        return self.skills()
+
+    # ----------------------------------------------------------------- hooks
+    def _reset_idx(self, env_ids: Tensor) -> None:
+        pass  # the match resets its own envs when their rally (or game) ends
+
+    def _apply_actions(self, actions: dict[str, Tensor]) -> None:
+        nvec = self.spec.groups["team_a"].action_nvec
+        per_team = torch.stack([actions[g][:, 0] for g in GROUPS], 1)  # [E, 2, 4]
+        self.choices = torch.stack([choice_from_action(per_team[..., k], m) for k, m in enumerate(nvec)], -1)
+        self._done = torch.zeros_like(self._done)
+        self._result = torch.full_like(self._result, 0.5)
+
+    def _control_step(self) -> None:
+        for _ in range(self.cfg.strategy.decision_steps):
+            _, _, terminated, truncated, _ = self.match.step(self.skill_step(self.choices))
+            new = (terminated | truncated) & ~self._done
+            if bool(new.any()):
+                self._result = torch.where(new, self.match.game_result, self._result)
+                for k, v in self.match.final_counters.items():
+                    self.final_counters[k] = torch.where(new, v, self.final_counters[k])
+                self._done = self._done | new
+                # Until the next decision the new rally is played by the rule-based choices.
+                self.choices = torch.where(new.view(-1, 1, 1), default_choices(self.match), self.choices)
+
+    def _update_observation_buffers(self) -> None:
+        pass
+
+    def _observations(self) -> Obs:
+        obs = strategy_observation(self.match, self.interception())
+        return {g: {"policy": obs[:, t : t + 1], "state": obs[:, t : t + 1]} for t, g in enumerate(GROUPS)}
+
+    def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
+        return self._done, {"rally_over": self._done}
+
+    def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        win = torch.where(self._done, (2.0 * self._result - 1.0) * self.cfg.strategy.win_reward, 0.0)  # team A's
+        return {"team_a": win.unsqueeze(-1), "team_b": -win.unsqueeze(-1)}, {"win_a": win}
+
+    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
+        self.game_result = self.game_result.index_put((env_ids,), self._result[env_ids])
+        res = self._result[env_ids]
+        out = {"metrics/win_a": (res == 1.0).float().mean(), "metrics/draw": (res == 0.5).float().mean()}
+        for k, v in self.final_counters.items():
+            out[f"events/{k}"] = v[env_ids].float().mean()
+        return out
