@@ -5,6 +5,7 @@
     python evaluate.py policy=zero task=cable_load episodes=20 task.num_mavs=4
     python evaluate.py checkpoint=<path> eval_mode=true task.fault.enabled=true report=report.json
     python evaluate.py task=drone_volleyball match=scripted,hover games=200       # two-team matches
+    python evaluate.py task=drone_volleyball league=hover,scripted,<a.pt> games=200   # round-robin + Elo
 
 Arguments are hydra-style ``key=value`` pairs (values parsed as YAML: ``true``, ``1.5``, ``[1, 2]``,
 ``null``); ``task.<field>=<value>`` overrides a field of the task config and
@@ -30,7 +31,8 @@ or an HCSP strategy (``stage=strategy``, task ``drone_volleyball_strategy``: it 
 through its rule layer and skills, ``training.matches.strategy_team``).
 ``games`` games; the table and the last JSON line give ``win_rate_a`` (a draw counts half),
 ``win_rate_ci95``, ``games``, points per game, hits per rally and outcomes (faults by kind) per
-game. How games are played: :mod:`training.matches`.
+game. How games are played: :mod:`training.matches`. ``league=A,B,C,...`` plays every pair and fits
+Elo ratings to all results (its JSON has ``elo`` and ``pairs``).
 """
 
 from __future__ import annotations
@@ -87,7 +89,10 @@ class EvalArgs:
     match: str | None = field(
         default=None, metadata={"help": "two-team match 'A,B': hover | scripted | rulebased:<dir> | <checkpoint.pt>"}
     )
-    games: int = field(default=200, metadata={"help": "games of a match"})
+    games: int = field(default=200, metadata={"help": "games of a match (league: of every pair)"})
+    league: str | None = field(
+        default=None, metadata={"help": "round-robin 'A,B,C,...' (teams as in match): pairwise win rates and Elo"}
+    )
 
 
 # --------------------------------------------------------------------------- arguments
@@ -323,8 +328,12 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         zero_policy,
     )
 
+    if args.match is not None and args.league is not None:
+        raise EvalError("give match=A,B or league=A,B,C,..., not both")
     if args.match is not None:
         return evaluate_match(args, task_overrides)
+    if args.league is not None:
+        return evaluate_league(args, task_overrides)
     source = resolve_source(args)
     task_cfg = resolve_task_cfg(source.task_cfg, args, task_overrides)
     num_envs = min(args.episodes, args.num_envs or DEFAULT_MAX_ENVS)
@@ -426,14 +435,11 @@ def _team(spec: str, env: Any, loaded: Mapping[str, Any], device: str) -> Callab
     raise EvalError(f"unknown team {spec!r}: hover, scripted, rulebased:<skills dir> or a checkpoint path (.pt)")
 
 
-def evaluate_match(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Play ``games`` games between the two teams of ``match``; print the table; returns the report."""
+def _match_env_and_teams(names: list[str], args: EvalArgs, task_overrides: Mapping[str, Any]) -> tuple:
+    """``(env, teams, task_cfg)``: the match env (from the first checkpoint's task config, else
+    ``task``/drone_volleyball) and one team policy per name."""
     import sim
-    from training.matches import play_matches, summarize_matches
 
-    names = [t.strip() for t in args.match.split(",")]
-    if len(names) != 2 or not all(names):
-        raise EvalError(f"match must name two teams 'A,B', got {args.match!r}")
     loaded = {n: load_trained_policy(n, args.device) for n in names if n.endswith(".pt")}
     source_cfg = dict(next(iter(loaded.values())).task_cfg) if loaded else None
     if source_cfg is not None and source_cfg.get("name") == STRATEGY_TASK:
@@ -445,7 +451,68 @@ def evaluate_match(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[st
     try:
         env = sim.make(task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile)
         teams = [_team(n, env, loaded, args.device) for n in names]
-        start = time.perf_counter()
+    except ValueError as err:
+        raise EvalError(str(err)) from err
+    return env, teams, task_cfg
+
+
+def evaluate_league(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Round-robin: every pair of ``league`` plays ``games`` games; prints the pairwise table and the
+    Elo ratings fitted to all results (``training.selfplay.fit_elo``, mean 1000)."""
+    import numpy as np
+
+    from training.matches import play_matches, summarize_matches
+    from training.selfplay import fit_elo
+
+    names = [t.strip() for t in args.league.split(",")]
+    if len(names) < 2 or not all(names) or len(set(names)) != len(names):
+        raise EvalError(f"league must name two or more distinct teams 'A,B,...', got {args.league!r}")
+    env, teams, task_cfg = _match_env_and_teams(names, args, task_overrides)
+    P = len(names)
+    scores, games = np.full((P, P), np.nan), np.zeros((P, P), dtype=int)
+    pairs = []
+    start = time.perf_counter()
+    for i in range(P):
+        for j in range(i + 1, P):
+            try:
+                summary = summarize_matches(play_matches(env, teams[i], teams[j], args.games, args.seed))
+            except ValueError as err:
+                raise EvalError(str(err)) from err
+            scores[i, j], scores[j, i] = summary["win_rate_a"], 1.0 - summary["win_rate_a"]
+            games[i, j] = games[j, i] = summary["games"]
+            pairs.append({"team_a": names[i], "team_b": names[j], **summary})
+            _log(f"{names[i]} vs {names[j]}: {summary['win_rate_a']:.3f} ({summary['games']} games)")
+    _log(f"{len(pairs)} matches in {time.perf_counter() - start:.1f} s")
+    elo = fit_elo(scores, games)
+    order = np.argsort(-elo)
+    print(f"task {env.task_name} ({task_cfg.get('mode')}), {args.games} games per pair, seed {args.seed}")
+    print("  Elo    team")
+    for k in order:
+        print(f"  {elo[k]:6.0f} {names[k]}")
+    print("  score of row vs column: " + " | ".join(f"{n}" for n in names))
+    for i in range(P):
+        print(f"  {names[i]}: " + " ".join("  -  " if i == j else f"{scores[i, j]:.3f}" for j in range(P)))
+    return {
+        "teams": names,
+        "elo": {names[k]: float(elo[k]) for k in range(P)},
+        "games": args.games,
+        "pairs": pairs,
+        "seed": args.seed,
+        "task": env.task_name,
+        "task_cfg": task_cfg,
+    }
+
+
+def evaluate_match(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Play ``games`` games between the two teams of ``match``; print the table; returns the report."""
+    from training.matches import play_matches, summarize_matches
+
+    names = [t.strip() for t in args.match.split(",")]
+    if len(names) != 2 or not all(names):
+        raise EvalError(f"match must name two teams 'A,B', got {args.match!r}")
+    env, teams, task_cfg = _match_env_and_teams(names, args, task_overrides)
+    start = time.perf_counter()
+    try:
         summary = summarize_matches(play_matches(env, teams[0], teams[1], args.games, args.seed))
     except ValueError as err:
         raise EvalError(str(err)) from err

@@ -368,3 +368,20 @@ def test_league_cfg_validation() -> None:
         LeagueCfg(latest_prob=1.5)
     with pytest.raises(RuntimeError, match="add_snapshot"):
         League(LeagueCfg(), torch.Generator()).opponent_distribution()
+
+
+def test_fit_elo_recovers_the_logistic_gap_and_orders_a_round_robin() -> None:
+    from training.selfplay import fit_elo
+
+    # Two players, A scores 0.76 over many games: the Elo gap is 400 log10(0.76 / 0.24) ~ 200.
+    r = fit_elo(np.array([[0.0, 0.76], [0.24, 0.0]]), np.array([[0, 100_000], [100_000, 0]]))
+    assert abs((r[0] - r[1]) - 400 * np.log10(0.76 / 0.24)) < 1.0 and abs(r.mean() - 1000.0) < 1e-6
+    # Three players from true ratings: the fit recovers them (large samples, exact expected scores).
+    true = np.array([1200.0, 1000.0, 800.0])
+    exp = 1.0 / (1.0 + 10 ** ((true[None, :] - true[:, None]) / 400))
+    g = np.full((3, 3), 1_000_000) * (1 - np.eye(3))
+    np.testing.assert_allclose(fit_elo(exp, g), true, atol=0.5)
+    # A clean sweep stays finite thanks to the virtual draws; more games widen the gap.
+    sweep = np.array([[0.0, 1.0], [0.0, 0.0]])
+    gap = [np.diff(fit_elo(sweep, np.array([[0, k], [k, 0]])))[0] for k in (10, 100)]
+    assert -2000 < gap[1] < gap[0] < 0

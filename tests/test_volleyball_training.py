@@ -111,6 +111,17 @@ def test_evaluate_cli_plays_a_match_and_prints_json_last() -> None:
     assert bad.returncode == 2 and "unknown team 'nobody'" in bad.stderr
 
 
+def test_evaluate_cli_league_rates_the_scripted_team_above_hovering() -> None:
+    cmd = [sys.executable, "evaluate.py", "task=drone_volleyball", "league=hover,scripted", "games=8"]
+    cmd += ["task.mode=1v1", "task.episode_length_s=4.0", "task.rules.rally_time_limit_s=3.5"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [(p["team_a"], p["team_b"]) for p in report["pairs"]] == [("hover", "scripted")]
+    assert report["pairs"][0]["win_rate_a"] < 0.5
+    assert report["elo"]["scripted"] > report["elo"]["hover"] + 100
+
+
 def test_rule_based_team_flies_learned_skills_where_given_and_scripted_elsewhere() -> None:
     from training.matches import rule_based_team
 

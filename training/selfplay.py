@@ -346,6 +346,31 @@ class EloTable:
 
 
 # ===================================================================== payoff
+def fit_elo(scores: np.ndarray, games: np.ndarray, prior_draws: float = 1.0, mean: float = 1000.0) -> np.ndarray:
+    """Elo ratings ``[P]`` that best explain a round-robin (Bradley-Terry maximum likelihood).
+
+    ``scores[i, j]``: mean score of ``i`` against ``j`` (win 1, draw 0.5) over ``games[i, j]`` games
+    (symmetric counts; ``scores[j, i] = 1 - scores[i, j]``). Every pair that played gets
+    ``prior_draws`` extra virtual draws, so a clean sweep gives a finite gap. Minorisation-
+    maximisation (Hunter 2004) on strengths ``p = 10^(R / 400)``; ratings average ``mean``. Unlike
+    sequential Elo updates the result does not depend on the order of the games.
+    """
+    scores, games = np.asarray(scores, dtype=float), np.asarray(games, dtype=float)
+    n = games + prior_draws * (games > 0)
+    wins = (np.nan_to_num(scores) * games + 0.5 * prior_draws * (games > 0)).sum(1)  # [P]
+    p = np.ones(len(games))
+    for _ in range(10_000):
+        denom = (n / (p[:, None] + p[None, :])).sum(1)
+        new = np.where(denom > 0, wins / np.maximum(denom, 1e-300), p)
+        new = new / np.exp(np.mean(np.log(np.maximum(new, 1e-300))))
+        if np.max(np.abs(np.log(np.maximum(new, 1e-300)) - np.log(p))) < 1e-10:
+            p = new
+            break
+        p = new
+    r = 400.0 * np.log10(np.maximum(p, 1e-300))
+    return r - r.mean() + mean
+
+
 class PayoffMatrix:
     """Empirical results between snapshots (and the learner): wins/draws/losses per ordered pair.
 
