@@ -31,8 +31,9 @@ or an HCSP strategy (``stage=strategy``, task ``drone_volleyball_strategy``: it 
 through its rule layer and skills, ``training.matches.strategy_team``).
 ``games`` games; the table and the last JSON line give ``win_rate_a`` (a draw counts half),
 ``win_rate_ci95``, ``games``, points per game, hits per rally and outcomes (faults by kind) per
-game. How games are played: :mod:`training.matches`. ``league=A,B,C,...`` plays every pair and fits
-Elo ratings to all results (its JSON has ``elo`` and ``pairs``).
+game; ``video=<file.gif|mp4>`` draws the first game of env 0. How games are played:
+:mod:`training.matches`. ``league=A,B,C,...`` plays every pair and fits Elo ratings to all results
+(its JSON has ``elo`` and ``pairs``).
 """
 
 from __future__ import annotations
@@ -511,11 +512,14 @@ def evaluate_match(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[st
     if len(names) != 2 or not all(names):
         raise EvalError(f"match must name two teams 'A,B', got {args.match!r}")
     env, teams, task_cfg = _match_env_and_teams(names, args, task_overrides)
+    on_step, finish = _video_hook(env, args) if args.video else (None, None)
     start = time.perf_counter()
     try:
-        summary = summarize_matches(play_matches(env, teams[0], teams[1], args.games, args.seed))
+        summary = summarize_matches(play_matches(env, teams[0], teams[1], args.games, args.seed, on_step))
     except ValueError as err:
         raise EvalError(str(err)) from err
+    if finish is not None:
+        _log(finish())  # the first game of env 0, until it ended
     _log(f"{args.games} games in {time.perf_counter() - start:.1f} s")
     lo, hi = summary["win_rate_ci95"]
     print(

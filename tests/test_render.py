@@ -176,3 +176,24 @@ def test_cli_rejects_bad_output_before_rolling_out(tmp_path: Path, capsys):
     assert "unsupported video suffix" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--env-id", "3", "--num-envs", "2"])
+
+
+def _team_pixels(frame: np.ndarray) -> tuple[int, int]:
+    """Counts of strongly blue and strongly red pixels (team A and team B drones)."""
+    f = frame.astype(int)
+    r, g, b = f[..., 0], f[..., 1], f[..., 2]
+    return int(((b > 120) & (b > r + 60) & (b > g + 40)).sum()), int(((r > 120) & (r > g + 60) & (r > b + 60)).sum())
+
+
+def test_volleyball_renderer_draws_both_teams_and_follows_the_state():
+    _backend_or_skip()
+    env = sim.make("drone_volleyball", num_envs=1, mode="3v3", seed=0)
+    env.reset(seed=0)
+    with make_renderer(env, width=320, height=240) as renderer:
+        frame = renderer.render([0])[0]
+        blue, red = _team_pixels(frame)
+        assert blue > 20 and red > 20, (blue, red)
+        # Move team A's drones out of the picture (far below the floor): its blue disappears, red stays.
+        env.drones.pos[0, :3, 2] -= 50.0
+        blue2, red2 = _team_pixels(renderer.render([0])[0])
+        assert blue2 < blue // 4 and red2 > red // 2, (blue2, red2)

@@ -118,8 +118,17 @@ def strategy_team(env, actor: nn.Module, decision_steps: int) -> TeamPolicy:
 
 
 @torch.inference_mode()
-def play_matches(env, team_a: TeamPolicy, team_b: TeamPolicy, games: int, seed: int = 0) -> MatchResults:
-    """Play ``games`` games of ``team_a`` (group team_a) against ``team_b`` on ``env`` (a match mode)."""
+def play_matches(
+    env,
+    team_a: TeamPolicy,
+    team_b: TeamPolicy,
+    games: int,
+    seed: int = 0,
+    on_step: Callable[[int, Tensor], None] | None = None,
+) -> MatchResults:
+    """Play ``games`` games of ``team_a`` (group team_a) against ``team_b`` on ``env`` (a match mode).
+
+    ``on_step(t, unfinished [E] bool)`` runs before every step of the first round (e.g. to draw a video)."""
     if tuple(env.spec.groups) != GROUPS:
         raise ValueError(f"matches need groups {GROUPS}, the env has {tuple(env.spec.groups)}")
     if games < 1:
@@ -131,7 +140,9 @@ def play_matches(env, team_a: TeamPolicy, team_b: TeamPolicy, games: int, seed: 
         finished = torch.zeros(E, dtype=torch.bool, device=env.device)
         res = torch.full((E,), 0.5, device=env.device)
         cnt = {k: torch.zeros(E, device=env.device) for k in env.final_counters}
-        for _ in range(env.max_episode_steps):
+        for t in range(env.max_episode_steps):
+            if on_step is not None and r == 0:
+                on_step(t, ~finished)
             actions = {"team_a": team_a(env, obs, 0), "team_b": team_b(env, obs, 1)}
             obs, _, terminated, truncated, _ = env.step(actions)
             new = (terminated | truncated) & ~finished

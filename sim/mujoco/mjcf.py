@@ -192,13 +192,24 @@ def volleyball_model(
     net_height: float,
     court_width: float,
     timestep: float,
+    drone_rgba: Sequence[str] | None = None,
+    paddle: tuple[float, float] | None = None,
+    extra_world_xml: str = "",
 ) -> str:
     """Drone volleyball: bodies ``drone{i}`` (multirotors), a free ``ball`` sphere, a net (a thin
     static box at x = 0) and the floor. Joint order: drones, then the ball. Actuators:
-    ``drone{i}_rotor{j}``, i-major."""
+    ``drone{i}_rotor{j}``, i-major. ``drone_rgba`` colours each drone; ``paddle = (radius, offset)``
+    draws each drone's hitting disc (visual only) ``offset`` above its centre of mass."""
     bodies, acts = [], []
     for i, pos in enumerate(drone_pos):
-        body, act = multirotor_body(params, f"drone{i}", pos, (1.0, 0.0, 0.0, 0.0), "0.2 0.4 0.8 1")
+        rgba = drone_rgba[i] if drone_rgba is not None else "0.2 0.4 0.8 1"
+        body, act = multirotor_body(params, f"drone{i}", pos, (1.0, 0.0, 0.0, 0.0), rgba)
+        if paddle is not None:
+            disc = (
+                f'<geom name="drone{i}_paddle" type="cylinder" size="{paddle[0]:.4g} 0.006" pos="0 0 {paddle[1]:.4g}"'
+                f' rgba="{rgba.rsplit(" ", 1)[0]} 0.45" mass="0" contype="0" conaffinity="0"/>'
+            )
+            body = body[: body.rindex("</body>")] + disc + "\n</body>"
         bodies.append(body)
         acts.append(act)
     bodies.append(
@@ -207,9 +218,9 @@ def volleyball_model(
     )
     net = (
         f'<geom name="net" type="box" pos="0 0 {net_height / 2}" size="0.01 {court_width / 2} {net_height / 2}"'
-        ' rgba="0.9 0.9 0.9 0.6"/>'
+        ' rgba="0.95 0.95 0.95 0.55"/>'
     )
-    return mjcf_document("\n".join(bodies), "\n".join(acts), timestep=timestep, extra_world_xml=net)
+    return mjcf_document("\n".join(bodies), "\n".join(acts), timestep=timestep, extra_world_xml=net + extra_world_xml)
 
 
 def camera_xml(name: str, pos: Sequence[float], target: Sequence[float]) -> str:

@@ -18,11 +18,13 @@ from sim.render.mujoco_renderer import (
     register_renderer,
     write_video,
 )
+from sim.render.volleyball_renderer import VolleyballRenderer
 
 __all__ = [
     "CableLoadRenderer",
     "MujocoRenderer",
     "RenderUnavailableError",
+    "VolleyballRenderer",
     "check_video_path",
     "create_renderer",
     "gl_backend",
