@@ -277,6 +277,46 @@ class SkillParams:
     max_correction: float = 2.0  # m/s^2, its limit (~ g tan(12 deg))
 
 
+@dataclass
+class _Drones:
+    pos: Tensor
+    vel: Tensor
+    quat: Tensor
+
+
+@dataclass
+class _RowView:
+    """Some drones of an env seen as ``M`` one-drone envs (``[M, 1, ...]``): the ball planning runs
+    only on the drones playing the ball (in a match ~1 of 6), on tensors a sixth the size.
+
+    Has the env attributes the planning reads; ``prediction`` is the ball forecast of each row's env."""
+
+    env: object
+    rows: tuple[Tensor, Tensor]  # (env index [M], drone index [M])
+    prediction: tuple[Tensor, Tensor]  # [M, T, 3] each
+
+    def __post_init__(self) -> None:
+        env, (e, d) = self.env, self.rows
+        dr = env.drones
+        self.drones = _Drones(dr.pos[e, d].unsqueeze(1), dr.vel[e, d].unsqueeze(1), dr.quat[e, d].unsqueeze(1))
+        self.flip = env.flip[e, d].unsqueeze(1)
+        self.ball_pos, self.ball_vel = env.ball_pos[e], env.ball_vel[e]
+        self.cfg, self.params, self.model = env.cfg, env.params, env.model
+        self.device, self.rate_scale = env.device, env.rate_scale
+
+    def take(self, x: Tensor) -> Tensor:
+        """``[E, D, ...]`` -> ``[M, 1, ...]``."""
+        e, d = self.rows
+        return x[e, d].unsqueeze(1)
+
+    def put(self, rows_value: Tensor, full: Tensor) -> Tensor:
+        """Scatter ``[M, 1, ...]`` into a copy of ``full [E, D, ...]``."""
+        e, d = self.rows
+        out = full.clone()
+        out[e, d] = rows_value[:, 0].to(out.dtype)
+        return out
+
+
 class ScriptedSkills:
     """Per-drone skill controller: reads env state, returns actions for every group; skills chosen by
     ``env.skill_id`` (0 goto, 1 serve, 2 pass, 3 set, 4 attack) with targets ``env.skill_target`` (world).
@@ -297,9 +337,9 @@ class ScriptedSkills:
         self.plan: dict[str, Tensor] = {}
 
     # ------------------------------------------------------------------ helpers
-    def clamp_to_half(self, pos: Tensor) -> Tensor:
+    def clamp_to_half(self, pos: Tensor, view=None) -> Tensor:
         """Drone targets ``[E, D, 3]`` kept in the drone's half (|x| >= net_margin), the arena and above min_height."""
-        env, p = self.env, self.p
+        env, p = view or self.env, self.p
         court = env.cfg.court
         lim_x = court.length / 2 + court.arena_margin - 0.5
         x = torch.where(env.flip, pos[..., 0].clamp(p.net_margin, lim_x), pos[..., 0].clamp(-lim_x, -p.net_margin))
@@ -307,13 +347,13 @@ class ScriptedSkills:
         z = pos[..., 2].clamp(p.min_height, court.arena_height - 1.0)
         return torch.stack((x, y, z), -1)
 
-    def interception(self, height: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def interception(self, height: Tensor, view: _RowView | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Where the ball comes down through ``height [E, D]`` in each drone's half.
 
         Returns ``(valid [E, D], t [E, D], pos [E, D, 3], vel [E, D, 3])`` at the crossing.
         """
-        env, p = self.env, self.p
-        pos, vel = cached_predict_ball(env, p.horizon_s, p.pred_dt)  # [E, T, 3]
+        env, p = view or self.env, self.p
+        pos, vel = view.prediction if view is not None else cached_predict_ball(env, p.horizon_s, p.pred_dt)
         z = pos[..., 2]
         z_prev = torch.cat((env.ball_pos[:, 2:], z[:, :-1]), -1)  # [E, T]
         own = torch.where(
@@ -392,10 +432,10 @@ class ScriptedSkills:
         vz = v0[..., 2]
         return (vz + torch.sqrt((vz * vz + 2 * GRAVITY * dz).clamp(min=0.0))) / GRAVITY
 
-    def strike(self, tau: Tensor, p_star: Tensor, n: Tensor, u: Tensor) -> Tensor:
+    def strike(self, tau: Tensor, p_star: Tensor, n: Tensor, u: Tensor, view: _RowView | None = None) -> Tensor:
         """Actions bringing the drone centre to ``p_star`` with body z = ``n`` and velocity ``u`` along
         ``n`` in ``tau [E, D]`` seconds (approach hover until ``strike_time`` before)."""
-        env, p, g = self.env, self.p, GRAVITY
+        env, p, g = view or self.env, self.p, GRAVITY
         d = env.drones
         ez = torch.tensor(_EZ, device=env.device)
         Ts = p.strike_time
@@ -408,7 +448,7 @@ class ScriptedSkills:
         tg = (tau - Ts).clamp(min=p.approach_min_time).unsqueeze(-1)
         kp = torch.maximum(torch.tensor(self.gains.kp, device=env.device), 6 / tg**2)
         kd = torch.maximum(torch.tensor(self.gains.kd, device=env.device), 4 / tg)
-        acc_app = kp * (self.clamp_to_half(p_pre) - d.pos) - kd * d.vel
+        acc_app = kp * (self.clamp_to_half(p_pre, view) - d.pos) - kd * d.vel
         acc_app_n = torch.linalg.vector_norm(acc_app, dim=-1, keepdim=True)
         acc_app = acc_app * (p.approach_max_acc / acc_app_n.clamp(min=1e-6)).clamp(max=1.0)
         acc_app = acc_app + g * ez - env.model.drag_force(d.quat, d.vel) / env.params.mass
@@ -505,19 +545,34 @@ class ScriptedSkills:
 
         act_goto = position_ctbr(env, self.clamp_to_half(target), gains=self.gains)
         height = self.hit_height[skill]
-        valid, t, pc, vc = self.interception(height)
-        low_valid, low_t, low_pc, low_vc = self.interception(torch.full_like(height, p.low_height))
-        use_low = ~valid & low_valid
-        t = torch.where(use_low, low_t, t)
-        pc = torch.where(use_low.unsqueeze(-1), low_pc, pc)
-        vc = torch.where(use_low.unsqueeze(-1), low_vc, vc)
-        valid = valid | low_valid
-        v_out = self.outgoing_velocity(pc, vc, skill, target)
-        e = env.cfg.ball.restitution_drone
-        n, u = desired_paddle_normal(vc, v_out, e)
         offset = env.cfg.ball.radius + env.cfg.paddle_offset
-        p_star = pc - offset * n
-        act_ball = self.strike(t, p_star, n, u)
+        # Ball play (pass, set, attack) is planned only for the drones that have it.
+        E, D = skill.shape
+        playing = ((skill == PASS) | (skill == SET) | (skill == ATTACK)) & ~done
+        zeros3 = torch.zeros(E, D, 3, device=env.device)
+        valid = torch.zeros(E, D, dtype=torch.bool, device=env.device)
+        t, u = torch.zeros(E, D, device=env.device), torch.zeros(E, D, device=env.device)
+        pc, vc, v_out, n, p_star = zeros3, zeros3, zeros3, zeros3, zeros3
+        act_ball = torch.zeros(E, D, 4, device=env.device)
+        rows = playing.nonzero(as_tuple=True)
+        if rows[0].numel() > 0:
+            pred = cached_predict_ball(env, p.horizon_s, p.pred_dt)
+            view = _RowView(env, rows, (pred[0][rows[0]], pred[1][rows[0]]))
+            h = view.take(height)
+            r_valid, r_t, r_pc, r_vc = self.interception(h, view)
+            low_valid, low_t, low_pc, low_vc = self.interception(torch.full_like(h, p.low_height), view)
+            use_low = ~r_valid & low_valid
+            r_t = torch.where(use_low, low_t, r_t)
+            r_pc = torch.where(use_low.unsqueeze(-1), low_pc, r_pc)
+            r_vc = torch.where(use_low.unsqueeze(-1), low_vc, r_vc)
+            r_valid = r_valid | low_valid
+            r_v_out = self.outgoing_velocity(r_pc, r_vc, view.take(skill), view.take(target))
+            r_n, r_u = desired_paddle_normal(r_vc, r_v_out, env.cfg.ball.restitution_drone)
+            r_p_star = r_pc - offset * r_n
+            act_ball = view.put(self.strike(r_t, r_p_star, r_n, r_u, view), act_ball)
+            valid, t, u = view.put(r_valid, valid), view.put(r_t, t), view.put(r_u, u)
+            pc, vc, v_out = view.put(r_pc, pc), view.put(r_vc, vc), view.put(r_v_out, v_out)
+            n, p_star = view.put(r_n, n), view.put(r_p_star, p_star)
         serving = skill == SERVE
         serve_plan: dict[str, Tensor] = {}
         if bool(serving.any()):  # the serve's planner is costly: only while someone serves
