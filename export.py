@@ -70,6 +70,8 @@ def group_metadata(env, group: str, task_cfg: dict, ckpt_meta: dict) -> dict[str
             "high": g.action_high,
             "outputs": {"action": "normalised, in [low, high]", "command": "action * scale, in units"},
         },
+        # Discrete choices (e.g. a team strategy): option i of n is sent as -1 + 2 i / (n - 1).
+        **({"choices": list(g.action_nvec)} if g.action_nvec else {}),
         "control_hz": spec.control_hz,
         "env_metadata": dict(spec.metadata),
         "deployment": env.deployment_constants(group),
@@ -80,14 +82,28 @@ def group_metadata(env, group: str, task_cfg: dict, ckpt_meta: dict) -> dict[str
 
 
 def record_observations(env, actors: dict, steps: int) -> dict[str, torch.Tensor]:
-    """Policy observations ``{group: [steps * E, A, obs_dim]}`` from the env driven by the actors."""
+    """Policy observations ``{group: [steps * E, A, obs_dim]}`` of the actors' groups, from the env
+    driven by the actors. A group without an actor (a self-play checkpoint's opponent side) is played
+    by the first actor when its observations and actions have the same shapes, else by zero actions."""
+    groups = env.spec.groups
+    first = next(iter(actors))
+    drive = {}
+    for g, spec in groups.items():
+        if g in actors:
+            drive[g] = actors[g]
+        elif (spec.observations["policy"].shape, spec.action_dim) == (
+            groups[first].observations["policy"].shape,
+            groups[first].action_dim,
+        ):
+            drive[g] = actors[first]
+    zeros = env.zero_actions()
     obs = env.reset()
-    seen: dict[str, list[torch.Tensor]] = {g: [] for g in env.spec.groups}
+    seen: dict[str, list[torch.Tensor]] = {g: [] for g in actors}
     with torch.inference_mode():
         for _ in range(steps):
             for g in seen:
                 seen[g].append(obs[g]["policy"].clone())
-            obs, *_ = env.step({g: actor(obs[g]["policy"]) for g, actor in actors.items()})
+            obs, *_ = env.step({g: drive[g](obs[g]["policy"]) if g in drive else zeros[g] for g in groups})
     return {g: torch.cat(v) for g, v in seen.items()}
 
 

@@ -180,7 +180,7 @@ class VolleyballStrategyEnv(MultiAgentEnv):
             action_dim=len(nvec),
             action_names=CHOICE_NAMES,
             action_units=("choice",) * len(nvec),
-            action_scale=tuple(float(k) for k in nvec),
+            action_scale=(1.0,) * len(nvec),  # choice values; metadata "choices" gives the options
             action_nvec=nvec,
         )
         K, inner = self.cfg.strategy.decision_steps, self.match.spec
