@@ -73,6 +73,10 @@ class PPO:
     ) -> None:
         self.models, self.cfg, self.device, self.generator = models, cfg, device, generator
         self.optimizer = torch.optim.Adam(models.parameters(), lr=cfg.lr)
+        # Set after imitation: the actor was fitted on the observation normaliser's current statistics,
+        # and PPO's noisier rollouts would shift them under it (a 99% imitated serve fell to 91% in one
+        # iteration); the critic's normaliser keeps learning.
+        self.freeze_obs_normalizers = False
         self.storage = {
             name: RolloutStorage(
                 num_steps,
@@ -142,11 +146,13 @@ class PPO:
             store.clear()
 
     # ----------------------------------------------------------------- update
-    def update(self, progress: float = 0.0) -> dict[str, float]:
+    def update(self, progress: float = 0.0, value_only: bool = False) -> dict[str, float]:
         """Clipped PPO epochs over minibatches; returns loss statistics (``losses/*``).
 
         Args:
             progress: fraction of training done, in [0, 1]; drives the linear lr schedule.
+            value_only: fit only the critic (policy and entropy terms dropped, lr not adapted): a
+                critic warm-up for a policy that starts from imitation.
         """
         cfg = self.cfg
         if cfg.schedule == "linear":
@@ -165,14 +171,14 @@ class PPO:
         for _ in range(cfg.epochs):
             first = next(iter(self.storage.values()))
             for idx in first.minibatch_indices(cfg.minibatches, self.generator):
-                loss, stats = self._minibatch_loss(idx, advantages)
+                loss, stats = self._minibatch_loss(idx, advantages, value_only)
                 if not bool(torch.isfinite(loss)):
                     raise FloatingPointError(f"PPO loss is not finite ({stats}); lower algo.lr or check the task")
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 stats["grad_norm"] = float(nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
                 self.optimizer.step()
-                if cfg.schedule == "adaptive":
+                if cfg.schedule == "adaptive" and not value_only:
                     self._adapt_lr(stats["approx_kl"])
                 for key, val in stats.items():
                     sums[key] = sums.get(key, 0.0) + val
@@ -182,7 +188,10 @@ class PPO:
             # After the update, so the policy that collected this rollout is the one whose
             # log-probs the update compared against; the next rollout uses the new statistics.
             for name, ac in self.models.items():
-                ac.update_obs_normalizers(self.storage[name].obs, self.storage[name].critic_obs)
+                if self.freeze_obs_normalizers:
+                    ac.critic_norm.update(self.storage[name].critic_obs)
+                else:
+                    ac.update_obs_normalizers(self.storage[name].obs, self.storage[name].critic_obs)
         self.discard_rollout()
         out = {f"losses/{k}": v / n_updates for k, v in sums.items()}
         out["losses/explained_variance"] = sum(explained.values()) / len(explained)
@@ -193,7 +202,9 @@ class PPO:
                 out["policy/action_std"] = float(torch.stack(stds).mean())
         return out
 
-    def _minibatch_loss(self, idx: Tensor, advantages: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
+    def _minibatch_loss(
+        self, idx: Tensor, advantages: dict[str, Tensor], value_only: bool = False
+    ) -> tuple[Tensor, dict[str, float]]:
         """Summed loss of every group on minibatch ``idx`` (flat (step, env) indices)."""
         cfg = self.cfg
         total = torch.zeros((), device=self.device)
@@ -217,7 +228,9 @@ class PPO:
                 value_err = torch.max(value_err, (clipped - target).square())
             value_loss = 0.5 * value_err.mean()
             entropy = entropy.mean()
-            total = total + policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+            total = total + cfg.value_coef * value_loss
+            if not value_only:
+                total = total + policy_loss - cfg.entropy_coef * entropy
             with torch.no_grad():
                 # KL(pi_old || pi) ~ E[(r - 1) - log r]  (Schulman's low-variance estimator)
                 stats["approx_kl"] += float(((ratio - 1.0) - log_ratio).mean())

@@ -16,6 +16,7 @@ directory (same CSV, same wandb run).
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Mapping
@@ -41,6 +42,7 @@ from training.checkpoint import (
     rng_state,
     save_checkpoint,
 )
+from training.imitation import ImitationCfg, dagger
 from training.logger import CsvLogger, ProgressBar, WandbLogger
 from training.ppo import PPO, PPOCfg
 
@@ -143,6 +145,8 @@ class Runner:
         self.train_cfg = build_config(TrainCfg, cfg.get("train", {}))
         self.ppo_cfg = build_config(PPOCfg, cfg.get("algo", {}))
         self.wandb_cfg = build_config(WandbCfg, cfg.get("wandb", {}))
+        self.imitation_cfg = build_config(ImitationCfg, cfg.get("imitation", {}))
+        self._value_only_until = 0  # iterations < this fit only the critic (after imitation)
         if int(cfg.get("torch_threads", 0)) > 0:
             torch.set_num_threads(int(cfg["torch_threads"]))
         self.device = resolve_device(cfg.get("device", "auto"))
@@ -257,6 +261,8 @@ class Runner:
         self.wandb = WandbLogger(wb.mode, self.run_dir, self.run_id, self.cfg, wb.project, wb.entity, wb.group, wb.tags)
         bar = ProgressBar(self.num_iterations * self.steps_per_iter, st.global_step, enabled=tc.progress)
         bar.write(self._summary())
+        if self.imitation_cfg.expert != "none" and st.iteration == 0:
+            self._imitate(bar)
         obs = self.env.reset()
         if tc.random_episode_start:
             obs = self.env.randomize_episode_progress()
@@ -326,7 +332,9 @@ class Runner:
         t_start = time.perf_counter()
         obs, episodes = self.collect(obs)
         t_collect = time.perf_counter()
-        losses = self.alg.update(progress=st.iteration / self.num_iterations)
+        losses = self.alg.update(
+            progress=st.iteration / self.num_iterations, value_only=st.iteration < self._value_only_until
+        )
         t_update = time.perf_counter()
         st.iteration += 1
         st.global_step += self.steps_per_iter
@@ -343,6 +351,18 @@ class Runner:
         row.update(self.end_iteration())
         row.update({f"episode/{k}": v for k, v in episodes.means().items()})
         return obs, row
+
+    def _imitate(self, bar: ProgressBar) -> None:
+        """DAgger from the env's expert into the trained groups' actors (``training.imitation``),
+        its statistics in ``<run>/imitation.json``, then an evaluation (best.pt may keep this policy)."""
+        cfg = self.imitation_cfg
+        trained = torch.nn.ModuleDict({g: self.models[g] for g in self.trained_groups()})
+        stats = dagger(self.env, trained, self.env.expert_policy(), cfg, self.generator, log=bar.write)
+        (self.run_dir / "imitation.json").write_text(json.dumps({"cfg": asdict(cfg), "rounds": stats}, indent=2))
+        self._value_only_until = cfg.critic_warmup
+        self.alg.freeze_obs_normalizers = True
+        if self.train_cfg.eval_every > 0:
+            self._evaluate_and_select(bar)
 
     def end_iteration(self) -> dict[str, Any]:
         """Work at the end of an iteration, after the update (self-play: record results, snapshot,

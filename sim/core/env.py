@@ -135,6 +135,11 @@ class MultiAgentEnv(ABC):
         """
         return {}
 
+    def expert_policy(self):
+        """A scripted expert ``obs -> {group: actions}`` acting on this env's state (imitation warm
+        starts, ``training.imitation``); tasks that have one override this."""
+        raise ValueError(f"task {self.task_name!r} has no expert policy (imitation.expert=task needs one)")
+
     def deployment_constants(self, group: str) -> dict:
         """JSON-friendly constants a robot needs to build ``group``'s policy observation itself
         (geometry the observation uses, per agent); stored in exported ONNX metadata. None here."""

@@ -210,6 +210,15 @@ class DroneVolleyballEnv(MultiAgentEnv):
             metadata={"mode": cfg.mode, "multirotor": cfg.multirotor, "controller": f"rate_pid ({cfg.action})"},
         )
 
+    def expert_policy(self):
+        """The scripted skills (solo modes) or two rule-based scripted teams (matches), ``obs -> actions``."""
+        from sim.tasks.drone_volleyball.scripted import ScriptedSkills, scripted_team
+
+        if not self.cfg.is_match:
+            return ScriptedSkills(self)
+        teams = [scripted_team(self), scripted_team(self)]
+        return lambda obs: {g: teams[i](self, obs, i) for i, g in enumerate(GROUPS)}
+
     def hover_actions(self) -> dict[str, Tensor]:
         """Every drone at hover thrust with zero body rates (CTBR), ``{group: [E, n, 4]}``: the hover baseline."""
         act = self.zero_actions()

@@ -101,6 +101,13 @@ class PointReachEnv(MultiAgentEnv):
         # Out of place: earlier observations (info["final_obs"]) may alias the old buffer.
         self._policy_obs = self._policy_obs.index_copy(0, env_ids, frame)
 
+    def expert_policy(self):
+        """The PD law of :func:`sim.tasks.point_reach.baseline.pd_actions` (imitation tests)."""
+        from sim.tasks.point_reach.baseline import pd_actions
+
+        group = self.spec.groups[GROUP]
+        return lambda obs: {GROUP: pd_actions(obs[GROUP]["policy"], group)}
+
     def _apply_actions(self, actions: dict[str, Tensor]) -> None:
         self.action = actions[GROUP].clamp(-1.0, 1.0)
 

@@ -1,0 +1,97 @@
+"""Imitation warm start (training/imitation.py): DAgger fits the task's expert, the PPO critic
+warm-up leaves the actor alone, and a run keeps the observation statistics the actor was fitted on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+import sim
+from policies import ActorCritic, GroupDims, PolicyCfg
+from training.imitation import ImitationCfg, dagger
+from training.ppo import PPO, PPOCfg
+from training.runner import Runner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _final_distance(env, act, steps: int) -> float:
+    obs = env.reset(seed=5)
+    with torch.no_grad():
+        for _ in range(steps):
+            obs, *_ = env.step(act(obs))
+    sl = env.spec.groups["agents"].observations["policy"].slices()["goal_rel"]
+    return float(obs["agents"]["policy"][..., sl].norm(dim=-1).mean())
+
+
+def test_dagger_student_flies_like_the_expert() -> None:
+    env = sim.make("point_reach", num_envs=64, seed=0)
+    g = env.spec.groups["agents"]
+    dims = GroupDims(g.n_agents, g.observations["policy"].shape[0], g.observations["state"].shape[0], g.action_dim)
+    torch.manual_seed(0)
+    ac = ActorCritic(dims, PolicyCfg(actor_hidden=(64, 64), critic_hidden=(16,)))
+    expert = env.expert_policy()
+    steps = env.max_episode_steps - 1
+    before = _final_distance(env, lambda o: {"agents": ac.act_deterministic(o["agents"]["policy"])}, steps)
+    cfg = ImitationCfg(expert="task", rounds=3, steps=48, epochs=30, batch_size=1024, lr=3e-3)
+    stats = dagger(env, torch.nn.ModuleDict({"agents": ac}), expert, cfg, torch.Generator().manual_seed(0), log=print)
+    assert [r["agents/samples"] for r in stats] == [48 * 64 * g.n_agents * k for k in (1, 2, 3)]
+    assert stats[-1]["agents/mse"] < 0.01
+    after = _final_distance(env, lambda o: {"agents": ac.act_deterministic(o["agents"]["policy"])}, steps)
+    reference = _final_distance(env, expert, steps)
+    assert after < 1.5 * reference + 0.05 < before, (before, after, reference)
+
+
+def test_value_only_update_changes_the_critic_not_the_actor() -> None:
+    dims = GroupDims(2, 3, 5, 2)
+    cfg = PPOCfg(policy=PolicyCfg(actor_hidden=(8,), critic_hidden=(8,)))
+    models = torch.nn.ModuleDict({"team": ActorCritic(dims, cfg.policy)})
+    ppo = PPO(models, cfg, 4, 2, torch.device("cpu"), torch.Generator().manual_seed(0))
+    ppo.freeze_obs_normalizers = True
+    actor = {k: v.clone() for k, v in models["team"].state_dict().items() if not k.startswith("critic")}
+    critic = [p.clone() for p in models["team"].critic.parameters()]
+    for _ in range(2):
+        obs = {"team": {"policy": torch.randn(4, 2, 3), "state": torch.randn(4, 2, 5)}}
+        with torch.inference_mode():
+            ppo.act(obs)
+            ppo.process_env_step(
+                {"team": torch.randn(4, 2)}, torch.zeros(4, dtype=torch.bool), torch.zeros(4, dtype=torch.bool), {}
+            )
+    with torch.inference_mode():
+        ppo.compute_returns(obs)
+    lr = ppo.learning_rate
+    ppo.update(value_only=True)
+    state = models["team"].state_dict()
+    for k, v in actor.items():
+        if k.startswith("critic_norm") or k.startswith("value_norm"):
+            continue
+        assert torch.equal(state[k], v), k  # actor, log_std and the frozen observation normaliser
+    assert any(not torch.equal(a, b) for a, b in zip(critic, models["team"].critic.parameters(), strict=True))
+    assert ppo.learning_rate == lr  # the adaptive schedule sees no policy change and must not react
+
+
+def test_run_with_imitation_writes_its_rounds_and_keeps_the_fitted_statistics(tmp_path: Path) -> None:
+    over = ["task=point_reach", "device=cpu", "torch_threads=1", "wandb.mode=disabled", "train.progress=false"]
+    over += ["num_envs=32", "train.rollout_steps=8", "train.total_steps=512", "train.eval_envs=16"]
+    over += ["algo.policy.actor_hidden=[32,32]", "algo.policy.critic_hidden=[32,32]", f"runs_dir={tmp_path}"]
+    over += ["imitation.expert=task", "imitation.rounds=2", "imitation.steps=16", "imitation.critic_warmup=1"]
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        cfg = OmegaConf.to_container(compose(config_name="config", overrides=over), resolve=True)
+    runner = Runner(cfg)
+    seen = {}
+    orig = runner._imitate
+
+    def imitate(bar):
+        orig(bar)
+        seen["obs_norm"] = {k: v.clone() for k, v in runner.models["agents"].obs_norm.state_dict().items()}
+
+    runner._imitate = imitate
+    runner.learn()
+    report = json.loads((runner.run_dir / "imitation.json").read_text())
+    assert len(report["rounds"]) == 2 and report["cfg"]["expert"] == "task"
+    after = runner.models["agents"].obs_norm.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in seen["obs_norm"].items())
