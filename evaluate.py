@@ -28,7 +28,8 @@ Matches (``match=<team A>,<team B>``, two-team tasks): a team is ``hover`` (ever
 ``rulebased:<dir>`` (the scripted strategy on the learned skills ``<dir>/<skill>.pt``, scripted
 where a skill has no checkpoint) or a checkpoint path: a flat policy (e.g. from ``algo=selfplay``)
 or an HCSP strategy (``stage=strategy``, task ``drone_volleyball_strategy``: it plays the match env
-through its rule layer and skills, ``training.matches.strategy_team``).
+through its rule layer and the scripted skills, ``training.matches.strategy_team``; with
+``<strategy.pt>@<dir>`` it flies the learned skills ``<dir>/<skill>.pt`` instead).
 ``games`` games; the table and the last JSON line give ``win_rate_a`` (a draw counts half),
 ``win_rate_ci95``, ``games``, points per game, hits per rally and outcomes (faults by kind) per
 game; ``video=<file.gif|mp4>`` draws the first game of env 0. How games are played:
@@ -88,7 +89,8 @@ class EvalArgs:
     report: str | None = field(default=None, metadata={"help": "also write the JSON report to this file"})
     compile: bool = field(default=False, metadata={"help": "torch.compile the env's physics loop"})
     match: str | None = field(
-        default=None, metadata={"help": "two-team match 'A,B': hover | scripted | rulebased:<dir> | <checkpoint.pt>"}
+        default=None,
+        metadata={"help": "two-team match 'A,B': hover | scripted | rulebased:<dir> | <checkpoint.pt>[@<skills dir>]"},
     )
     games: int = field(default=200, metadata={"help": "games of a match (league: of every pair)"})
     league: str | None = field(
@@ -399,10 +401,22 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     }
 
 
+def _skill_actors(folder: str | Path, device: str, spec: str) -> dict[str, Any]:
+    """Learned skills ``<folder>/<skill>.pt`` (solo skill checkpoints): skill name -> actor."""
+    from sim.tasks.drone_volleyball import SKILLS
+
+    folder = Path(folder)
+    files = {name: folder / f"{name}.pt" for name in SKILLS if (folder / f"{name}.pt").is_file()}
+    if not files:
+        raise EvalError(f"{spec}: no skill checkpoints (<skill>.pt for skills {list(SKILLS)}) in {folder}")
+    return {name: next(iter(load_trained_policy(f, device).actors.values())) for name, f in files.items()}
+
+
 def _team(spec: str, env: Any, loaded: Mapping[str, Any], device: str) -> Callable:
     """A team policy from its name (``hover``, ``scripted``, ``rulebased:<dir>``) or a checkpoint
-    path (``loaded``: the checkpoints of the match, already read)."""
-    from training.matches import flat_team, hover_team
+    path, a strategy checkpoint optionally with ``@<skills dir>`` (``loaded``: the match's
+    checkpoints, already read)."""
+    from training.matches import flat_team, hover_team, rule_based_team, strategy_team
 
     if spec == "hover":
         return hover_team
@@ -410,30 +424,26 @@ def _team(spec: str, env: Any, loaded: Mapping[str, Any], device: str) -> Callab
         from sim.tasks.drone_volleyball.scripted import scripted_team
 
         return scripted_team(env)
-    if spec.startswith("rulebased:"):
-        # The scripted strategy on learned skills: <dir>/<skill>.pt for every skill trained (solo modes).
-        from sim.tasks.drone_volleyball import SKILLS
-        from training.matches import rule_based_team
-
-        folder = Path(spec.removeprefix("rulebased:"))
-        files = {name: folder / f"{name}.pt" for name in SKILLS if (folder / f"{name}.pt").is_file()}
-        if not files:
-            raise EvalError(f"{spec}: no skill checkpoints (<skill>.pt for skills {list(SKILLS)}) in {folder}")
-        actors = {name: next(iter(load_trained_policy(f, device).actors.values())) for name, f in files.items()}
-        return rule_based_team(env, actors)
-    if spec in loaded:
-        actors = loaded[spec].actors
+    if spec.startswith("rulebased:"):  # the scripted strategy on learned skills
+        return rule_based_team(env, _skill_actors(spec.removeprefix("rulebased:"), device, spec))
+    path, _, skills_dir = spec.partition("@")
+    if path in loaded:
+        actors = loaded[path].actors
         if len(actors) != 1:
             raise EvalError(f"{spec}: a team checkpoint has one group's actor, found {sorted(actors)}")
         actor = next(iter(actors.values()))
-        task_cfg = loaded[spec].task_cfg
+        task_cfg = loaded[path].task_cfg
         if task_cfg.get("name") == STRATEGY_TASK:  # HCSP: the strategy over the skills, on the match env
-            from training.matches import strategy_team
-
             steps = int(task_cfg.get("strategy", {}).get("decision_steps", 10))
-            return strategy_team(env, actor, steps)
+            skills = _skill_actors(skills_dir, device, spec) if skills_dir else None
+            return strategy_team(env, actor, steps, skills)
+        if skills_dir:
+            raise EvalError(f"{spec}: '@<skills dir>' goes with a strategy checkpoint ({STRATEGY_TASK})")
         return flat_team(actor)
-    raise EvalError(f"unknown team {spec!r}: hover, scripted, rulebased:<skills dir> or a checkpoint path (.pt)")
+    raise EvalError(
+        f"unknown team {spec!r}: hover, scripted, rulebased:<skills dir>, a checkpoint path (.pt) "
+        "or a strategy checkpoint with learned skills (<strategy.pt>@<skills dir>)"
+    )
 
 
 def _match_env_and_teams(names: list[str], args: EvalArgs, task_overrides: Mapping[str, Any]) -> tuple:
@@ -441,7 +451,8 @@ def _match_env_and_teams(names: list[str], args: EvalArgs, task_overrides: Mappi
     ``task``/drone_volleyball) and one team policy per name."""
     import sim
 
-    loaded = {n: load_trained_policy(n, args.device) for n in names if n.endswith(".pt")}
+    paths = [n.partition("@")[0] for n in names]
+    loaded = {p: load_trained_policy(p, args.device) for p in paths if p.endswith(".pt")}
     source_cfg = dict(next(iter(loaded.values())).task_cfg) if loaded else None
     if source_cfg is not None and source_cfg.get("name") == STRATEGY_TASK:
         source_cfg["name"] = "drone_volleyball"  # same config; strategies play through their skills

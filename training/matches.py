@@ -56,40 +56,60 @@ def flat_team(actor: nn.Module, entry: str = "policy") -> TeamPolicy:
     return team_policy
 
 
-def rule_based_team(env, skill_actors: dict[str, nn.Module]) -> TeamPolicy:
-    """The rule-based hierarchical team on learned skills: the scripted strategy
-    (``RuleBasedStrategy``) commands each drone's skill and target; a drone whose skill has a learned
-    actor in ``skill_actors`` (skill name -> actor on the ``skill`` observation, e.g. trained in the
-    solo skill modes) flies it, the others fly the scripted skill."""
+def skill_layer(env, skill_actors: dict[str, nn.Module] | None = None) -> Callable[[dict, int], Tensor]:
+    """The skills of a hierarchical team: ``act(obs, team) -> [E, n, 4]`` for the team's drones, from
+    the skill commands already set on ``env``. A drone whose commanded skill has a learned actor in
+    ``skill_actors`` (skill name -> actor on the ``skill`` observation, e.g. trained in the solo skill
+    modes) flies it (``policies.SkillDispatcher``); the others fly the scripted skill."""
     from policies import SkillDispatcher
     from sim.tasks.drone_volleyball import SKILLS
-    from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy, ScriptedSkills
+    from sim.tasks.drone_volleyball.scripted import ScriptedSkills
 
+    skill_actors = dict(skill_actors or {})
+    scripted = ScriptedSkills(env)
+    if not skill_actors:
+        return lambda obs, team: scripted(obs)[GROUPS[team]]
     entry = env.spec.groups["team_a"].observations["skill"]
     sl = entry.slices()["skill"]
     low = SkillDispatcher(skill_actors, SKILLS, sl, env.spec.groups["team_a"].action_dim)
     learned = torch.tensor([name in skill_actors for name in SKILLS], dtype=torch.float32, device=env.device)
-    strategy, scripted = RuleBasedStrategy(env), ScriptedSkills(env)
 
-    def team_policy(env_, obs: dict, team: int) -> Tensor:
-        n, group = env.n, GROUPS[team]
-        skill_id, target = strategy(obs)
-        drones = slice(team * n, (team + 1) * n)
-        env.set_skill_commands(skill_id[:, drones], target[:, drones], team_frame=False, team=team)
+    def act(obs: dict, team: int) -> Tensor:
+        group = GROUPS[team]
         skill_obs = env.observe()[group]["skill"]
         use = (skill_obs[..., sl] * learned).sum(-1, keepdim=True)  # 1 where the drone's skill is learned
         return use * low(skill_obs) + (1.0 - use) * scripted(obs)[group]
 
+    return act
+
+
+def rule_based_team(env, skill_actors: dict[str, nn.Module] | None = None) -> TeamPolicy:
+    """The rule-based hierarchical team: the scripted strategy (``RuleBasedStrategy``) commands each
+    drone's skill and target; :func:`skill_layer` flies them (learned skills where given)."""
+    from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy
+
+    strategy, skills = RuleBasedStrategy(env), skill_layer(env, skill_actors)
+
+    def team_policy(env_, obs: dict, team: int) -> Tensor:
+        n = env.n
+        skill_id, target = strategy(obs)
+        drones = slice(team * n, (team + 1) * n)
+        env.set_skill_commands(skill_id[:, drones], target[:, drones], team_frame=False, team=team)
+        return skills(obs, team)
+
     return team_policy
 
 
-def strategy_team(env, actor: nn.Module, decision_steps: int) -> TeamPolicy:
+def strategy_team(
+    env, actor: nn.Module, decision_steps: int, skill_actors: dict[str, nn.Module] | None = None
+) -> TeamPolicy:
     """HCSP's hierarchical team on a match env: a strategy ``actor`` trained on
     ``drone_volleyball_strategy`` (its team observation -> discrete choices) decides every
     ``decision_steps`` control steps of each game (on the match's episode clock), the rule layer turns
-    the choices into skill commands, and the scripted skills fly, as in its training."""
+    the choices into skill commands, and :func:`skill_layer` flies them: the scripted skills it was
+    trained over, or learned ones from ``skill_actors``."""
     from policies import choice_from_action
-    from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy, ScriptedSkills
+    from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy
     from sim.tasks.drone_volleyball.strategy import (
         choice_sizes,
         default_choices,
@@ -97,7 +117,7 @@ def strategy_team(env, actor: nn.Module, decision_steps: int) -> TeamPolicy:
         strategy_observation,
     )
 
-    layer, skills = RuleBasedStrategy(env), ScriptedSkills(env)
+    layer, skills = RuleBasedStrategy(env), skill_layer(env, skill_actors)
     nvec = choice_sizes(env.n)
     choices = default_choices(env)  # [E, 2, 4]; only this team's row is used for its drones
 
@@ -112,7 +132,7 @@ def strategy_team(env, actor: nn.Module, decision_steps: int) -> TeamPolicy:
         skill_id, target = layer(plan=plan_from_choices(env, choices))
         drones = slice(team * env.n, (team + 1) * env.n)
         env.set_skill_commands(skill_id[:, drones], target[:, drones], team_frame=False, team=team)
-        return skills(obs)[GROUPS[team]]
+        return skills(obs, team)
 
     return team_policy
 
