@@ -93,7 +93,8 @@ def test_hcsp_stage_configs_select_task_runner_and_league(stage: str) -> None:
     build_config(TrainCfg, plain["train"])
     env = sim.make(plain["task"], num_envs=2)
     if stage == "skills":
-        assert plain["runner"] == "ppo" and env.task_name == "drone_volleyball" and env.cfg.mode == "pass"
+        assert plain["runner"] == "ppo" and env.task_name == "drone_volleyball" and env.cfg.mode == "serve"
+        assert plain["imitation"]["expert"] == "task"
     else:
         assert plain["runner"] == "selfplay" and env.task_name == "drone_volleyball_strategy"
         node = plain["league"]
