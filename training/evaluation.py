@@ -292,7 +292,8 @@ def summarize(results: EpisodeResults, success: Mapping[str, float]) -> dict[str
     """Metrics with 95% CIs: ``{name: mean, name + "_ci95": [low, high], ...}`` (JSON-ready floats).
 
     Keys: every step metric, ``success_rate`` (only when ``success`` names thresholds),
-    ``crash_rate``, ``termination`` (reason -> rate), ``episode_return``, ``survival_s``.
+    ``crash_rate``, ``termination`` (reason -> rate), ``episode_return``, ``survival_s``. A metric
+    whose every value is 0 or 1 (e.g. a skill's success) gets a Wilson interval.
     """
     n = results.episodes
     out: dict[str, Any] = {}
@@ -302,7 +303,11 @@ def summarize(results: EpisodeResults, success: Mapping[str, float]) -> dict[str
         out[f"{name}_ci95"] = [_r(stat[1]), _r(stat[2])]
 
     for name, vals in results.metrics.items():
-        put(name, mean_ci95(vals))
+        v = torch.as_tensor(vals)
+        if v.numel() and bool(((v == 0) | (v == 1)).all()):  # a yes/no outcome: Wilson, not a t interval
+            put(name, wilson_ci95(int(v.sum()), v.numel()))  # (256 of 256 gives [0.985, 1], not [1, 1])
+        else:
+            put(name, mean_ci95(vals))
     if success:
         missing = sorted(set(success) - set(results.metrics))
         if missing:
