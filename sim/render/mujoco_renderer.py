@@ -236,6 +236,11 @@ class MujocoRenderer(ABC):
     def _fetch(self, env_ids: torch.Tensor) -> dict[str, np.ndarray]:
         """The state of ``env_ids [B]`` as numpy arrays with leading dim ``B`` (one device copy)."""
 
+    @staticmethod
+    def _to_numpy(parts: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+        """One float64 CPU copy of each tensor (what :meth:`_fetch` returns)."""
+        return {k: v.detach().to("cpu", torch.float64).numpy() for k, v in parts.items()}
+
     @abstractmethod
     def _set_data(self, state: dict[str, np.ndarray], b: int) -> np.ndarray:
         """Write row ``b`` of ``state`` into ``self.data`` (qpos, mocap); return the camera target ``[3]``."""
@@ -348,7 +353,7 @@ class CableLoadRenderer(MujocoRenderer):
                 "goal_pos": env.goal_pos[env_ids],
                 "goal_quat": env.goal_quat[env_ids],
             }
-            return {k: v.detach().to("cpu", torch.float64).numpy() for k, v in parts.items()}
+            return self._to_numpy(parts)
 
     def _set_data(self, state: dict[str, np.ndarray], b: int) -> np.ndarray:
         n = self.env.n

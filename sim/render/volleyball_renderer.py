@@ -79,7 +79,7 @@ class VolleyballRenderer(MujocoRenderer):
                 "drone_quat": env.drones.quat[env_ids],
                 "ball_pos": env.ball_pos[env_ids],
             }
-            return {k: v.detach().to("cpu", torch.float64).numpy() for k, v in parts.items()}
+            return self._to_numpy(parts)
 
     def _set_data(self, state: dict[str, np.ndarray], b: int) -> np.ndarray:
         D = self.env.num_drones
