@@ -29,7 +29,8 @@ Matches (``match=<team A>,<team B>``, two-team tasks): a team is ``hover`` (ever
 where a skill has no checkpoint) or a checkpoint path: a flat policy (e.g. from ``algo=selfplay``)
 or an HCSP strategy (``stage=strategy``, task ``drone_volleyball_strategy``: it plays the match env
 through its rule layer and the scripted skills, ``training.matches.strategy_team``; with
-``<strategy.pt>@<dir>`` it flies the learned skills ``<dir>/<skill>.pt`` instead).
+``<strategy.pt>@<dir>`` it flies the learned solo skills ``<dir>/<skill>.pt`` instead, with
+``<strategy.pt>@<skills.pt>`` HCSP stage 3's skills, one actor for every skill).
 ``games`` games; the table and the last JSON line give ``win_rate_a`` (a draw counts half),
 ``win_rate_ci95``, ``games``, points per game, hits per rally and outcomes (faults by kind) per
 game; ``video=<file.gif|mp4>`` draws the first game of env 0. How games are played:
@@ -90,7 +91,10 @@ class EvalArgs:
     compile: bool = field(default=False, metadata={"help": "torch.compile the env's physics loop"})
     match: str | None = field(
         default=None,
-        metadata={"help": "two-team match 'A,B': hover | scripted | rulebased:<dir> | <checkpoint.pt>[@<skills dir>]"},
+        metadata={
+            "help": "two-team match 'A,B': hover | scripted | rulebased:<skills> | <checkpoint.pt>[@<skills>] "
+            "(skills: a folder of solo skill checkpoints or a stage-3 skills.pt)"
+        },
     )
     games: int = field(default=200, metadata={"help": "games of a match (league: of every pair)"})
     league: str | None = field(
@@ -401,11 +405,21 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     }
 
 
-def _skill_actors(folder: str | Path, device: str, spec: str) -> dict[str, Any]:
-    """Learned skills ``<folder>/<skill>.pt`` (solo skill checkpoints): skill name -> actor."""
+def _skill_actors(folder: str | Path, device: str, spec: str) -> Any:
+    """Learned skills: a skills checkpoint file (HCSP stage 3, one actor for every skill), or a
+    folder of solo skill checkpoints ``<folder>/<skill>.pt`` (skill name -> actor)."""
     from sim.tasks.drone_volleyball import SKILLS
 
     folder = Path(folder)
+    if folder.suffix == ".pt":
+        from training.coselfplay import skills_policy
+
+        if not folder.is_file():
+            raise EvalError(f"{spec}: skills checkpoint not found: {folder}")
+        try:
+            return skills_policy(folder, device)
+        except ValueError as err:
+            raise EvalError(f"{spec}: {err}") from err
     files = {name: folder / f"{name}.pt" for name in SKILLS if (folder / f"{name}.pt").is_file()}
     if not files:
         raise EvalError(f"{spec}: no skill checkpoints (<skill>.pt for skills {list(SKILLS)}) in {folder}")
@@ -414,7 +428,7 @@ def _skill_actors(folder: str | Path, device: str, spec: str) -> dict[str, Any]:
 
 def _team(spec: str, env: Any, loaded: Mapping[str, Any], device: str) -> Callable:
     """A team policy from its name (``hover``, ``scripted``, ``rulebased:<dir>``) or a checkpoint
-    path, a strategy checkpoint optionally with ``@<skills dir>`` (``loaded``: the match's
+    path, a strategy checkpoint optionally with ``@<skills>`` (a folder or a skills .pt) (``loaded``: the match's
     checkpoints, already read)."""
     from training.matches import flat_team, hover_team, rule_based_team, strategy_team
 
@@ -438,11 +452,11 @@ def _team(spec: str, env: Any, loaded: Mapping[str, Any], device: str) -> Callab
             skills = _skill_actors(skills_dir, device, spec) if skills_dir else None
             return strategy_team(env, actor, steps, skills)
         if skills_dir:
-            raise EvalError(f"{spec}: '@<skills dir>' goes with a strategy checkpoint ({STRATEGY_TASK})")
+            raise EvalError(f"{spec}: '@<skills>' goes with a strategy checkpoint ({STRATEGY_TASK})")
         return flat_team(actor)
     raise EvalError(
-        f"unknown team {spec!r}: hover, scripted, rulebased:<skills dir>, a checkpoint path (.pt) "
-        "or a strategy checkpoint with learned skills (<strategy.pt>@<skills dir>)"
+        f"unknown team {spec!r}: hover, scripted, rulebased:<skills>, a checkpoint path (.pt) "
+        "or a strategy checkpoint with learned skills (<strategy.pt>@<skills dir or skills.pt>)"
     )
 
 

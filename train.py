@@ -8,6 +8,7 @@
     python train.py task=drone_volleyball algo=selfplay task.mode=1v1     # self-play (training/selfplay_runner.py)
     python train.py task=drone_volleyball algo=hcsp stage=skills task.mode=serve   # HCSP stage 1: one skill
     python train.py task=drone_volleyball algo=hcsp stage=strategy                 # HCSP stage 2: team strategy
+    python train.py task=drone_volleyball algo=hcsp stage=coselfplay               # HCSP stage 3: both, in matches
 
 A run writes ``runs/<task>/<YYYY-mm-dd_HH-MM-SS>/``: config.yaml (resolved), metrics.csv,
 checkpoints/{latest,best}.pt and wandb/ (offline unless ``wandb.mode=online``). Every key of
@@ -30,10 +31,17 @@ def main(cfg: DictConfig) -> None:
 
     plain = OmegaConf.to_container(cfg, resolve=True)
     kind = "selfplay" if plain["algo"]["name"] == "selfplay" else plain.get("runner", "ppo")
-    if kind == "coselfplay":
-        sys.exit("HCSP stage 3 (co-self-play: skills and strategy fine-tuned together) is not built yet; see issue 5")
-    if kind not in ("ppo", "selfplay"):
-        sys.exit(f"runner must be ppo or selfplay, got {kind!r}")
+    if kind not in ("ppo", "selfplay", "coselfplay"):
+        sys.exit(f"runner must be ppo, selfplay or coselfplay, got {kind!r}")
+    if kind == "coselfplay":  # HCSP stage 3: phases of the two runners below (training/coselfplay.py)
+        from training.coselfplay import run
+
+        try:
+            run_dir = run(plain)
+        except KeyboardInterrupt:
+            sys.exit(130)
+        print(f"done: co-self-play run dir {run_dir} (skills.pt, strategy.pt)")
+        return
     runner = SelfPlayRunner(plain) if kind == "selfplay" else Runner(plain)
     try:
         state = runner.learn()

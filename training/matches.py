@@ -56,15 +56,22 @@ def flat_team(actor: nn.Module, entry: str = "policy") -> TeamPolicy:
     return team_policy
 
 
-def skill_layer(env, skill_actors: dict[str, nn.Module] | None = None) -> Callable[[dict, int], Tensor]:
+SkillActors = dict[str, nn.Module] | nn.Module | None
+
+
+def skill_layer(env, skill_actors: SkillActors = None) -> Callable[[dict, int], Tensor]:
     """The skills of a hierarchical team: ``act(obs, team) -> [E, n, 4]`` for the team's drones, from
-    the skill commands already set on ``env``. A drone whose commanded skill has a learned actor in
-    ``skill_actors`` (skill name -> actor on the ``skill`` observation, e.g. trained in the solo skill
-    modes) flies it (``policies.SkillDispatcher``); the others fly the scripted skill."""
+    the skill commands already set on ``env``. ``skill_actors`` is one skill-conditioned actor for
+    every skill (HCSP stage 3, ``drone_volleyball_coplay``), or skill name -> actor on the ``skill``
+    observation (e.g. trained in the solo skill modes): a drone whose commanded skill has one flies
+    it (``policies.SkillDispatcher``), the others fly the scripted skill."""
     from policies import SkillDispatcher
     from sim.tasks.drone_volleyball import SKILLS
     from sim.tasks.drone_volleyball.scripted import ScriptedSkills
 
+    if isinstance(skill_actors, nn.Module):
+        actor = skill_actors
+        return lambda obs, team: actor(env.skill_observation()[:, team * env.n : (team + 1) * env.n])
     skill_actors = dict(skill_actors or {})
     scripted = ScriptedSkills(env)
     if not skill_actors:
@@ -83,7 +90,7 @@ def skill_layer(env, skill_actors: dict[str, nn.Module] | None = None) -> Callab
     return act
 
 
-def rule_based_team(env, skill_actors: dict[str, nn.Module] | None = None) -> TeamPolicy:
+def rule_based_team(env, skill_actors: SkillActors = None) -> TeamPolicy:
     """The rule-based hierarchical team: the scripted strategy (``RuleBasedStrategy``) commands each
     drone's skill and target; :func:`skill_layer` flies them (learned skills where given)."""
     from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy
@@ -100,14 +107,12 @@ def rule_based_team(env, skill_actors: dict[str, nn.Module] | None = None) -> Te
     return team_policy
 
 
-def strategy_team(
-    env, actor: nn.Module, decision_steps: int, skill_actors: dict[str, nn.Module] | None = None
-) -> TeamPolicy:
+def strategy_team(env, actor: nn.Module, decision_steps: int, skill_actors: SkillActors = None) -> TeamPolicy:
     """HCSP's hierarchical team on a match env: a strategy ``actor`` trained on
     ``drone_volleyball_strategy`` (its team observation -> discrete choices) decides every
     ``decision_steps`` control steps of each game (on the match's episode clock), the rule layer turns
     the choices into skill commands, and :func:`skill_layer` flies them: the scripted skills it was
-    trained over, or learned ones from ``skill_actors``."""
+    trained over, or learned ones (``skill_actors``)."""
     from policies import choice_from_action
     from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy
     from sim.tasks.drone_volleyball.strategy import (

@@ -53,6 +53,7 @@ BEST_METRIC: dict[str, tuple[str, str]] = {
     "cable_load": ("return", "max"),
     "point_reach": ("metrics/final_dist_m", "min"),
     "drone_volleyball_strategy": ("metrics/win_a", "max"),  # against the league's first (scripted) snapshot
+    "drone_volleyball_coplay": ("metrics/skill_success", "max"),  # skills scored in matches (HCSP stage 3)
 }
 FALLBACK_BEST_METRIC = ("return", "max")
 
@@ -161,6 +162,7 @@ class Runner:
         self.models = build_actor_critics(self.group_dims, self.ppo_cfg.policy).to(self.device)
         for name in self.models:
             self.models[name].set_action_prior(self.env.spec.groups[name].action_prior_matrix().to(self.device))
+        self._initial_weights()
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(self.seed + 1)
         tc = self.train_cfg
@@ -199,6 +201,9 @@ class Runner:
     def trained_groups(self) -> list[str]:
         """The agent groups this runner trains (all; a self-play runner leaves the opponent's out)."""
         return list(self.env.spec.groups)
+
+    def _initial_weights(self) -> None:
+        """Hook: start the networks from other weights than a fresh init (HCSP stage 3); resume overrides it."""
 
     def _group_dims(self) -> dict[str, GroupDims]:
         dims = {}

@@ -499,6 +499,11 @@ class DroneVolleyballEnv(MultiAgentEnv):
         others_t = rel[:, rows, self.others_idx].flatten(2)  # teammates then opponents, [E, D, 3 (D - 1)]
         return skill, torch.cat((skill, others_t, self._rally_features()), -1)
 
+    def skill_observation(self) -> Tensor:
+        """``[E, D, s]``: every drone's ``skill`` observation (team frame), e.g. for learned skills
+        flying under commands a strategy just set."""
+        return self._team_obs()[0]
+
     def _rally_features(self) -> Tensor:
         """``[E, D, 5]``: my team's touches / max, I touched last, my team is to serve, I serve, ball in my half."""
         ru, team = self.rules, self.team_of

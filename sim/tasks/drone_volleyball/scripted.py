@@ -589,9 +589,11 @@ class ScriptedSkills:
         for k, v in serve_plan.items():
             if k in self.plan:
                 self.plan[k] = torch.where(serving.unsqueeze(-1) if v.dim() == 3 else serving, v, self.plan[k])
-        n_team = env.n
-        groups = list(env.spec.groups)
-        return {g: act[:, i * n_team : (i + 1) * n_team] for i, g in enumerate(groups)}
+        out, start = {}, 0
+        for g, spec in env.spec.groups.items():  # groups hold consecutive drones (team A's first)
+            out[g] = act[:, start : start + spec.n_agents]
+            start += spec.n_agents
+        return out
 
 
 # --------------------------------------------------------------------------- match strategy

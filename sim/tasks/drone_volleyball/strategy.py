@@ -6,8 +6,8 @@ groups ``team_a`` and ``team_b`` hold one agent each, the team's centralised str
 ``env.step`` lasts ``strategy.decision_steps`` control steps of the match, during which the skills fly the
 drones: the rule layer (:class:`~sim.tasks.drone_volleyball.scripted.RuleBasedStrategy`) turns the
 team's choices into each drone's skill and target, and the skill controllers
-(:class:`~sim.tasks.drone_volleyball.scripted.ScriptedSkills`) act. The skills are frozen here, as in
-HCSP's stage 2.
+(:class:`~sim.tasks.drone_volleyball.scripted.ScriptedSkills`, or learned ones given with
+:meth:`VolleyballStrategyEnv.set_skills`) act. The skills are frozen here, as in HCSP's stage 2.
 
 Choices per team (discrete, ``GroupSpec.action_nvec``; REFERENCES.md: HCSP's high level is a
 multi-discrete head per team):
@@ -27,6 +27,8 @@ team that wins / loses the rally (a draw, e.g. the rally time limit, is 0). An e
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -161,6 +163,7 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         self.match = DroneVolleyballEnv(cfg, num_envs, device, seed, compile)
         self.rules_layer = RuleBasedStrategy(self.match)
         self.skills = ScriptedSkills(self.match)
+        self.skill_policy: Callable[[Tensor], Tensor] | None = None  # learned skills (set_skills)
         super().__init__(cfg, num_envs, device, seed, compile=False)
         E = num_envs
         self.choices = default_choices(self.match)
@@ -207,11 +210,20 @@ class VolleyballStrategyEnv(MultiAgentEnv):
     def interception(self) -> tuple[Tensor, Tensor]:
         return self.rules_layer.interception_point()
 
+    def set_skills(self, skill_policy: Callable[[Tensor], Tensor] | None) -> None:
+        """Fly learned skills: ``skill_policy(skill obs [E, D, s]) -> actions [E, D, 4]`` for every
+        drone of both teams (e.g. HCSP stage 3's skills, ``training.coselfplay``); None: the scripted ones."""
+        self.skill_policy = skill_policy
+
     def skill_step(self, choices: Tensor) -> dict[str, Tensor]:
         """Commands from ``choices [E, 2, 4]`` set on the match; returns every drone's skill action."""
         skill, target = self.rules_layer(plan=plan_from_choices(self.match, choices))
         self.match.set_skill_commands(skill, target, team_frame=False)
-        return self.skills()
+        if self.skill_policy is None:
+            return self.skills()
+        act = self.skill_policy(self.match.skill_observation())
+        n = self.match.n
+        return {"team_a": act[:, :n], "team_b": act[:, n:]}
 
     # ----------------------------------------------------------------- hooks
     def _reset_idx(self, env_ids: Tensor) -> None:
