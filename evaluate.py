@@ -465,7 +465,7 @@ def _match_env_and_teams(names: list[str], args: EvalArgs, task_overrides: Mappi
     ``task``/drone_volleyball) and one team policy per name."""
     import sim
 
-    paths = [n.partition("@")[0] for n in names]
+    paths = [n.partition("@")[0] for n in names if not n.startswith("rulebased:")]
     loaded = {p: load_trained_policy(p, args.device) for p in paths if p.endswith(".pt")}
     source_cfg = dict(next(iter(loaded.values())).task_cfg) if loaded else None
     if source_cfg is not None and source_cfg.get("name") == STRATEGY_TASK:

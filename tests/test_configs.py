@@ -11,7 +11,8 @@ from sim.core.config import build_config
 from training.ppo import PPOCfg
 from training.runner import TrainCfg, WandbCfg
 
-CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "configs")
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_DIR = str(ROOT / "configs")
 TASKS = sorted(p.stem for p in (Path(CONFIG_DIR) / "task").glob("*.yaml"))
 ALGOS = sorted(p.stem for p in (Path(CONFIG_DIR) / "algo").glob("*.yaml"))
 
@@ -81,7 +82,7 @@ def test_top_level_overrides() -> None:
     assert (cfg.num_envs, cfg.device, cfg.algo.lr, cfg.seed, cfg.sim.compile) == (1024, "cpu", 3e-4, 3, True)
 
 
-@pytest.mark.parametrize("stage", ["skills", "strategy"])
+@pytest.mark.parametrize("stage", ["skills", "strategy", "coselfplay"])
 def test_hcsp_stage_configs_select_task_runner_and_league(stage: str) -> None:
     from sim.tasks.drone_volleyball.strategy import RULE_BASED_CHOICE
     from training.selfplay_runner import SelfPlayCfg
@@ -92,7 +93,17 @@ def test_hcsp_stage_configs_select_task_runner_and_league(stage: str) -> None:
     build_config(PPOCfg, plain["algo"])
     build_config(TrainCfg, plain["train"])
     env = sim.make(plain["task"], num_envs=2)
-    if stage == "skills":
+    if stage == "coselfplay":
+        from training.coselfplay import CoSelfPlayCfg
+
+        cs = build_config(CoSelfPlayCfg, plain["coselfplay"])
+        assert plain["runner"] == "coselfplay" and plain["imitation"]["expert"] == "task"
+        assert Path(cs.strategy).is_file() or (ROOT / cs.strategy).is_file()  # the shipped stage-2 strategy
+        assert (
+            sim.make({**plain["task"], "name": "drone_volleyball_coplay"}, num_envs=2).spec.groups["drones"].n_agents
+            == 6
+        )
+    elif stage == "skills":
         assert plain["runner"] == "ppo" and env.task_name == "drone_volleyball" and env.cfg.mode == "serve"
         assert plain["imitation"]["expert"] == "task"
     else:

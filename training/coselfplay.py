@@ -7,10 +7,12 @@ Each cycle (``coselfplay.cycles``) runs two phases, each a normal run directory 
 
 1. ``cycle<k>_skills``: one skill-conditioned low-level policy flies every drone of both teams in
    3v3 matches (task ``drone_volleyball_coplay``: self-play by shared weights), commanded by the
-   current strategy on both sides. The first cycle starts by DAgger from the scripted skills on
-   the match's own commands (``coselfplay.skills_imitation``): skills trained on solo tasks alone
-   meet situations in a match they never saw (HCSP's reason for stage 3); PPO then fine-tunes on
-   the match reward plus each touch's delivery (:class:`training.runner.Runner`).
+   current strategy on both sides, ``coselfplay.random_choice_prob`` of its decisions replaced by
+   random ones (so every command is trained). The first cycle starts with DAgger from the scripted
+   skills on the match's own commands (``imitation.expert=task``; from ``coselfplay.skills`` if
+   given, else from a fresh network): skills trained on solo tasks meet situations in a match they
+   never saw (HCSP's reason for stage 3). PPO then fine-tunes on the match reward plus each
+   touch's delivery (:class:`training.runner.Runner`).
 2. ``cycle<k>_strategy``: the strategy continues its stage-2 self-play (league with the
    rule-based team, meta-solver) over the new skills (task ``drone_volleyball_strategy`` with the
    learned skills flying, :class:`training.selfplay_runner.SelfPlayRunner`), starting from the
@@ -48,12 +50,13 @@ class CoSelfPlayCfg:
     """Hydra node ``coselfplay``."""
 
     strategy: str = ""  # the stage-2 strategy checkpoint to start from (required)
-    skills: str = ""  # a drone_volleyball_coplay checkpoint to start from ("" = DAgger from the scripted skills)
+    skills: str = ""  # a drone_volleyball_coplay checkpoint to start the skills from ("" = a fresh network)
     cycles: int = 1
     skills_minutes: float = 20.0  # wall-clock budget per skills phase
     strategy_minutes: float = 20.0  # per strategy phase
     skills_steps: int = 3_000_000  # env steps per skills phase (each num_envs x 6 drone samples)
     strategy_steps: int = 100_000  # decisions per strategy phase
+    random_choice_prob: float = 0.3  # skills phase: share of random strategy decisions (every command gets trained)
     skills_num_envs: int = 256
     strategy_num_envs: int = 256
 
@@ -150,10 +153,11 @@ def run(cfg: Mapping[str, Any]) -> Path:
     log: list[dict[str, Any]] = []
     for cycle in range(cs.cycles):
         t0 = time.perf_counter()
-        skills_cfg = _phase_cfg(cfg, run_dir / f"cycle{cycle}_skills", {**task, "name": COPLAY_TASK}, "ppo")
+        skills_task = deep_merge(task, {"name": COPLAY_TASK, "strategy": {"random_choice_prob": cs.random_choice_prob}})
+        skills_cfg = _phase_cfg(cfg, run_dir / f"cycle{cycle}_skills", skills_task, "ppo")
         skills_cfg["num_envs"] = cs.skills_num_envs
         skills_cfg["train"] = {**skills_cfg["train"], "total_steps": cs.skills_steps, "max_minutes": cs.skills_minutes}
-        if skills_ckpt is not None:  # continue from given skills: no imitation
+        if cycle > 0:  # DAgger (imitation.expert=task) only starts the first cycle
             skills_cfg["imitation"] = {**skills_cfg.get("imitation", {}), "expert": "none"}
         runner = SkillsInMatchRunner(skills_cfg, strategy_policy(strategy_ckpt, device))
         if skills_ckpt is not None:

@@ -76,10 +76,16 @@ class StrategyLevelCfg:
 
     decision_steps: int = 10  # control steps per decision (0.2 s at 50 Hz)
     win_reward: float = 1.0  # +- to the team that wins / loses the rally (or game)
+    # drone_volleyball_coplay (HCSP stage 3's skills phase): the share of decisions drawn uniformly
+    # at random instead of by the team's strategy, so the skills meet every command (a deterministic
+    # strategy alone serves to few targets, and skills trained under it fail other teams' commands).
+    random_choice_prob: float = 0.0
 
     def __post_init__(self) -> None:
         if self.decision_steps < 1:
             raise ValueError("strategy.decision_steps must be >= 1")
+        if not 0.0 <= self.random_choice_prob <= 1.0:
+            raise ValueError("strategy.random_choice_prob must be in [0, 1]")
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ agents: team A's, then team B's, each seeing the court in its own team frame), a
 (self-play by shared weights). Before each observation the teams' strategies set the skill
 commands (which skill, which target): the rule-based choice by default, or a learned strategy
 given with :meth:`VolleyballCoplayEnv.set_strategy` (e.g. the stage-2 checkpoint, loaded by
-``training.coselfplay``), deciding every ``strategy.decision_steps`` control steps as in stage 2.
+``training.coselfplay``), deciding every ``strategy.decision_steps`` control steps as in stage 2;
+``strategy.random_choice_prob`` of the decisions are drawn uniformly instead, so that the skills
+learn every command and not only the few a deterministic strategy gives.
 
 Skill outcomes are scored in the match (what a skill is for in a game): a touch made under a
 ``pass`` or ``set`` command succeeds when the ball then passes within 1 m of the commanded
@@ -136,17 +138,24 @@ class VolleyballCoplayEnv(DroneVolleyballEnv):
     def _command(self, force: bool = False) -> None:
         """Strategies decide where due (every ``decision_steps`` of an episode), the rule layer
         turns the choices into every drone's skill and target."""
-        K = self.cfg.strategy.decision_steps
-        due = (self.episode_step % K == 0) | force
-        if any(s is not None for s in self._strategies) and bool(due.any()):
-            obs = strategy_observation(self, self.rules_layer.interception_point())  # [E, 2, o]
+        sc = self.cfg.strategy
+        due = (self.episode_step % sc.decision_steps == 0) | force
+        learned = any(s is not None for s in self._strategies)
+        if (learned or sc.random_choice_prob > 0) and bool(due.any()):
+            obs = strategy_observation(self, self.rules_layer.interception_point()) if learned else None
             nvec = choice_sizes(self.n)
             new = self.choices.clone()
             for t, strategy in enumerate(self._strategies):
                 if strategy is None:
-                    continue
-                action = strategy(obs[:, t])
-                picked = torch.stack([choice_from_action(action[:, k], m) for k, m in enumerate(nvec)], -1)
+                    picked = default_choices(self)[:, t]
+                else:
+                    action = strategy(obs[:, t])
+                    picked = torch.stack([choice_from_action(action[:, k], m) for k, m in enumerate(nvec)], -1)
+                if sc.random_choice_prob > 0:
+                    rand = torch.rand(self.num_envs, 1, generator=self.rng, device=self.device)
+                    uniform = torch.rand(self.num_envs, len(nvec), generator=self.rng, device=self.device)
+                    drawn = (uniform * torch.tensor(nvec, device=self.device)).long()
+                    picked = torch.where(rand < sc.random_choice_prob, drawn, picked)
                 new[:, t] = torch.where(due.unsqueeze(-1), picked, new[:, t])
             self.choices = new
         skill, target = self.rules_layer(plan=plan_from_choices(self, self.choices))
