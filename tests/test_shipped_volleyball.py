@@ -1,5 +1,7 @@
 """The shipped drone_volleyball policies (assets/policies/drone_volleyball/): the skills do their
-job, every ONNX export gives the torch actions, and the HCSP strategy beats the rule-based team.
+job, every ONNX export gives the torch actions, the HCSP strategy beats the rule-based team, and
+the stage-3 team (co-self-play: learned skills and strategy) beats the rule-based team flying the
+same skills.
 
 Measured numbers (256 episodes per skill, 200 games per match) are in the folder's README and
 reports; the asserted bounds here are conservative for the smaller samples a test can afford.
@@ -15,8 +17,9 @@ import torch
 import sim
 from sim.tasks.drone_volleyball.scripted import scripted_team
 from training.checkpoint import load_policy
+from training.coselfplay import skills_policy
 from training.evaluation import actor_policy, run_episodes, summarize, zero_policy
-from training.matches import play_matches, strategy_team
+from training.matches import play_matches, rule_based_team, strategy_team
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "assets" / "policies" / "drone_volleyball"
@@ -36,7 +39,9 @@ def test_shipped_skill_succeeds_where_zero_actions_fail(skill: str) -> None:
     assert zero["success"] <= 0.15, zero
 
 
-@pytest.mark.parametrize("name", ["pass", "serve", "set", "attack", "flat_selfplay", "strategy"])
+@pytest.mark.parametrize(
+    "name", ["pass", "serve", "set", "attack", "flat_selfplay", "strategy", "stage3_skills", "stage3_strategy"]
+)
 def test_shipped_onnx_matches_torch(name: str) -> None:
     ort = pytest.importorskip("onnxruntime")
     loaded = load_policy(SHIPPED / f"{name}.pt")
@@ -54,5 +59,18 @@ def test_shipped_strategy_beats_the_rule_based_team() -> None:
     env = sim.make(cfg, num_envs=32, seed=0)
     steps = loaded.task_cfg["strategy"]["decision_steps"]
     res = play_matches(env, strategy_team(env, loaded.actors["team_a"], steps), scripted_team(env), games=32, seed=3)
+    score = float(res.result.mean())
+    assert score >= 0.6, score
+
+
+def test_shipped_stage3_team_beats_the_rule_based_team_on_the_same_skills() -> None:
+    """HCSP's comparison: the same learned skills, commanded by the co-self-play strategy or by the
+    rule-based strategy (200 games: see the README; 32 here)."""
+    loaded = load_policy(SHIPPED / "stage3_strategy.pt")
+    env = sim.make({**loaded.task_cfg, "name": "drone_volleyball"}, num_envs=32, seed=0)
+    steps = loaded.task_cfg["strategy"]["decision_steps"]
+    skills = skills_policy(SHIPPED / "stage3_skills.pt", "cpu")
+    hcsp = strategy_team(env, loaded.actors["team_a"], steps, skills)
+    res = play_matches(env, hcsp, rule_based_team(env, skills), games=32, seed=3)
     score = float(res.result.mean())
     assert score >= 0.6, score

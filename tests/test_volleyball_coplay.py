@@ -39,14 +39,17 @@ def _episode_means(env, policy, steps: int) -> dict[str, float]:
 
 
 def test_scripted_skills_succeed_in_matches_and_hovering_drones_never_touch() -> None:
-    env = sim.make("drone_volleyball_coplay", num_envs=24, seed=0)
+    # 4.9 s rallies (the scripted teams' last to the limit): a serve, pass, set and attack each.
+    env = sim.make(
+        "drone_volleyball_coplay", num_envs=12, seed=0, episode_length_s=5.0, rules={"rally_time_limit_s": 4.9}
+    )
     assert env.spec.groups[GROUP].n_agents == 6
     assert env.spec.groups[GROUP].observations["policy"].shape == (34,)
-    scripted = _episode_means(env, env.expert_policy(), 480)  # their rallies last to the 9.5 s limit
+    scripted = _episode_means(env, env.expert_policy(), 250)
     assert scripted["metrics/serve_attempts"] >= 0.9  # every rally starts with a serve
     for skill in ("serve", "pass", "set", "attack"):
-        assert scripted[f"metrics/{skill}_success"] >= 0.9, (skill, scripted)
-    hover = _episode_means(env, lambda obs: env.hover_actions(), 150)  # the dropped serve bounces off the paddle
+        assert scripted[f"metrics/{skill}_attempts"] >= 0.5 and scripted[f"metrics/{skill}_success"] >= 0.9, skill
+    hover = _episode_means(env, lambda obs: env.hover_actions(), 120)  # the dropped serve bounces off the paddle
     assert hover["metrics/skill_success"] == 0.0 and hover["metrics/serve_attempts"] > 0
 
 

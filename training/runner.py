@@ -364,6 +364,7 @@ class Runner:
         trained = torch.nn.ModuleDict({g: self.models[g] for g in self.trained_groups()})
         stats = dagger(self.env, trained, self.env.expert_policy(), cfg, self.generator, log=bar.write)
         (self.run_dir / "imitation.json").write_text(json.dumps({"cfg": asdict(cfg), "rounds": stats}, indent=2))
+        self.save(self.ckpt_dir / "imitation.pt")  # the imitation-only policy, whatever PPO does next
         self._value_only_until = cfg.critic_warmup
         self.alg.freeze_obs_normalizers = True
         if self.train_cfg.eval_every > 0:

@@ -17,7 +17,7 @@ target before the next touch or the rally's end; under ``serve`` or ``attack`` w
 then crosses the net legally and the opponents touch it or it lands in their court. A flight cut
 short by the rally's time limit or a drone's crash is not scored.
 Episode metrics ``metrics/<skill>_success`` (successes / attempts of the episodes that ended)
-and ``metrics/skill_success`` (all skills) measure it; the touching drone is rewarded when its
+and ``metrics/skill_success`` (their mean over the four skills) measure it; the touching drone is rewarded when its
 touch resolves (the solo skills' delivery and in-court terms) on top of the match rewards.
 
 The expert for imitation (``expert_policy``) is the scripted skills on the same commands.
@@ -124,14 +124,17 @@ class VolleyballCoplayEnv(DroneVolleyballEnv):
 
     def success_rates(self, attempts: Tensor, successes: Tensor) -> dict[str, Tensor]:
         """``metrics/<skill>_success`` and ``metrics/skill_success`` from per-env counts ``[k, S]``
-        (NaN-free: a skill nobody attempted reads 0 with ``<skill>_attempts`` 0)."""
+        (NaN-free: a skill nobody attempted reads 0 with ``<skill>_attempts`` 0).
+
+        ``skill_success`` is the mean of the four skills' rates: pooled over touches, serves and
+        passes (the most frequent) would hide a failing set or attack."""
         a, s = attempts.sum(0), successes.sum(0)
         out = {}
         for name in BALL_SKILLS:
             i = SKILLS.index(name)
             out[f"metrics/{name}_success"] = s[i] / a[i].clamp(min=1.0)
             out[f"metrics/{name}_attempts"] = a[i] / attempts.shape[0]
-        out["metrics/skill_success"] = s.sum() / a.sum().clamp(min=1.0)
+        out["metrics/skill_success"] = torch.stack([out[f"metrics/{k}_success"] for k in BALL_SKILLS]).mean()
         return out
 
     # ----------------------------------------------------------------- commands
