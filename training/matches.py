@@ -113,7 +113,7 @@ def strategy_team(env, actor: nn.Module, decision_steps: int, skill_actors: Skil
     ``decision_steps`` control steps of each game (on the match's episode clock), the rule layer turns
     the choices into skill commands, and :func:`skill_layer` flies them: the scripted skills it was
     trained over, or learned ones (``skill_actors``)."""
-    from policies import choice_from_action
+    from sim.core.spec import choices_from_actions
     from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy
     from sim.tasks.drone_volleyball.strategy import (
         choice_sizes,
@@ -131,7 +131,7 @@ def strategy_team(env, actor: nn.Module, decision_steps: int, skill_actors: Skil
         due = env.episode_step % decision_steps == 0  # [E]
         if bool(due.any()):
             action = actor(strategy_observation(env, layer.interception_point())[:, team : team + 1])[:, 0]
-            new = torch.stack([choice_from_action(action[:, k], n) for k, n in enumerate(nvec)], -1)
+            new = choices_from_actions(action, nvec)
             choices = choices.clone()
             choices[:, team] = torch.where(due.unsqueeze(-1), new, choices[:, team])
         skill_id, target = layer(plan=plan_from_choices(env, choices))

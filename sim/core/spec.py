@@ -118,3 +118,8 @@ class EnvSpec:
 def choice_from_action(action: torch.Tensor, n: int) -> torch.Tensor:
     """A discrete action value in [-1, 1] -> the index (long) of one of ``n`` options (see GroupSpec)."""
     return torch.round((action.clamp(-1.0, 1.0) + 1.0) * (0.5 * (n - 1))).long()
+
+
+def choices_from_actions(action: torch.Tensor, nvec: tuple[int, ...]) -> torch.Tensor:
+    """``action [..., len(nvec)]`` in [-1, 1] -> option indices ``[..., len(nvec)]`` (long), head by head."""
+    return torch.stack([choice_from_action(action[..., k], n) for k, n in enumerate(nvec)], -1)

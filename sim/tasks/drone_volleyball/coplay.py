@@ -33,7 +33,7 @@ from torch import Tensor
 from sim.core.config import resolve_device
 from sim.core.env import Obs
 from sim.core.registry import register
-from sim.core.spec import EnvSpec, GroupSpec, choice_from_action
+from sim.core.spec import EnvSpec, GroupSpec, choices_from_actions
 from sim.tasks.drone_volleyball import rules as R
 from sim.tasks.drone_volleyball.config import SKILLS, VolleyballCfg
 from sim.tasks.drone_volleyball.env import DroneVolleyballEnv
@@ -152,8 +152,7 @@ class VolleyballCoplayEnv(DroneVolleyballEnv):
                 if strategy is None:
                     picked = default_choices(self)[:, t]
                 else:
-                    action = strategy(obs[:, t])
-                    picked = torch.stack([choice_from_action(action[:, k], m) for k, m in enumerate(nvec)], -1)
+                    picked = choices_from_actions(strategy(obs[:, t]), nvec)
                 if sc.random_choice_prob > 0:
                     rand = torch.rand(self.num_envs, 1, generator=self.rng, device=self.device)
                     uniform = torch.rand(self.num_envs, len(nvec), generator=self.rng, device=self.device)

@@ -35,7 +35,7 @@ from torch import Tensor
 
 from sim.core.env import MultiAgentEnv, Obs
 from sim.core.registry import register
-from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm, choice_from_action
+from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm, choices_from_actions
 from sim.tasks.drone_volleyball.config import VolleyballCfg
 from sim.tasks.drone_volleyball.env import GROUPS, DroneVolleyballEnv, mirror
 from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy, ScriptedSkills, TeamPlan
@@ -232,7 +232,7 @@ class VolleyballStrategyEnv(MultiAgentEnv):
     def _apply_actions(self, actions: dict[str, Tensor]) -> None:
         nvec = self.spec.groups["team_a"].action_nvec
         per_team = torch.stack([actions[g][:, 0] for g in GROUPS], 1)  # [E, 2, 4]
-        self.choices = torch.stack([choice_from_action(per_team[..., k], m) for k, m in enumerate(nvec)], -1)
+        self.choices = choices_from_actions(per_team, nvec)
         self._done = torch.zeros_like(self._done)
         self._result = torch.full_like(self._result, 0.5)
 
