@@ -12,10 +12,12 @@ from policies.actor_critic import (
     DeterministicActor,
     GroupDims,
     PolicyCfg,
+    StatefulActor,
     action_from_choice,
     build_actor_critics,
     choice_from_action,
 )
+from policies.encoders import InputSpec
 from policies.hierarchical import SkillDispatcher
 from policies.mlp import AgentLayerNorm, AgentLinear, build_mlp
 from policies.normalizer import RunningNorm
@@ -30,6 +32,8 @@ __all__ = [
     "PolicyCfg",
     "RunningNorm",
     "SkillDispatcher",
+    "StatefulActor",
+    "InputSpec",
     "action_from_choice",
     "build_actor_critics",
     "choice_from_action",

@@ -1,13 +1,17 @@
-"""MLP actor-critic for one agent group: a Gaussian head (state-independent log-std), or
-categorical heads for groups with discrete choices (``GroupDims.action_nvec``).
+"""Actor-critic for one agent group, assembled from encoders: per observation entry an encoder
+(:mod:`policies.encoders`: normalised vectors, a CNN for images, a graph encoder), optionally a
+recurrent memory (:mod:`policies.memory`, GRU/LSTM), then an MLP head: a Gaussian (state-independent
+log-std) or categorical heads for groups with discrete choices (``GroupDims.action_nvec``). The
+critic is built the same way from its own entries (privileged ``state`` for an asymmetric critic).
 
 Shapes: E = environments (or any batch), A = agents in the group.
 
-    obs          [E, A, obs_dim]      raw policy observation (normalised inside)
-    critic_obs   [E, A, critic_dim]   what the critic sees: the env's ``state`` (MAPPO, centralised)
-                                      or the policy observation (IPPO)
+    obs          the group's observation dict ``{entry: [E, A, *shape]}`` (the actor picks its
+                 ``actor_inputs``); a bare tensor ``[E, A, obs_dim]`` when the actor has one input
+    critic_obs   the same for the critic's ``critic_inputs``
     action       [E, A, act_dim]      Gaussian sample, unbounded; the env gets ``clamp(-1, 1)``
     value        [E, A]               in return units (the value normaliser is inverted inside)
+    memory       [E, A, L, S]         recurrent state of one side (``policy.memory`` = gru | lstm)
 
 Discrete choices (e.g. a volleyball strategy picking a player and a target) keep the env contract
 of float actions in [-1, 1]: head ``k`` with ``n_k`` options samples an index ``i`` and sends
@@ -28,6 +32,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from policies.encoders import EncoderCfg, InputSpec, ObsEncoder, pick
+from policies.memory import MEMORY_KINDS, RecurrentMemory
 from policies.mlp import build_mlp
 from policies.normalizer import RunningNorm
 
@@ -37,25 +43,42 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 @dataclass(frozen=True)
 class GroupDims:
-    """Sizes of one agent group, enough to rebuild its networks without the env."""
+    """Sizes of one agent group, enough to rebuild its networks without the env.
+
+    ``actor_inputs`` / ``critic_inputs`` list the observation entries each side reads; left empty
+    (older checkpoints, simple uses) they default to one float vector ``"policy"`` of ``obs_dim``
+    and one ``"state"`` of ``critic_dim``. ``obs_dim`` / ``critic_dim`` are then derived as the
+    total size of the vector inputs (0 without any).
+    """
 
     n_agents: int
-    obs_dim: int
-    critic_dim: int
-    action_dim: int
+    obs_dim: int = 0
+    critic_dim: int = 0
+    action_dim: int = 0
     action_nvec: tuple[int, ...] = ()  # options per discrete head; () = continuous (Gaussian)
+    actor_inputs: tuple[InputSpec, ...] = ()
+    critic_inputs: tuple[InputSpec, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "action_nvec", tuple(int(n) for n in self.action_nvec))
         if self.action_nvec and (len(self.action_nvec) != self.action_dim or min(self.action_nvec) < 1):
             raise ValueError(f"action_nvec {self.action_nvec} needs action_dim={self.action_dim} heads of >= 1 options")
+        actor = tuple(InputSpec.from_any(i) for i in self.actor_inputs) or (InputSpec("policy", (self.obs_dim,)),)
+        critic = tuple(InputSpec.from_any(i) for i in self.critic_inputs) or (InputSpec("state", (self.critic_dim,)),)
+        object.__setattr__(self, "actor_inputs", actor)
+        object.__setattr__(self, "critic_inputs", critic)
+        object.__setattr__(self, "obs_dim", sum(i.size for i in actor if i.kind == "vector"))
+        object.__setattr__(self, "critic_dim", sum(i.size for i in critic if i.kind == "vector"))
 
     @property
     def discrete(self) -> bool:
         return bool(self.action_nvec)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out["actor_inputs"] = [i.to_dict() for i in self.actor_inputs]
+        out["critic_inputs"] = [i.to_dict() for i in self.critic_inputs]
+        return out
 
 
 def action_from_choice(index: Tensor, n: int) -> Tensor:
@@ -72,17 +95,37 @@ def choice_from_action(action: Tensor, n: int) -> Tensor:
 class PolicyCfg:
     """Network settings (hydra node ``algo.policy``)."""
 
-    sharing: str = "shared"  # "shared" | "per_agent" weights within a group
+    sharing: str = "shared"  # "shared" | "per_agent" weights within a group (MLPs; encoders are shared)
     actor_hidden: tuple[int, ...] = (128, 128)
     critic_hidden: tuple[int, ...] = (128, 128)
     activation: str = "elu"
     layer_norm: bool = False  # LayerNorm after each hidden Linear
     init_log_std: float = -1.0  # initial log std of the Gaussian in action units ([-1, 1])
     obs_clip: float = 10.0  # normalised observations are clipped to +-obs_clip
+    # Image entries: a CNN (channels, kernels, strides per layer) and a Linear to image_features.
+    cnn_channels: tuple[int, ...] = (16, 32, 32)
+    cnn_kernels: tuple[int, ...] = (5, 3, 3)
+    cnn_strides: tuple[int, ...] = (2, 2, 2)
+    image_features: int = 128
+    # Graph entries: an encoder from policies.encoders.GRAPH_ENCODERS.
+    graph_encoder: str = "deepsets"
+    graph_hidden: tuple[int, ...] = (64, 64)
+    graph_features: int = 64
+    # Recurrent memory between the encoder and the MLP head: none | gru | lstm.
+    memory: str = "none"
+    memory_hidden: int = 128
+    memory_layers: int = 1
+    memory_critic: bool = True  # the critic gets its own memory too (else a feed-forward critic)
 
     def __post_init__(self) -> None:
         if self.sharing not in SHARING:
             raise ValueError(f"policy.sharing must be one of {SHARING}, got {self.sharing!r}")
+        if self.memory not in MEMORY_KINDS:
+            raise ValueError(f"policy.memory must be one of {MEMORY_KINDS}, got {self.memory!r}")
+        if self.memory != "none" and self.sharing != "shared":
+            raise ValueError("policy.memory needs policy.sharing=shared (no recurrent per-agent weights)")
+        if self.memory_hidden < 1 or self.memory_layers < 1:
+            raise ValueError("policy.memory_hidden and policy.memory_layers must be >= 1")
 
     @classmethod
     def from_dict(cls, node: Mapping[str, Any] | None) -> PolicyCfg:
@@ -94,21 +137,70 @@ class PolicyCfg:
             raise ValueError(f"unknown policy config key(s) {unknown}; valid keys: {sorted(valid)}")
         return cls(**{k: tuple(v) if isinstance(v, list | tuple) else v for k, v in node.items()})
 
+    def encoder_cfg(self) -> EncoderCfg:
+        return EncoderCfg(
+            cnn_channels=self.cnn_channels,
+            cnn_kernels=self.cnn_kernels,
+            cnn_strides=self.cnn_strides,
+            image_features=self.image_features,
+            graph_encoder=self.graph_encoder,
+            graph_hidden=self.graph_hidden,
+            graph_features=self.graph_features,
+            activation=self.activation,
+        )
+
 
 class DeterministicActor(nn.Module):
-    """Raw observation -> deterministic action in [-1, 1]: ``clamp(obs @ P + mu(norm(obs)), -1, 1)``.
+    """Raw observation -> deterministic action in [-1, 1]: ``clamp(x0 @ P + mu(features), -1, 1)``.
 
-    ``[..., A, obs_dim] -> [..., A, act_dim]``; pure tensor maths, so ``torch.onnx.export`` traces
-    it with the normaliser and the action prior ``P`` baked in. Shares its modules with the
-    :class:`ActorCritic` it came from.
+    ``forward(obs, memory=None)``: ``obs`` is the group's observation dict, the list of the actor's
+    entries in ``dims.actor_inputs`` order (each ``[..., A, *shape]``), or the only entry's tensor;
+    a recurrent policy also takes ``memory [..., A, L, S]`` and returns ``(action, memory)``.
+    Pure tensor maths, so ``torch.onnx.export`` traces it with the normaliser and the action prior
+    ``P`` baked in. Shares its modules with the :class:`ActorCritic` it came from.
     """
 
     def __init__(self, actor_critic: ActorCritic) -> None:
         super().__init__()
         self.ac = actor_critic
 
-    def forward(self, obs: Tensor) -> Tensor:
-        return self.ac.action_mean(obs).clamp(-1.0, 1.0)
+    def forward(self, obs: Any, memory: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor]:
+        return self.ac.act_deterministic(obs, memory)
+
+
+class StatefulActor:
+    """A deterministic actor that keeps its recurrent state between calls (evaluation loops).
+
+    ``actor(obs) -> action`` like a feed-forward actor; call ``reset(done [E])`` after every env
+    step so that the state of envs that finished starts again from zeros. Feed-forward policies
+    work too (``reset`` does nothing).
+    """
+
+    def __init__(self, actor_critic: ActorCritic) -> None:
+        self.ac = actor_critic
+        self.module = DeterministicActor(actor_critic)
+        self.memory: Tensor | None = None
+
+    def __call__(self, obs: Tensor | Mapping[str, Tensor]) -> Tensor:
+        if not self.ac.recurrent:
+            return self.module(obs)
+        x = pick(obs, self.ac.dims.actor_inputs)[0]
+        if self.memory is None or self.memory.shape[:-2] != x.shape[:2]:
+            self.memory = self.ac.actor_memory.initial_state(*x.shape[:2], device=x.device)
+        action, self.memory = self.module(obs, self.memory)
+        return action
+
+    def reset(self, done: Tensor | None = None) -> None:
+        """Zero the state of envs ``done [E]`` (bool), or of all envs when None."""
+        if self.memory is None:
+            return
+        if done is None:
+            self.memory = None
+        else:
+            self.memory = self.memory * (~done).to(self.memory.dtype).view(-1, *([1] * (self.memory.dim() - 1)))
+
+    def eval(self) -> StatefulActor:
+        return self
 
 
 class ActorCritic(nn.Module):
@@ -119,70 +211,182 @@ class ActorCritic(nn.Module):
         cfg = cfg or PolicyCfg()
         self.dims, self.cfg = dims, cfg
         per_agent = dims.n_agents if cfg.sharing == "per_agent" else None
-        self.obs_norm = RunningNorm(dims.obs_dim, clip=cfg.obs_clip)
-        self.critic_norm = RunningNorm(dims.critic_dim, clip=cfg.obs_clip)
+        enc = cfg.encoder_cfg()
+        self.actor_encoder = ObsEncoder(dims.actor_inputs, enc, cfg.obs_clip)
+        self.critic_encoder = ObsEncoder(dims.critic_inputs, enc, cfg.obs_clip)
         self.value_norm = RunningNorm(1, clip=math.inf)
-        # The actor maps a *normalised* observation to the action mean (no value-dependent branches).
+        self.recurrent = cfg.memory != "none"
+        actor_in, critic_in = self.actor_encoder.out_dim, self.critic_encoder.out_dim
+        self.actor_memory: RecurrentMemory | None = None
+        self.critic_memory: RecurrentMemory | None = None
+        if self.recurrent:
+            self.actor_memory = RecurrentMemory(cfg.memory, actor_in, cfg.memory_hidden, cfg.memory_layers)
+            actor_in = self.actor_memory.out_dim
+            if cfg.memory_critic:
+                self.critic_memory = RecurrentMemory(cfg.memory, critic_in, cfg.memory_hidden, cfg.memory_layers)
+                critic_in = self.critic_memory.out_dim
+        # The actor maps encoded features to the action mean (no value-dependent branches).
         mlp = dict(activation=cfg.activation, layer_norm=cfg.layer_norm, n_agents=per_agent)
         out_dim = sum(dims.action_nvec) if dims.discrete else dims.action_dim
-        self.actor = build_mlp(dims.obs_dim, cfg.actor_hidden, out_dim, out_gain=0.01, **mlp)
-        self.critic = build_mlp(dims.critic_dim, cfg.critic_hidden, 1, out_gain=1.0, **mlp)
+        self.actor = build_mlp(actor_in, cfg.actor_hidden, out_dim, out_gain=0.01, **mlp)
+        self.critic = build_mlp(critic_in, cfg.critic_hidden, 1, out_gain=1.0, **mlp)
         log_std_shape = (dims.n_agents, dims.action_dim) if per_agent else (dims.action_dim,)
         self.log_std = nn.Parameter(torch.full(log_std_shape, float(cfg.init_log_std)))
-        # Fixed linear prior on the raw observation (GroupSpec.action_prior); the MLP learns the residual.
-        self.register_buffer("action_prior", torch.zeros(dims.obs_dim, dims.action_dim))
+        # Fixed linear prior on the first actor input when it is a vector (GroupSpec.action_prior);
+        # the network learns the residual.
+        first = dims.actor_inputs[0]
+        self._prior_dim = first.shape[0] if first.kind == "vector" else 0
+        self.register_buffer("action_prior", torch.zeros(self._prior_dim, dims.action_dim))
+        self._register_load_state_dict_pre_hook(self._upgrade_state_dict)
 
-    def set_action_prior(self, prior: Tensor) -> None:
-        """Use ``prior [obs_dim, act_dim]`` (from ``GroupSpec.action_prior_matrix()``); saved with the weights."""
+    def _upgrade_state_dict(self, state_dict: dict, prefix: str, *args: Any) -> None:
+        """Checkpoints from before the encoders held ``obs_norm.*`` / ``critic_norm.*``: the one
+        vector input of each side. Renamed in place so old checkpoints load unchanged."""
+        renames = {"obs_norm.": self.actor_encoder, "critic_norm.": self.critic_encoder}
+        for old, encoder in renames.items():
+            keys = [k for k in state_dict if k.startswith(prefix + old)]
+            if keys and len(encoder.norms) == 1:
+                (name,) = encoder.norms.keys()
+                for k in keys:
+                    state_dict[f"{prefix}{encoder_prefix(self, encoder)}norms.{name}.{k[len(prefix + old):]}"] = (
+                        state_dict.pop(k)
+                    )
+
+    # ----------------------------------------------------------------- compatibility views
+    @property
+    def obs_norm(self) -> RunningNorm:
+        """The normaliser of the actor's single vector input (policies with one vector entry)."""
+        return _single_norm(self.actor_encoder, "actor")
+
+    @property
+    def critic_norm(self) -> RunningNorm:
+        return _single_norm(self.critic_encoder, "critic")
+
+    def set_action_prior(self, prior: Tensor | None) -> None:
+        """Use ``prior [prior_dim, act_dim]`` (from ``GroupSpec.action_prior_matrix()``); saved with the weights."""
+        if prior is None:
+            return
         if prior.shape != self.action_prior.shape:
             raise ValueError(f"action prior shape {tuple(prior.shape)} != {tuple(self.action_prior.shape)}")
         self.action_prior.copy_(prior)
 
+    def initial_memory(self, *batch: int, device: torch.device | str | None = None) -> dict[str, Tensor]:
+        """Zero recurrent states ``{"actor": [*batch, L, S], "critic": ...}`` ({} when feed-forward)."""
+        out = {}
+        if self.actor_memory is not None:
+            out["actor"] = self.actor_memory.initial_state(*batch, device=device)
+        if self.critic_memory is not None:
+            out["critic"] = self.critic_memory.initial_state(*batch, device=device)
+        return out
+
     # ----------------------------------------------------------------- actor
-    def action_mean(self, obs: Tensor) -> Tensor:
-        """``[E, A, obs_dim] -> [E, A, act_dim]``: the Gaussian mean (unclamped; prior plus learned
-        residual), or for discrete heads the most likely choice of each head as its action value."""
+    def _actor_out(self, obs: Any, memory: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """``(raw head output, prior term or None, new memory)`` of one step."""
+        xs = pick(obs, self.dims.actor_inputs)
+        feat = self.actor_encoder(xs)
+        if self.actor_memory is not None:
+            if memory is None:
+                raise ValueError("a recurrent policy needs its memory state (see initial_memory)")
+            feat, memory = self.actor_memory(feat, memory)
+        else:
+            memory = None  # (fx passes a placeholder for the unused argument)
+        prior = xs[0] @ self.action_prior if self._prior_dim else None
+        return self.actor(feat), prior, memory
+
+    def _mean(self, out: Tensor, prior: Tensor | None) -> Tensor:
         if self.dims.discrete:
-            heads = zip(self._logits(obs), self.dims.action_nvec, strict=True)
+            heads = zip(self._logits_of(out), self.dims.action_nvec, strict=True)
             return torch.stack([action_from_choice(lg.argmax(-1), n) for lg, n in heads], -1)
-        return obs @ self.action_prior + self.actor(self.obs_norm(obs))
+        return out if prior is None else prior + out
 
-    def _logits(self, obs: Tensor) -> list[Tensor]:
+    def logits(self, obs: Any) -> list[Tensor]:
+        """Per discrete head, log-probabilities ``[E, A, n_k]`` (feed-forward policies)."""
+        return self._logits_of(self._actor_out(obs, None)[0])
+
+    def _logits_of(self, out: Tensor) -> list[Tensor]:
         """Per discrete head, log-probabilities ``[E, A, n_k]``."""
-        raw = self.actor(self.obs_norm(obs)).split(self.dims.action_nvec, -1)
-        return [torch.log_softmax(lg, -1) for lg in raw]
+        return [torch.log_softmax(lg, -1) for lg in out.split(self.dims.action_nvec, -1)]
 
-    def act(self, obs: Tensor, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-        """Sample ``(action [E, A, act_dim], log_prob [E, A])`` from the policy."""
+    def action_mean(self, obs: Any, memory: Tensor | None = None) -> Tensor:
+        """``[E, A, act_dim]``: the Gaussian mean (unclamped; prior plus learned residual), or for
+        discrete heads the most likely choice of each head as its action value (feed-forward)."""
+        out, prior, _ = self._actor_out(obs, memory)
+        return self._mean(out, prior)
+
+    def act(
+        self, obs: Any, generator: torch.Generator | None = None, memory: Tensor | None = None
+    ) -> tuple[Tensor, Tensor] | tuple[Tensor, Tensor, Tensor]:
+        """Sample ``(action [E, A, act_dim], log_prob [E, A])`` from the policy; a recurrent policy
+        takes its ``memory`` and also returns the next one."""
+        out, prior, new_memory = self._actor_out(obs, memory)
         if self.dims.discrete:
             actions, log_prob = [], 0.0
-            for lg, n in zip(self._logits(obs), self.dims.action_nvec, strict=True):
+            for lg, n in zip(self._logits_of(out), self.dims.action_nvec, strict=True):
                 # Gumbel-max: argmax(logits + Gumbel noise) is a categorical sample (seeded by ``generator``).
                 u = torch.rand(lg.shape, generator=generator, device=lg.device).clamp(1e-9, 1.0 - 1e-7)
                 idx = (lg - torch.log(-torch.log(u))).argmax(-1)
                 actions.append(action_from_choice(idx, n))
                 log_prob = log_prob + lg.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
-            return torch.stack(actions, -1), log_prob
-        mean = self.action_mean(obs)
-        noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
-        action = mean + noise * self.log_std.exp()
-        return action, self._log_prob(mean, action)
+            action = torch.stack(actions, -1)
+        else:
+            mean = self._mean(out, prior)
+            noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+            action = mean + noise * self.log_std.exp()
+            log_prob = self._log_prob(mean, action)
+        return (action, log_prob) if new_memory is None else (action, log_prob, new_memory)
 
-    def act_deterministic(self, obs: Tensor) -> Tensor:
-        """``[E, A, obs_dim] -> [E, A, act_dim]`` in [-1, 1]."""
-        return self.action_mean(obs).clamp(-1.0, 1.0)
+    def act_deterministic(self, obs: Any, memory: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor]:
+        """``[E, A, act_dim]`` in [-1, 1] (and the next memory for a recurrent policy)."""
+        out, prior, new_memory = self._actor_out(obs, memory)
+        action = self._mean(out, prior).clamp(-1.0, 1.0)
+        return action if new_memory is None else (action, new_memory)
 
-    def evaluate(self, obs: Tensor, critic_obs: Tensor, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``(log_prob [E, A], entropy (broadcastable to [E, A]), normalised value [E, A])`` for the PPO loss."""
+    def _dist_terms(self, out: Tensor, prior: Tensor | None, action: Tensor) -> tuple[Tensor, Tensor]:
+        """``(log_prob, entropy)`` of ``action`` under the head output ``out``."""
         if self.dims.discrete:
             log_prob, entropy = 0.0, 0.0
-            for k, (lg, n) in enumerate(zip(self._logits(obs), self.dims.action_nvec, strict=True)):
+            for k, (lg, n) in enumerate(zip(self._logits_of(out), self.dims.action_nvec, strict=True)):
                 idx = choice_from_action(action[..., k], n)
                 log_prob = log_prob + lg.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
                 entropy = entropy - (lg.exp() * lg).sum(-1)
-            return log_prob, entropy, self.value_normalized(critic_obs)
-        log_prob = self._log_prob(self.action_mean(obs), action)
-        return log_prob, self.entropy(), self.value_normalized(critic_obs)
+            return log_prob, entropy
+        return self._log_prob(self._mean(out, prior), action), self.entropy()
+
+    def evaluate(self, obs: Any, critic_obs: Any, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(log_prob [E, A], entropy (broadcastable to [E, A]), normalised value [E, A])`` for the PPO loss."""
+        out, prior, _ = self._actor_out(obs, None)
+        log_prob, entropy = self._dist_terms(out, prior, action)
+        return log_prob, entropy, self.value_normalized(critic_obs)
+
+    def evaluate_sequence(
+        self,
+        obs: Mapping[str, Tensor],
+        critic_obs: Mapping[str, Tensor],
+        action: Tensor,
+        memory0: Mapping[str, Tensor],
+        resets: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The recurrent counterpart of :meth:`evaluate` over whole rollout windows.
+
+        Args:
+            obs, critic_obs: entry -> ``[T, B, A, *shape]``.
+            action: ``[T, B, A, act_dim]``.
+            memory0: ``{"actor": [B, A, L, S], "critic": ...}`` at the start of the window.
+            resets: ``[T, B]`` bool, an episode started at step t (state zeroed before it).
+
+        Returns:
+            ``(log_prob [T, B, A], entropy, normalised value [T, B, A])``; gradients flow through the
+            window (truncated back-propagation through time).
+        """
+        xs = pick(obs, self.dims.actor_inputs)
+        feat = self.actor_encoder(xs)
+        feat = self.actor_memory.sequence(feat, memory0["actor"], resets)
+        prior = xs[0] @ self.action_prior if self._prior_dim else None
+        log_prob, entropy = self._dist_terms(self.actor(feat), prior, action)
+        cfeat = self.critic_encoder(pick(critic_obs, self.dims.critic_inputs))
+        if self.critic_memory is not None:
+            cfeat = self.critic_memory.sequence(cfeat, memory0["critic"], resets)
+        return log_prob, entropy, self.critic(cfeat).squeeze(-1)
 
     def entropy(self) -> Tensor:
         """Gaussian entropy summed over action dims: ``sum(0.5 + log(sqrt(2 pi)) + log_std)``
@@ -212,24 +416,50 @@ class ActorCritic(nn.Module):
         last.bias.copy_(bias)
 
     # ----------------------------------------------------------------- critic
-    def value_normalized(self, critic_obs: Tensor) -> Tensor:
-        """``[E, A, critic_dim] -> [E, A]``: critic output in normalised return units."""
-        return self.critic(self.critic_norm(critic_obs)).squeeze(-1)
+    def value_normalized(self, critic_obs: Any, memory: Tensor | None = None) -> Tensor:
+        """``[E, A]``: critic output in normalised return units (feed-forward critics)."""
+        feat = self.critic_encoder(pick(critic_obs, self.dims.critic_inputs))
+        if self.critic_memory is not None:
+            if memory is None:
+                raise ValueError("a recurrent critic needs its memory state (see initial_memory)")
+            feat, _ = self.critic_memory(feat, memory)
+        return self.critic(feat).squeeze(-1)
 
-    def value(self, critic_obs: Tensor) -> Tensor:
-        """``[E, A, critic_dim] -> [E, A]`` in return units."""
-        return self.value_norm.denormalize(self.value_normalized(critic_obs).unsqueeze(-1)).squeeze(-1)
+    def value(self, critic_obs: Any, memory: Tensor | None = None) -> Tensor:
+        """``[E, A]`` in return units (a recurrent critic reads ``memory`` without advancing it)."""
+        return self.value_norm.denormalize(self.value_normalized(critic_obs, memory).unsqueeze(-1)).squeeze(-1)
+
+    def value_step(self, critic_obs: Any, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Recurrent critic: ``(value [E, A] in return units, next memory)``."""
+        feat, memory = self.critic_memory(self.critic_encoder(pick(critic_obs, self.dims.critic_inputs)), memory)
+        value = self.value_norm.denormalize(self.critic(feat).squeeze(-1).unsqueeze(-1)).squeeze(-1)
+        return value, memory
 
     # ----------------------------------------------------------------- normalisers and export
     @torch.no_grad()
-    def update_obs_normalizers(self, obs: Tensor, critic_obs: Tensor) -> None:
-        """Merge ``obs [..., obs_dim]`` and ``critic_obs [..., critic_dim]`` into the running stats."""
-        self.obs_norm.update(obs)
-        self.critic_norm.update(critic_obs)
+    def update_obs_normalizers(self, obs: Any, critic_obs: Any) -> None:
+        """Merge raw observations (entries with any leading axes) into the running statistics."""
+        self.actor_encoder.update_normalizers(pick(obs, self.dims.actor_inputs))
+        self.critic_encoder.update_normalizers(pick(critic_obs, self.dims.critic_inputs))
 
-    def deterministic_actor(self) -> DeterministicActor:
-        """The deployable policy: raw observation -> action in [-1, 1] (shares these weights)."""
-        return DeterministicActor(self)
+    def deterministic_actor(self) -> DeterministicActor | StatefulActor:
+        """The deployable policy: raw observation -> action in [-1, 1] (shares these weights).
+
+        Feed-forward: a traceable :class:`DeterministicActor`. Recurrent: a :class:`StatefulActor`
+        carrying the memory between calls (``reset(done)`` after each step); its ``module`` is
+        the traceable ``(inputs..., memory) -> (action, memory)`` graph.
+        """
+        return StatefulActor(self) if self.recurrent else DeterministicActor(self)
+
+
+def encoder_prefix(ac: ActorCritic, encoder: ObsEncoder) -> str:
+    return "actor_encoder." if encoder is ac.actor_encoder else "critic_encoder."
+
+
+def _single_norm(encoder: ObsEncoder, side: str) -> RunningNorm:
+    if len(encoder.norms) != 1:
+        raise AttributeError(f"the {side} has {len(encoder.norms)} vector inputs; use its encoder's norms")
+    return next(iter(encoder.norms.values()))
 
 
 def build_actor_critics(groups: Mapping[str, GroupDims], cfg: PolicyCfg) -> nn.ModuleDict:

@@ -42,7 +42,7 @@ def test_samples_follow_the_softmax_and_log_probs_agree_with_evaluate() -> None:
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         action, log_prob = ac.act(obs, generator=g)
-        logits = ac._logits(obs[:1])
+        logits = ac.logits(obs[:1])
         lp, ent, _ = ac.evaluate(obs, torch.randn(20000, 2, 6), action)
     torch.testing.assert_close(lp, log_prob)
     start = 0

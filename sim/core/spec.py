@@ -22,18 +22,61 @@ class ObsTerm:
     description: str = ""
 
 
+OBS_KINDS = ("vector", "image", "graph")
+GRAPH_ROLES = ("node_features", "node_vectors", "node_types", "node_mask", "edge_index", "edge_types", "edge_mask")
+_GRAPH_DTYPES = {
+    "node_features": torch.float32,  # [N, F] invariant node features
+    "node_vectors": torch.float32,  # [N, V, 3] 3D vectors per node (positions, velocities): equivariant inputs
+    "node_types": torch.int64,  # [N] type index (heterogeneous graphs)
+    "node_mask": torch.bool,  # [N] real node (True) or padding
+    "edge_index": torch.int64,  # [E, 2] (sender, receiver) node indices
+    "edge_types": torch.int64,  # [E] type index
+    "edge_mask": torch.bool,  # [E] real edge or padding
+}
+
+
 @dataclass(frozen=True)
 class ObsEntry:
     """One observation entry of a group, ``Tensor[num_envs, n_agents, *shape]``.
 
-    ``terms`` lists the parts of one frame in concatenation order; with ``history > 1`` the entry
-    holds ``history`` frames, oldest first, so ``shape[-1] == history * frame_size``.
+    ``kind`` says what the entry is, and so which encoder a policy gives it:
+
+    * ``"vector"``: float32 ``[D]``. ``terms`` lists the parts of one frame in concatenation order;
+      with ``history > 1`` the entry holds ``history`` frames, oldest first
+      (``shape[-1] == history * frame_size``).
+    * ``"image"``: uint8 ``[H, W, C]`` (C = 3 for RGB, 1 for grey), 0-255, row 0 at the top; kept
+      uint8 through storage and export (the policy scales it).
+    * ``"graph"``: one part (``role``, one of :data:`GRAPH_ROLES`) of a graph named ``graph``, a
+      fixed-size padded tensor: ``node_features [N, F]``, ``node_vectors [N, V, 3]``, ``node_types [N]``,
+      ``node_mask [N]``, ``edge_index [E, 2]``, ``edge_types [E]``, ``edge_mask [E]``; a graph
+      encoder gets all parts of one graph together.
+
+    ``units`` and ``description`` are free text for the ONNX metadata and the ROS side.
     """
 
     shape: tuple[int, ...]
     dtype: torch.dtype = torch.float32
     terms: tuple[ObsTerm, ...] = ()
     history: int = 1
+    kind: str = "vector"
+    graph: str = ""  # graph entries: the graph this part belongs to
+    role: str = ""  # graph entries: one of GRAPH_ROLES
+    units: str = ""
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+        if self.kind not in OBS_KINDS:
+            raise ValueError(f"observation kind must be one of {OBS_KINDS}, got {self.kind!r}")
+        if self.kind == "vector" and (len(self.shape) != 1 or self.dtype != torch.float32):
+            raise ValueError(f"a vector entry is float32 [D], got {self.dtype} {self.shape}")
+        if self.kind == "image" and (len(self.shape) != 3 or self.dtype != torch.uint8 or self.shape[2] not in (1, 3)):
+            raise ValueError(f"an image entry is uint8 [H, W, 1 or 3], got {self.dtype} {self.shape}")
+        if self.kind == "graph":
+            if not self.graph or self.role not in GRAPH_ROLES:
+                raise ValueError(f"a graph entry needs a graph name and a role in {GRAPH_ROLES}, got {self.role!r}")
+            if self.dtype != _GRAPH_DTYPES[self.role]:
+                raise ValueError(f"graph part {self.role!r} has dtype {_GRAPH_DTYPES[self.role]}, got {self.dtype}")
 
     @property
     def frame_size(self) -> int:
@@ -49,20 +92,34 @@ class ObsEntry:
 
     def to_dict(self) -> dict:
         """JSON-friendly layout (for ONNX metadata and the ROS node)."""
-        return {
+        out = {
             "shape": list(self.shape),
-            "dtype": str(self.dtype).removeprefix("torch."),
+            "dtype": dtype_name(self.dtype),
+            "kind": self.kind,
             "history": self.history,
             "terms": [asdict(t) for t in self.terms],
         }
+        if self.kind == "graph":
+            out.update(graph=self.graph, role=self.role)
+        if self.units:
+            out["units"] = self.units
+        if self.description:
+            out["description"] = self.description
+        return out
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.float32`` -> ``"float32"`` (the name numpy, ONNX metadata and the ROS side use)."""
+    return str(dtype).removeprefix("torch.")
 
 
 @dataclass(frozen=True)
 class GroupSpec:
     """An agent group: how many agents, what each observes, and its action space.
 
-    Observation entry ``"policy"`` is what the actor sees; ``"state"`` is the privileged global
-    state for a centralised critic. Actions are ``[num_envs, n_agents, action_dim]`` in [-1, 1];
+    ``actor_obs`` names the observation entries the actor sees (default: the one vector
+    ``"policy"``); ``critic_obs`` those of a centralised/privileged critic (default: ``"state"``,
+    the global state). An IPPO critic (``algo.critic_input=policy``) sees ``actor_obs`` instead. Actions are ``[num_envs, n_agents, action_dim]`` in [-1, 1];
     ``action_scale``/``action_names``/``action_units`` say what +-1 means physically.
 
     ``action_prior`` is an optional fixed linear map the task suggests to policies (residual
@@ -85,6 +142,14 @@ class GroupSpec:
     action_high: float = 1.0
     action_prior: tuple[tuple[int, int, float], ...] = ()
     action_nvec: tuple[int, ...] = ()  # options per action for discrete choices; () = continuous
+    actor_obs: tuple[str, ...] = ("policy",)
+    critic_obs: tuple[str, ...] = ("state",)
+
+    def __post_init__(self) -> None:
+        for which in ("actor_obs", "critic_obs"):
+            missing = [k for k in getattr(self, which) if k not in self.observations]
+            if missing:
+                raise ValueError(f"GroupSpec.{which} names {missing}, not among the entries {sorted(self.observations)}")
 
     def action_prior_matrix(self) -> torch.Tensor:
         """``action_prior`` as a dense ``[policy_obs_dim, action_dim]`` matrix (zeros when none)."""
@@ -97,6 +162,11 @@ class GroupSpec:
     @property
     def state_shape(self) -> tuple[int, ...]:
         return self.observations["state"].shape
+
+    def inputs(self, which: str) -> dict[str, ObsEntry]:
+        """The entries of ``"actor"`` or ``"critic"`` (name -> entry, in order)."""
+        names = self.actor_obs if which == "actor" else self.critic_obs
+        return {k: self.observations[k] for k in names}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,239 @@
+"""Observation encoders: one per observation entry, fused into one feature vector per agent.
+
+A policy's inputs are a tuple of :class:`InputSpec` (the policies-side copy of a task's
+``ObsEntry``: ``policies`` never imports ``sim``). :class:`ObsEncoder` maps the raw entries of one
+agent group to features ``[..., A, out_dim]``:
+
+    vector  float32 [..., A, D]          running mean/std normalisation (inside the exported graph)
+    image   uint8   [..., A, H, W, C]    scaled to [0, 1], a small CNN (shared by the group's agents)
+    graph   parts of one padded graph    a graph encoder from :data:`GRAPH_ENCODERS` (shared)
+
+The fused feature is the concatenation in input order: vectors first as normalised values (the
+trunk MLP after the encoder is their encoder, so an all-vector policy is exactly the old MLP), then
+each image's and each graph's features. Everything is pure tensor maths with static shapes, so
+``torch.onnx.export`` traces it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from policies.mlp import ACTIVATIONS, build_mlp
+from policies.normalizer import RunningNorm
+
+KINDS = ("vector", "image", "graph")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One observation entry as a policy sees it: name, per-agent shape, dtype name and kind.
+
+    Graph parts also carry ``graph`` (which graph) and ``role`` (``node_features``,
+    ``node_vectors``, ``node_types``, ``node_mask``, ``edge_index``, ``edge_types``, ``edge_mask``).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    kind: str = "vector"
+    graph: str = ""
+    role: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+        if self.kind not in KINDS:
+            raise ValueError(f"input {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_any(cls, value: InputSpec | Mapping[str, Any]) -> InputSpec:
+        return value if isinstance(value, InputSpec) else cls(**dict(value))
+
+
+@dataclass(frozen=True)
+class EncoderCfg:
+    """Encoder settings (part of ``algo.policy``)."""
+
+    cnn_channels: tuple[int, ...] = (16, 32, 32)
+    cnn_kernels: tuple[int, ...] = (5, 3, 3)
+    cnn_strides: tuple[int, ...] = (2, 2, 2)
+    image_features: int = 128
+    graph_encoder: str = "deepsets"  # a key of GRAPH_ENCODERS
+    graph_hidden: tuple[int, ...] = (64, 64)
+    graph_features: int = 64
+    activation: str = "elu"
+
+
+def pick(obs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], inputs: Sequence[InputSpec]) -> list[Tensor]:
+    """The tensors of ``inputs``: from a group's observation dict (by name), a list already in
+    input order, or a bare tensor when there is one input."""
+    if isinstance(obs, Mapping):
+        missing = [i.name for i in inputs if i.name not in obs]
+        if missing:
+            raise KeyError(f"observation entries {missing} missing (got {sorted(obs)})")
+        return [obs[i.name] for i in inputs]
+    if isinstance(obs, list | tuple):
+        if len(obs) != len(inputs):
+            raise ValueError(f"expected {len(inputs)} inputs {[i.name for i in inputs]}, got {len(obs)}")
+        return list(obs)
+    if len(inputs) != 1:
+        raise ValueError(f"this policy reads {[i.name for i in inputs]}; give the group's observation dict")
+    return [obs]
+
+
+class ImageEncoder(nn.Module):
+    """``uint8 [..., H, W, C] -> [..., features]``: x / 255, convolutions (no padding), flatten, Linear.
+
+    Leading axes (envs, agents, time) are merged into one batch for the convolutions.
+    """
+
+    def __init__(self, shape: tuple[int, ...], cfg: EncoderCfg) -> None:
+        super().__init__()
+        h, w, c = shape
+        act = ACTIVATIONS[cfg.activation]
+        layers: list[nn.Module] = []
+        for out_c, k, s in zip(cfg.cnn_channels, cfg.cnn_kernels, cfg.cnn_strides, strict=True):
+            conv = nn.Conv2d(c, out_c, k, s)
+            nn.init.orthogonal_(conv.weight, gain=math.sqrt(2))
+            nn.init.zeros_(conv.bias)
+            layers += [conv, act()]
+            c, h, w = out_c, (h - k) // s + 1, (w - k) // s + 1
+            if h < 1 or w < 1:
+                raise ValueError(f"image {shape} is too small for the CNN (kernels {cfg.cnn_kernels})")
+        self.conv = nn.Sequential(*layers)
+        self.shape = tuple(shape)
+        self.flat_dim = c * h * w
+        self.out = nn.Sequential(nn.Linear(self.flat_dim, cfg.image_features), act())
+        nn.init.orthogonal_(self.out[0].weight, gain=math.sqrt(2))
+        nn.init.zeros_(self.out[0].bias)
+        self.out_dim = cfg.image_features
+
+    def forward(self, image: Tensor) -> Tensor:
+        lead = image.shape[:-3]
+        x = image.reshape(-1, *self.shape).permute(0, 3, 1, 2).float() * (1.0 / 255.0)
+        return self.out(self.conv(x).flatten(1)).reshape(*lead, self.out_dim)
+
+
+class GraphEncoder(nn.Module):
+    """Interface: the parts of one padded graph (role -> tensor, leading axes ``[...]``) -> ``[..., out_dim]``.
+
+    Subclasses set ``out_dim`` and implement :meth:`forward`; register them in :data:`GRAPH_ENCODERS`
+    (the HEPi equivariant encoder plugs in here).
+    """
+
+    out_dim: int
+
+    def __init__(self, parts: Mapping[str, InputSpec], cfg: EncoderCfg) -> None:
+        super().__init__()
+        if "node_features" not in parts and "node_vectors" not in parts:
+            raise ValueError("a graph needs node_features or node_vectors")
+        self.parts = dict(parts)
+
+    def forward(self, parts: Mapping[str, Tensor]) -> Tensor:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class DeepSetsGraphEncoder(GraphEncoder):
+    """A permutation-invariant baseline: per node an MLP on ``[features, |vectors|, one-hot type]``,
+    masked mean and max over nodes, concatenated. Edges are not used (a message-passing encoder is
+    a drop-in replacement through :data:`GRAPH_ENCODERS`)."""
+
+    def __init__(self, parts: Mapping[str, InputSpec], cfg: EncoderCfg) -> None:
+        super().__init__(parts, cfg)
+        in_dim = 0
+        if "node_features" in parts:
+            in_dim += parts["node_features"].shape[-1]
+        if "node_vectors" in parts:
+            in_dim += parts["node_vectors"].shape[-2]  # the norm of each 3D vector: rotation invariant
+        self.n_types = 0
+        if "node_types" in parts:
+            # Types are indices; their count is not in the shape, so reserve a fixed one-hot width.
+            self.n_types = 8
+            in_dim += self.n_types
+        self.node_mlp = build_mlp(in_dim, cfg.graph_hidden, cfg.graph_features, activation=cfg.activation)
+        self.out_dim = 2 * cfg.graph_features
+
+    def forward(self, parts: Mapping[str, Tensor]) -> Tensor:
+        feats = []
+        if "node_features" in parts:
+            feats.append(parts["node_features"].float())
+        if "node_vectors" in parts:
+            feats.append(parts["node_vectors"].float().norm(dim=-1))
+        if self.n_types:
+            types = parts["node_types"].long().clamp(0, self.n_types - 1)
+            feats.append(nn.functional.one_hot(types, self.n_types).float())
+        h = self.node_mlp(torch.cat(feats, -1))  # [..., N, F]
+        if "node_mask" in parts:
+            mask = parts["node_mask"].unsqueeze(-1).float()
+        else:
+            mask = torch.ones_like(h[..., :1])
+        mean = (h * mask).sum(-2) / mask.sum(-2).clamp(min=1.0)
+        mx = (h + (mask - 1.0) * 1e9).amax(-2)
+        return torch.cat([mean, mx], -1)
+
+
+GRAPH_ENCODERS: dict[str, type[GraphEncoder]] = {"deepsets": DeepSetsGraphEncoder}
+
+
+class ObsEncoder(nn.Module):
+    """The raw observation entries of one side (actor or critic) -> fused features ``[..., A, out_dim]``."""
+
+    def __init__(self, inputs: Sequence[InputSpec], cfg: EncoderCfg, obs_clip: float = 10.0) -> None:
+        super().__init__()
+        self.inputs = tuple(inputs)
+        if not self.inputs:
+            raise ValueError("a policy needs at least one observation entry")
+        self.norms = nn.ModuleDict()
+        self.images = nn.ModuleDict()
+        self.graphs = nn.ModuleDict()
+        self._graph_parts: dict[str, dict[str, int]] = {}  # graph -> role -> index into inputs
+        dim = 0
+        for k, spec in enumerate(self.inputs):
+            if spec.kind == "vector":
+                if len(spec.shape) != 1:
+                    raise ValueError(f"vector input {spec.name!r} must be 1-D, got {spec.shape}")
+                self.norms[spec.name] = RunningNorm(spec.shape[0], clip=obs_clip)
+                dim += spec.shape[0]
+            elif spec.kind == "image":
+                self.images[spec.name] = ImageEncoder(spec.shape, cfg)
+                dim += self.images[spec.name].out_dim
+            else:
+                self._graph_parts.setdefault(spec.graph, {})[spec.role] = k
+        for graph, roles in self._graph_parts.items():
+            if cfg.graph_encoder not in GRAPH_ENCODERS:
+                raise ValueError(f"unknown graph encoder {cfg.graph_encoder!r}; choose from {sorted(GRAPH_ENCODERS)}")
+            enc = GRAPH_ENCODERS[cfg.graph_encoder]({r: self.inputs[k] for r, k in roles.items()}, cfg)
+            self.graphs[graph] = enc
+            dim += enc.out_dim
+        self.out_dim = dim
+
+    @property
+    def vector_only(self) -> bool:
+        return all(s.kind == "vector" for s in self.inputs)
+
+    def forward(self, xs: Sequence[Tensor]) -> Tensor:
+        """``xs``: the raw tensors of ``inputs`` in order -> ``[..., out_dim]``."""
+        parts = [self.norms[s.name](x) for s, x in zip(self.inputs, xs, strict=True) if s.kind == "vector"]
+        parts += [self.images[s.name](x) for s, x in zip(self.inputs, xs, strict=True) if s.kind == "image"]
+        for graph, roles in self._graph_parts.items():
+            parts.append(self.graphs[graph]({r: xs[k] for r, k in roles.items()}))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, -1)
+
+    @torch.no_grad()
+    def update_normalizers(self, xs: Sequence[Tensor]) -> None:
+        """Merge raw vector entries (any leading axes) into the running statistics."""
+        for spec, x in zip(self.inputs, xs, strict=True):
+            if spec.kind == "vector":
+                self.norms[spec.name].update(x)
