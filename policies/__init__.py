@@ -16,6 +16,7 @@ from policies.actor_critic import (
     action_from_choice,
     build_actor_critics,
     choice_from_action,
+    reset_memory,
 )
 from policies.encoders import InputSpec
 from policies.hierarchical import SkillDispatcher
@@ -37,5 +38,6 @@ __all__ = [
     "action_from_choice",
     "build_actor_critics",
     "choice_from_action",
+    "reset_memory",
     "build_mlp",
 ]

@@ -203,6 +203,13 @@ class StatefulActor:
         return self
 
 
+def reset_memory(actors: Mapping[str, Any], done: Tensor) -> None:
+    """After an env step: restart the recurrent state of the envs ``done [E]`` of every stateful actor."""
+    for actor in actors.values():
+        if isinstance(actor, StatefulActor):
+            actor.reset(done)
+
+
 class ActorCritic(nn.Module):
     """Actor and critic of one agent group; see the module docstring for shapes."""
 

@@ -99,11 +99,11 @@ def test_deterministic_actor_is_a_pure_trace(sharing: str) -> None:
 
 def test_gae_matches_a_hand_computation() -> None:
     """One env, one agent, 3 steps, done after step 1: the recursion restarts there."""
-    store = RolloutStorage(3, 1, 1, 1, 1, 1, torch.device("cpu"))
+    store = RolloutStorage(3, 1, 1, {"policy": ((1,), torch.float32)}, 1, torch.device("cpu"))
     rewards, values, dones = [1.0, 2.0, 3.0], [0.5, 1.0, 1.5], [False, True, False]
     for r, v, d in zip(rewards, values, dones, strict=True):
         z = torch.zeros(1, 1, 1)
-        store.add(z, z, z, torch.zeros(1, 1), torch.tensor([[v]]), torch.tensor([[r]]), torch.tensor([d]))
+        store.add({"policy": z}, z, torch.zeros(1, 1), torch.tensor([[v]]), torch.tensor([[r]]), torch.tensor([d]))
     gamma, lam, last = 0.9, 0.8, 2.0
     store.compute_returns(torch.tensor([[last]]), gamma, lam)
     d2 = 3.0 + gamma * last - 1.5
@@ -115,7 +115,7 @@ def test_gae_matches_a_hand_computation() -> None:
 
 
 def test_advantages_are_normalised_per_agent() -> None:
-    store = RolloutStorage(4, 8, 3, 1, 1, 1, torch.device("cpu"))
+    store = RolloutStorage(4, 8, 3, {"policy": ((1,), torch.float32)}, 1, torch.device("cpu"))
     store.advantages = torch.randn(4, 8, 3) * torch.tensor([1.0, 10.0, 100.0]) + torch.tensor([0.0, 5.0, -50.0])
     adv = store.normalized_advantages()
     torch.testing.assert_close(adv.mean((0, 1)), torch.zeros(3), atol=1e-5, rtol=0)

@@ -8,18 +8,26 @@ the order the runner calls them each iteration::
     ppo.compute_returns(obs)                                       # GAE from V(s_T)
     losses = ppo.update(progress)                                  # epochs x minibatches
 
-Shapes: E envs, A agents of a group, T rollout steps. ``obs[group]["policy"|"state"]`` is
-``[E, A, dim]``, ``reward[group]`` ``[E, A]``, ``terminated``/``truncated`` ``[E]``.
+Shapes: E envs, A agents of a group, T rollout steps. ``obs[group][entry]`` is
+``[E, A, *shape]`` (the actor reads its ``dims.actor_inputs``, the critic its ``critic_inputs``),
+``reward[group]`` ``[E, A]``, ``terminated``/``truncated`` ``[E]``.
+
+Recurrent policies (``policy.memory=gru|lstm``) keep their state per env between ``act`` calls
+(zeroed where an episode ended), store the state at the start of each rollout, and are updated on
+minibatches of whole envs: the rollout window is replayed from that state with the state zeroed at
+episode starts, and gradients flow through the window (truncated BPTT, as rsl_rl's recurrent PPO).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from policies import PolicyCfg
+from policies.encoders import pick
 from training.storage import RolloutStorage
 
 CRITIC_INPUTS = ("state", "policy")
@@ -77,19 +85,25 @@ class PPO:
         # and PPO's noisier rollouts would shift them under it (a 99% imitated serve fell to 91% in one
         # iteration); the critic's normaliser keeps learning.
         self.freeze_obs_normalizers = False
-        self.storage = {
-            name: RolloutStorage(
-                num_steps,
-                num_envs,
-                ac.dims.n_agents,
-                ac.dims.obs_dim,
-                ac.dims.critic_dim,
-                ac.dims.action_dim,
-                device,
-            )
+        self.storage = {name: self._make_storage(ac, num_envs, num_steps) for name, ac in models.items()}
+        self._pending: dict[str, tuple[Any, ...]] = {}
+        # Recurrent groups: side -> state [E, A, L, S] before the next act (zeroed where episodes ended).
+        self.memory: dict[str, dict[str, Tensor]] = {
+            name: ac.initial_memory(num_envs, ac.dims.n_agents, device=device)
             for name, ac in models.items()
+            if ac.recurrent
         }
-        self._pending: dict[str, tuple[Tensor, ...]] = {}
+
+    def _make_storage(self, ac: nn.Module, num_envs: int, num_steps: int) -> RolloutStorage:
+        entries = {}
+        for spec in (*ac.dims.actor_inputs, *ac.dims.critic_inputs):
+            entries[spec.name] = (spec.shape, getattr(torch, spec.dtype))
+        memory = {}
+        if ac.actor_memory is not None:
+            memory["actor"] = ac.actor_memory.state_shape
+        if ac.critic_memory is not None:
+            memory["critic"] = ac.critic_memory.state_shape
+        return RolloutStorage(num_steps, num_envs, ac.dims.n_agents, entries, ac.dims.action_dim, self.device, memory)
 
     @property
     def learning_rate(self) -> float:
@@ -99,18 +113,28 @@ class PPO:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
 
-    def _critic_input(self, obs_group: dict[str, Tensor]) -> Tensor:
-        return obs_group[self.cfg.critic_input]
-
     # ----------------------------------------------------------------- rollout verbs
     def act(self, obs: dict[str, dict[str, Tensor]]) -> dict[str, Tensor]:
         """Sample actions for every group; returns ``{group: [E, A, act_dim]}`` clamped to [-1, 1]."""
         actions = {}
         for name, ac in self.models.items():
-            policy_obs, critic_obs = obs[name]["policy"], self._critic_input(obs[name])
-            action, log_prob = ac.act(policy_obs, generator=self.generator)
-            value = ac.value(critic_obs)
-            self._pending[name] = (policy_obs, critic_obs, action, log_prob, value)
+            group_obs = obs[name]
+            store = self.storage[name]
+            if ac.recurrent:
+                memory = self.memory[name]
+                if store.step == 0:
+                    store.set_initial_memory(memory)
+                action, log_prob, actor_mem = ac.act(group_obs, generator=self.generator, memory=memory["actor"])
+                new_memory = {"actor": actor_mem}
+                if ac.critic_memory is not None:
+                    value, new_memory["critic"] = ac.value_step(group_obs, memory["critic"])
+                else:
+                    value = ac.value(group_obs)
+            else:
+                action, log_prob = ac.act(group_obs, generator=self.generator)
+                value, new_memory = ac.value(group_obs), None
+            stored = {k: group_obs[k] for k in store.obs}
+            self._pending[name] = (stored, action, log_prob, value, new_memory)
             actions[name] = action.clamp(-1.0, 1.0)
         return actions
 
@@ -119,26 +143,33 @@ class PPO:
 
         Truncated envs (time limit, not a terminal state) get ``r += gamma * V(final_obs)``: the
         critic's estimate of the return they would have collected, so GAE can cut the episode there
-        like a termination. Terminated envs get no bootstrap.
+        like a termination. Terminated envs get no bootstrap. Recurrent states of finished envs
+        restart from zeros.
         """
         done = terminated | truncated
         trunc_ids = truncated.nonzero().squeeze(-1)
         for name, ac in self.models.items():
-            policy_obs, critic_obs, action, log_prob, value = self._pending.pop(name)
+            stored, action, log_prob, value, new_memory = self._pending.pop(name)
             reward = rewards[name]
             if trunc_ids.numel() > 0:
-                final = self._critic_input(info["final_obs"][name])[trunc_ids]
-                reward = reward.index_add(0, trunc_ids, self.cfg.gamma * ac.value(final))
-            self.storage[name].add(policy_obs, critic_obs, action, log_prob, value, reward, done)
+                final = {k: v[trunc_ids] for k, v in info["final_obs"][name].items()}
+                critic_mem = new_memory.get("critic") if new_memory else None
+                final_value = ac.value(final, None if critic_mem is None else critic_mem[trunc_ids])
+                reward = reward.index_add(0, trunc_ids, self.cfg.gamma * final_value)
+            self.storage[name].add(stored, action, log_prob, value, reward, done)
+            if new_memory is not None:
+                keep = (~done).float().view(-1, 1, 1, 1)
+                self.memory[name] = {side: m * keep for side, m in new_memory.items()}
 
     def compute_returns(self, last_obs: dict[str, dict[str, Tensor]]) -> None:
         """GAE for every group from ``V(last_obs)``; checks the rollout for NaN/inf."""
         for name, ac in self.models.items():
             store = self.storage[name]
-            for buf in ("obs", "critic_obs", "rewards", "values"):
-                if not bool(torch.isfinite(getattr(store, buf)).all()):
-                    raise FloatingPointError(f"non-finite {buf} in the rollout of group {name!r}")
-            store.compute_returns(ac.value(self._critic_input(last_obs[name])), self.cfg.gamma, self.cfg.lam)
+            bad = store.check_finite()
+            if bad is not None:
+                raise FloatingPointError(f"non-finite {bad} in the rollout of group {name!r}")
+            critic_mem = self.memory.get(name, {}).get("critic")
+            store.compute_returns(ac.value(last_obs[name], critic_mem), self.cfg.gamma, self.cfg.lam)
 
     def discard_rollout(self) -> None:
         """Empty the storage without updating (the next :meth:`act` starts a new rollout)."""
@@ -168,9 +199,12 @@ class PPO:
         sums: dict[str, float] = {}
         n_updates = 0
         params = [p for p in self.models.parameters() if p.requires_grad]
+        recurrent = any(ac.recurrent for ac in self.models.values())
         for _ in range(cfg.epochs):
             first = next(iter(self.storage.values()))
-            for idx in first.minibatch_indices(cfg.minibatches, self.generator):
+            # Recurrent policies replay whole envs (sequences); feed-forward ones take (step, env) items.
+            split = first.env_minibatch_indices if recurrent else first.minibatch_indices
+            for idx in split(cfg.minibatches, self.generator):
                 loss, stats = self._minibatch_loss(idx, advantages, value_only)
                 if not bool(torch.isfinite(loss)):
                     raise FloatingPointError(f"PPO loss is not finite ({stats}); lower algo.lr or check the task")
@@ -188,10 +222,11 @@ class PPO:
             # After the update, so the policy that collected this rollout is the one whose
             # log-probs the update compared against; the next rollout uses the new statistics.
             for name, ac in self.models.items():
+                obs = self.storage[name].obs
                 if self.freeze_obs_normalizers:
-                    ac.critic_norm.update(self.storage[name].critic_obs)
+                    ac.critic_encoder.update_normalizers(pick(obs, ac.dims.critic_inputs))
                 else:
-                    ac.update_obs_normalizers(self.storage[name].obs, self.storage[name].critic_obs)
+                    ac.update_obs_normalizers(obs, obs)
         self.discard_rollout()
         out = {f"losses/{k}": v / n_updates for k, v in sums.items()}
         out["losses/explained_variance"] = sum(explained.values()) / len(explained)
@@ -210,10 +245,16 @@ class PPO:
         total = torch.zeros((), device=self.device)
         stats = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
         for name, ac in self.models.items():
-            obs, critic_obs, actions, old_log_prob, old_value, returns, adv = self.storage[name].iter_fields(
-                idx, advantages[name]
-            )
-            log_prob, entropy, value = ac.evaluate(obs, critic_obs, actions)
+            store = self.storage[name]
+            if ac.recurrent:
+                b = store.sequence_batch(idx, advantages[name])
+                log_prob, entropy, value = ac.evaluate_sequence(
+                    b["obs"], b["obs"], b["actions"], b["memory0"], b["resets"]
+                )
+            else:
+                b = store.batch(idx, advantages[name])
+                log_prob, entropy, value = ac.evaluate(b["obs"], b["obs"], b["actions"])
+            old_log_prob, old_value, returns, adv = b["log_probs"], b["values"], b["returns"], b["advantages"]
             # Policy: -min(r A, clip(r, 1 - eps, 1 + eps) A), r = pi / pi_old
             log_ratio = log_prob - old_log_prob
             ratio = log_ratio.exp()

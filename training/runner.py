@@ -31,7 +31,7 @@ import yaml
 from torch import Tensor
 
 import sim
-from policies import GroupDims, build_actor_critics
+from policies import GroupDims, InputSpec, build_actor_critics, reset_memory
 from sim.core.config import build_config, deep_merge, resolve_device
 from sim.core.registry import evaluation_overrides
 from training.checkpoint import (
@@ -46,16 +46,6 @@ from training.imitation import ImitationCfg, dagger
 from training.logger import CsvLogger, ProgressBar, WandbLogger
 from training.ppo import PPO, PPOCfg
 
-# Default metric that picks checkpoints/best.pt, per task: (episode metric name, "min" | "max").
-BEST_METRIC: dict[str, tuple[str, str]] = {
-    # Evaluation return: it weighs position and orientation tracking as training does (the final
-    # position error alone chose checkpoints that traded orientation for position).
-    "cable_load": ("return", "max"),
-    "point_reach": ("metrics/final_dist_m", "min"),
-    "drone_volleyball_strategy": ("metrics/win_a", "max"),  # against the league's first (scripted) snapshot
-    "drone_volleyball_coplay": ("metrics/skill_success", "max"),  # skills scored in matches (HCSP stage 3)
-}
-FALLBACK_BEST_METRIC = ("return", "max")
 
 
 @dataclass(frozen=True)
@@ -68,7 +58,7 @@ class TrainCfg:
     eval_every: int = 25  # iterations between deterministic evaluations (0 = never)
     eval_envs: int = 64  # envs of the evaluation env (one episode length each)
     checkpoint_every: int = 25  # iterations between checkpoints/latest.pt
-    best_metric: str = ""  # episode metric choosing best.pt; "" = the task's default (BEST_METRIC)
+    best_metric: str = ""  # episode metric choosing best.pt; "" = the task's default (its env class's best_metric)
     # Start the envs at random points of their first episode (MultiAgentEnv.randomize_episode_progress):
     # with synchronised envs each rollout holds one phase of the episode and PPO forgets the others.
     random_episode_start: bool = True
@@ -117,6 +107,14 @@ def new_run_dir(runs_dir: str | Path, task: str) -> Path:
         path = base.with_name(f"{base.name}_{n}")
     path.mkdir(parents=True)
     return path
+
+
+def input_specs(entries: Mapping[str, Any]) -> tuple[InputSpec, ...]:
+    """A group's ``ObsEntry`` records (name -> entry) as the policies' :class:`InputSpec` tuple."""
+    return tuple(
+        InputSpec(name, e.shape, str(e.dtype).removeprefix("torch."), e.kind, e.graph, e.role)
+        for name, e in entries.items()
+    )
 
 
 class EpisodeStats:
@@ -169,7 +167,7 @@ class Runner:
         self.alg = PPO(self.models, self.ppo_cfg, num_envs, tc.rollout_steps, self.device, self.generator)
         self.steps_per_iter = num_envs * tc.rollout_steps
         self.num_iterations = max(1, math.ceil(tc.total_steps / self.steps_per_iter))
-        default_metric = BEST_METRIC.get(self.task, FALLBACK_BEST_METRIC)
+        default_metric = type(self.env).best_metric  # the task's (episode metric, min | max)
         self.best_metric = tc.best_metric or default_metric[0]
         if tc.best_metric and not tc.best_mode and tc.best_metric != default_metric[0]:
             raise ValueError(f"train.best_metric={tc.best_metric!r} needs train.best_mode=min or max")
@@ -209,15 +207,12 @@ class Runner:
         dims = {}
         for name in self.trained_groups():
             g = self.env.spec.groups[name]
-            entries = {key: g.observations[key] for key in ("policy", self.ppo_cfg.critic_input)}
-            for key, entry in entries.items():
-                if len(entry.shape) != 1 or entry.dtype != torch.float32:
-                    raise ValueError(
-                        f"group {name!r} observation {key!r} is {entry.shape} {entry.dtype}; "
-                        "MLP policies need float32 vectors"
-                    )
-            critic = entries[self.ppo_cfg.critic_input].shape[0]
-            dims[name] = GroupDims(g.n_agents, entries["policy"].shape[0], critic, g.action_dim, g.action_nvec)
+            actor = input_specs(g.inputs("actor"))
+            # IPPO (critic_input=policy): the critic reads what the actor reads.
+            critic = input_specs(g.inputs("critic")) if self.ppo_cfg.critic_input == "state" else actor
+            dims[name] = GroupDims(
+                g.n_agents, action_dim=g.action_dim, action_nvec=g.action_nvec, actor_inputs=actor, critic_inputs=critic
+            )
         return dims
 
     @staticmethod
@@ -428,9 +423,10 @@ class Runner:
         for t in range(env.max_episode_steps):
             if renderer is not None and t % every == 0:
                 frames.append(renderer.render([0])[0])
-            actions = {name: actor(obs[name]["policy"]) for name, actor in actors.items()}
+            actions = {name: actor(obs[name]) for name, actor in actors.items()}
             actions.update(others(obs))
-            obs, _, _, _, info = env.step(actions)
+            obs, _, terminated, truncated, info = env.step(actions)
+            reset_memory(actors, terminated | truncated)
             if "episode" in info:
                 episodes.add(info["episode"])
         return episodes.means(), frames
@@ -480,8 +476,8 @@ class Runner:
             "optimizer": self.alg.optimizer.state_dict(),
             "normalizers": {
                 name: {
-                    "obs": ac.obs_norm.state_dict(),
-                    "critic": ac.critic_norm.state_dict(),
+                    "obs": ac.actor_encoder.norms.state_dict(),
+                    "critic": ac.critic_encoder.norms.state_dict(),
                     "value": ac.value_norm.state_dict(),
                 }
                 for name, ac in self.models.items()

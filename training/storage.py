@@ -2,8 +2,8 @@
 
 Shapes: T = rollout steps, E = envs, A = agents in the group.
 
-    obs          [T, E, A, obs_dim]     raw policy observation fed to the actor
-    critic_obs   [T, E, A, critic_dim]  raw critic input (env ``state`` or the policy obs)
+    obs[entry]   [T, E, A, *shape]      every observation entry the actor or critic reads, in its
+                                        own dtype (uint8 images stay uint8: 4x less memory)
     actions      [T, E, A, act_dim]     Gaussian samples (before clamping to [-1, 1])
     log_probs    [T, E, A]
     values       [T, E, A]              V(s_t) in return units
@@ -11,40 +11,50 @@ Shapes: T = rollout steps, E = envs, A = agents in the group.
     dones        [T, E]                 episode ended after step t (terminated or truncated)
     returns      [T, E, A]              GAE targets: advantages + values
     advantages   [T, E, A]
+    memory0[side] [E, A, L, S]          recurrent policies: the state at the rollout's first step
 
-Everything lives on the env's device. Minibatches keep the agent axis whole (an item is one env at
-one step with all its agents), so per-agent weights and per-agent statistics stay aligned.
+Everything lives on the env's device. Feed-forward minibatches keep the agent axis whole (an item
+is one env at one step with all its agents), so per-agent weights and statistics stay aligned.
+Recurrent minibatches are whole envs (all T steps in order), replayed from ``memory0`` with the
+state zeroed where an episode started (truncated back-propagation through time over the rollout).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import Tensor
 
+EntryShapes = Mapping[str, tuple[tuple[int, ...], torch.dtype]]
+
 
 class RolloutStorage:
-    """Buffers of one agent group for one rollout; see the module docstring for shapes."""
+    """Buffers of one agent group for one rollout; see the module docstring for shapes.
 
-    FIELDS = ("obs", "critic_obs", "actions", "log_probs", "values", "rewards", "returns", "advantages")
+    Args:
+        entries: observation entry name -> (per-agent shape, dtype) to store.
+        memory_shapes: recurrent sides ("actor", "critic") -> state shape ``(L, S)``; None = none.
+    """
 
     def __init__(
         self,
         num_steps: int,
         num_envs: int,
         n_agents: int,
-        obs_dim: int,
-        critic_dim: int,
+        entries: EntryShapes,
         action_dim: int,
         device: torch.device,
+        memory_shapes: Mapping[str, tuple[int, ...]] | None = None,
     ) -> None:
         T, E, A = num_steps, num_envs, n_agents
         self.num_steps, self.num_envs, self.n_agents = T, E, A
         self.device = device
         z = lambda *shape: torch.zeros(*shape, device=device)  # noqa: E731
-        self.obs = z(T, E, A, obs_dim)
-        self.critic_obs = z(T, E, A, critic_dim)
+        self.obs = {
+            name: torch.zeros(T, E, A, *shape, dtype=dtype, device=device) for name, (shape, dtype) in entries.items()
+        }
         self.actions = z(T, E, A, action_dim)
         self.log_probs = z(T, E, A)
         self.values = z(T, E, A)
@@ -52,24 +62,25 @@ class RolloutStorage:
         self.dones = torch.zeros(T, E, dtype=torch.bool, device=device)
         self.returns = z(T, E, A)
         self.advantages = z(T, E, A)
+        self.memory0 = {side: z(E, A, *shape) for side, shape in (memory_shapes or {}).items()}
         self.step = 0
 
     def add(
         self,
-        obs: Tensor,
-        critic_obs: Tensor,
+        obs: Mapping[str, Tensor],
         actions: Tensor,
         log_probs: Tensor,
         values: Tensor,
         rewards: Tensor,
         dones: Tensor,
     ) -> None:
-        """Store one transition: ``obs [E, A, obs_dim]`` ... ``rewards [E, A]``, ``dones [E]``."""
+        """Store one transition: ``obs[entry] [E, A, *shape]``, ``actions [E, A, d]``, ``log_probs``,
+        ``values``, ``rewards`` ``[E, A]``, ``dones [E]``."""
         if self.step >= self.num_steps:
             raise RuntimeError(f"rollout storage is full ({self.num_steps} steps); call clear() after an update")
         t = self.step
-        self.obs[t].copy_(obs)
-        self.critic_obs[t].copy_(critic_obs)
+        for name, buf in self.obs.items():
+            buf[t].copy_(obs[name])
         self.actions[t].copy_(actions)
         self.log_probs[t].copy_(log_probs)
         self.values[t].copy_(values)
@@ -77,8 +88,21 @@ class RolloutStorage:
         self.dones[t].copy_(dones)
         self.step += 1
 
+    def set_initial_memory(self, memory: Mapping[str, Tensor]) -> None:
+        """The recurrent state ``side -> [E, A, L, S]`` the rollout starts from."""
+        for side, buf in self.memory0.items():
+            buf.copy_(memory[side])
+
     def clear(self) -> None:
         self.step = 0
+
+    def check_finite(self) -> str | None:
+        """The name of the first float buffer holding NaN/inf, or None."""
+        bufs = {**{f"obs/{k}": v for k, v in self.obs.items()}, "rewards": self.rewards, "values": self.values}
+        for name, buf in bufs.items():
+            if buf.is_floating_point() and not bool(torch.isfinite(buf).all()):
+                return name
+        return None
 
     @torch.no_grad()
     def compute_returns(self, last_values: Tensor, gamma: float, lam: float) -> None:
@@ -122,14 +146,43 @@ class RolloutStorage:
         perm = torch.randperm(n, generator=generator, device=generator.device).to(self.device)
         return list(perm.chunk(num_minibatches))
 
-    def flat(self, name: str) -> Tensor:
-        """Buffer ``name`` with ``(T, E)`` merged: ``[T * E, A, ...]``."""
-        buf = getattr(self, name)
+    def env_minibatch_indices(self, num_minibatches: int, generator: torch.Generator) -> list[Tensor]:
+        """A random split of the ``E`` envs into ``num_minibatches`` sets (recurrent policies)."""
+        if num_minibatches < 1 or num_minibatches > self.num_envs:
+            raise ValueError(
+                f"num_minibatches must be in [1, {self.num_envs}] for a recurrent policy, got {num_minibatches}"
+            )
+        perm = torch.randperm(self.num_envs, generator=generator, device=generator.device).to(self.device)
+        return list(perm.chunk(num_minibatches))
+
+    def _flat(self, buf: Tensor) -> Tensor:
         return buf.reshape(self.num_steps * self.num_envs, *buf.shape[2:])
 
-    def iter_fields(self, indices: Tensor, advantages: Tensor) -> Iterator[Tensor]:
-        """Minibatch tensors ``[B, A, ...]`` in the order obs, critic_obs, actions, log_probs,
-        values, returns, advantages (``advantages: [T, E, A]`` as prepared by the caller)."""
-        for name in ("obs", "critic_obs", "actions", "log_probs", "values", "returns"):
-            yield self.flat(name)[indices]
-        yield advantages.reshape(self.num_steps * self.num_envs, -1)[indices]
+    def batch(self, indices: Tensor, advantages: Tensor) -> dict[str, Any]:
+        """Feed-forward minibatch of flat (step, env) ``indices``: ``obs`` entry -> ``[B, A, ...]``,
+        ``actions``, ``log_probs``, ``values``, ``returns``, ``advantages`` ``[B, A, ...]``."""
+        out: dict[str, Any] = {"obs": {k: self._flat(v)[indices] for k, v in self.obs.items()}}
+        for name in ("actions", "log_probs", "values", "returns"):
+            out[name] = self._flat(getattr(self, name))[indices]
+        out["advantages"] = self._flat(advantages)[indices]
+        return out
+
+    def sequence_batch(self, env_ids: Tensor, advantages: Tensor) -> dict[str, Any]:
+        """Recurrent minibatch of whole envs ``env_ids [B]``: the same fields as :meth:`batch` as
+        ``[T, B, A, ...]``, plus ``memory0`` (side -> ``[B, A, L, S]``) and ``resets [T, B]``
+        (an episode started at step t: the state is zeroed before it)."""
+        out: dict[str, Any] = {"obs": {k: v[:, env_ids] for k, v in self.obs.items()}}
+        for name in ("actions", "log_probs", "values", "returns"):
+            out[name] = getattr(self, name)[:, env_ids]
+        out["advantages"] = advantages[:, env_ids]
+        out["memory0"] = {side: buf[env_ids] for side, buf in self.memory0.items()}
+        resets = torch.zeros_like(self.dones[:, env_ids])
+        resets[1:] = self.dones[:-1, env_ids]
+        out["resets"] = resets
+        return out
+
+    def nbytes(self) -> int:
+        """Bytes held by the buffers."""
+        bufs = [*self.obs.values(), *self.memory0.values()]
+        bufs += [self.actions, self.log_probs, self.values, self.rewards, self.dones, self.returns, self.advantages]
+        return sum(b.numel() * b.element_size() for b in bufs)

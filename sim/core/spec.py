@@ -152,8 +152,12 @@ class GroupSpec:
                 raise ValueError(f"GroupSpec.{which} names {missing}, not among the entries {sorted(self.observations)}")
 
     def action_prior_matrix(self) -> torch.Tensor:
-        """``action_prior`` as a dense ``[policy_obs_dim, action_dim]`` matrix (zeros when none)."""
-        (obs_dim,) = self.observations["policy"].shape
+        """``action_prior`` as a dense ``[obs_dim, action_dim]`` matrix over the first actor entry
+        (zeros when none; ``[0, action_dim]`` when that entry is not a vector)."""
+        first = self.observations[self.actor_obs[0]]
+        obs_dim = first.shape[0] if first.kind == "vector" else 0
+        if self.action_prior and not obs_dim:
+            raise ValueError(f"an action prior needs a vector as the first actor entry, got {first.kind}")
         prior = torch.zeros(obs_dim, self.action_dim)
         for obs_index, action_index, gain in self.action_prior:
             prior[obs_index, action_index] += gain
