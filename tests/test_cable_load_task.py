@@ -215,7 +215,7 @@ def test_hover_at_start_costs_nothing():
 
 
 def test_termination_penalty_on_terminal_step():
-    env = make(2, **EVAL)
+    env = make(2, start_height=1.0, **EVAL)  # load at 1 m: the MAV put at 2 cm stays low for the step
     env.reset(0)
     env.drones.pos[1, 0, 2] = 0.02
     _, _, terminated, _, info = env.step(env.zero_actions())
@@ -334,7 +334,7 @@ def test_goal_slot_turns_the_formation_with_the_goal_yaw_up_to_the_lead(lead_deg
 
 @pytest.mark.parametrize("kp,kd", [(0.0, 0.0), (2.0, 1.5)])
 def test_action_prior_is_a_pd_to_the_goal_slot(kp, kd):
-    env = make(4, action_prior_kp=kp, action_prior_kd=kd, **EVAL)
+    env = make(4, action_prior_kp=kp, action_prior_kd=kd, action_prior_ki=0.0, **EVAL)
     env.reset(0)
     env.drones.vel[:] = torch.randn(4, 3, 3, generator=torch.Generator().manual_seed(0))
     env._update_observation_buffers()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sim.core.config import at_least, bounded, fraction, non_negative, positive
+
 
 @dataclass(frozen=True)
 class RandomizationCfg:
@@ -18,12 +20,12 @@ class RandomizationCfg:
     """
 
     enabled: bool = True
-    load_mass: tuple[float, float] = (1.2, 1.6)  # kg
-    load_inertia_scale: tuple[float, float] = (0.8, 1.2)
-    cable_length_scale: tuple[float, float] = (0.95, 1.05)
-    motor_thrust_scale: tuple[float, float] = (0.95, 1.05)  # per MAV, unknown to the controller
-    motor_tau_scale: tuple[float, float] = (0.8, 1.2)  # per MAV
-    action_delay_steps: tuple[int, int] = (0, 1)  # control steps, uniform integer, inclusive
+    load_mass: tuple[float, float] = positive((1.2, 1.6), ordered=True)  # kg
+    load_inertia_scale: tuple[float, float] = positive((0.8, 1.2), ordered=True)
+    cable_length_scale: tuple[float, float] = positive((0.95, 1.05), ordered=True)
+    motor_thrust_scale: tuple[float, float] = positive((0.95, 1.05), ordered=True)  # per MAV, unknown to the controller
+    motor_tau_scale: tuple[float, float] = positive((0.8, 1.2), ordered=True)  # per MAV
+    action_delay_steps: tuple[int, int] = non_negative((0, 1), ordered=True)  # control steps, uniform int, inclusive
 
 
 @dataclass(frozen=True)
@@ -31,10 +33,10 @@ class ObsNoiseCfg:
     """Zero-mean Gaussian noise on the policy observation (std per quantity)."""
 
     enabled: bool = True
-    position: float = 0.005  # m
-    rotation: float = 0.01  # on 6D rotation entries
-    velocity: float = 0.02  # m/s
-    angular_velocity: float = 0.02  # rad/s
+    position: float = non_negative(0.005)  # m
+    rotation: float = non_negative(0.01)  # on 6D rotation entries
+    velocity: float = non_negative(0.02)  # m/s
+    angular_velocity: float = non_negative(0.02)  # rad/s
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,8 @@ class FaultCfg:
     """One MAV stops producing thrust at a random time (rotors commanded to zero)."""
 
     enabled: bool = False
-    probability: float = 1.0  # per episode
-    time_range: tuple[float, float] = (2.0, 15.0)  # s
+    probability: float = fraction(1.0)  # per episode
+    time_range: tuple[float, float] = non_negative((2.0, 15.0), ordered=True)  # s
 
 
 @dataclass(frozen=True)
@@ -56,70 +58,77 @@ class RewardCfg:
     body_rate: float = -0.05  # |omega|^2 (rad/s)^2
     cable_force: float = -0.5  # ((T - T_hover) / T_hover)^2
     # |R_load^T (p_i - p_load) - d_i|^2 (m^2), d_i the MAV's hover offset in the load frame. Not in the
-    # paper: it keeps the team spread while the policy learns, since INDI holds acceleration, not position,
-    # and the cables pull the MAVs inward (drone_proximity ended most episodes without it).
-    formation: float = -1.0
+    # paper: it kept the team spread while plain policies learned (INDI holds acceleration, not position,
+    # and the cables pull the MAVs inward). Off: the action prior keeps the team spread, and a level-load
+    # formation fights tilted goals (-1.0 for a policy without the prior).
+    formation: float = 0.0
     termination: float = -10.0  # once, on a terminal step
-    position_sigma: float = 0.5  # m
-    orientation_sigma: float = 0.5  # rad
+    # Sharp: the action prior brings the load near the goal, the policy refines (the shipped policy's).
+    position_sigma: float = positive(0.25)  # m
+    orientation_sigma: float = positive(0.3)  # rad
 
 
 @dataclass(frozen=True)
 class TerminationCfg:
     """Thresholds of the terminal conditions."""
 
-    drone_min_height: float = 0.1  # m, centre above ground
-    drone_max_tilt_deg: float = 80.0
-    load_min_clearance: float = 0.02  # m, load bottom above ground
-    drone_min_distance: float = 0.45  # m, between MAV centres
-    cable_min_distance: float = 0.15  # m, MAV centre to another MAV's cable
-    bounds_xy: float = 3.0  # m, |xy| of MAVs and load from the env origin
-    bounds_z: float = 5.0  # m
+    drone_min_height: float = non_negative(0.1)  # m, centre above ground
+    drone_max_tilt_deg: float = positive(80.0)
+    load_min_clearance: float = non_negative(0.02)  # m, load bottom above ground
+    drone_min_distance: float = non_negative(0.45)  # m, between MAV centres
+    cable_min_distance: float = non_negative(0.15)  # m, MAV centre to another MAV's cable
+    bounds_xy: float = positive(3.0)  # m, |xy| of MAVs and load from the env origin
+    bounds_z: float = positive(5.0)  # m
 
 
 @dataclass(frozen=True)
 class CableLoadCfg:
-    """Task settings; override any field through ``sim.make(..., **overrides)`` or hydra."""
+    """Task settings; override any field through ``sim.make(..., **overrides)`` or hydra
+    (``python train.py task=cable_load task.<field>=...``). These defaults are what both give: the
+    settings the shipped policy (assets/policies/cable_load) was trained with."""
 
     num_mavs: int = 3
     multirotor: str = "falcon"  # assets/multirotors/<name>.yaml
     # Load: a box hung from attachment points on a circle on its top face.
-    load_mass: float = 1.4  # kg (nominal; randomised by randomization.load_mass)
-    load_size: tuple[float, float, float] = (0.3, 0.3, 0.1)  # m
-    load_attach_radius: float = 0.15  # m
+    load_mass: float = positive(1.4)  # kg (nominal; randomised by randomization.load_mass)
+    load_size: tuple[float, float, float] = positive((0.3, 0.3, 0.1))  # m
+    load_attach_radius: float = positive(0.15)  # m
     # Cables: tension-only spring-dampers.
-    cable_length: float = 1.0  # m (nominal)
-    cable_stiffness: float = 3000.0  # N/m
-    cable_damping: float = 8.0  # N s/m
-    cable_angle_deg: float = 30.0  # angle of each cable from vertical at the start hover
+    cable_length: float = positive(1.0)  # m (nominal)
+    cable_stiffness: float = positive(3000.0)  # N/m
+    cable_damping: float = non_negative(8.0)  # N s/m
+    cable_angle_deg: float = bounded(30.0, ge=0.0, le=80.0)  # angle of each cable from vertical at the start hover
     # Timing: policy 100 Hz, controller 300 Hz, physics at controller rate x substeps.
-    control_dt: float = 0.01
-    decimation: int = 3
-    physics_substeps: int = 1  # 300 Hz physics, the paper's sim.dt; stable for these cables
-    episode_length_s: float = 20.0
+    control_dt: float = positive(0.01)
+    decimation: int = at_least(1, 3)  # INDI controller 300 Hz
+    physics_substeps: int = at_least(1, 1)  # 300 Hz physics, the paper's sim.dt; stable for these cables
+    episode_length_s: float = positive(20.0)
     # Start and goals (goal offsets relative to the start pose of the load).
-    start_height: float = 1.0  # m, load centre
-    start_xy_range: float = 0.0  # m, uniform +- around the origin
-    goal_xy_range: float = 1.0  # m
-    goal_z_range: tuple[float, float] = (0.5, 1.5)  # m above the start
-    goal_tilt_deg: float = 30.0  # roll and pitch uniform in +-
-    goal_yaw_deg: float = 180.0
+    start_height: float = positive(1.5)  # m, load centre: room for early policies that sink
+    start_xy_range: float = non_negative(0.0)  # m, uniform +- around the origin
+    goal_xy_range: float = non_negative(1.0)  # m
+    goal_z_range: tuple[float, float] = bounded((0.5, 1.5), ordered=True)  # m above the start
+    goal_tilt_deg: float = non_negative(30.0)  # roll and pitch uniform in +-
+    goal_yaw_deg: float = non_negative(180.0)
     # Policy interface.
-    history_len: int = 3
-    action_acc_scale: float = 4.0  # m/s^2 at |action| = 1
-    action_rate_scale: float = 2.0  # rad/s at |action| = 1
-    # Linear action prior suggested to policies (GroupSpec.action_prior): acc += kp * own_slot_rel -
-    # kd * own_vel, read from the newest observation frame; the policy learns the residual. 0 = the
-    # paper's plain ACCBR policy. A PD to the slot alone flies translation and yaw goals but leaves
-    # tilted goals ~20 deg off; it lets a 2-core CPU train in minutes what the paper trained on 1.5B samples.
-    slot_yaw_lead_deg: float = 30.0  # own_slot_rel: the goal heading at most this far ahead of the load's
-    action_prior_kp: float = 0.0  # (m/s^2) / m
-    action_prior_kd: float = 0.0  # (m/s^2) / (m/s)
-    action_prior_ki: float = 0.0  # (m/s^2) / (m s), on own_attach_err_int
+    history_len: int = at_least(1, 3)
+    action_acc_scale: float = positive(4.0)  # m/s^2 at |action| = 1
+    action_rate_scale: float = positive(2.0)  # rad/s at |action| = 1
+    # Residual learning on a linear PID action prior suggested to policies (GroupSpec.action_prior):
+    # acc += kp * own_slot_rel - kd * own_vel + ki * own_attach_err_int, read from the newest
+    # observation frame; the policy learns the residual. All 0 = the paper's plain ACCBR policy. A PD
+    # to the slot alone flies translation and yaw goals but leaves tilted goals ~20 deg off; the
+    # integral of the attachment point's error closes that. It lets a 2-core CPU train in minutes
+    # what the paper trained on 1.5B samples.
+    slot_yaw_lead_deg: float = non_negative(30.0)  # own_slot_rel: the goal heading at most this far ahead of the load's
+    action_prior_kp: float = non_negative(2.0)  # (m/s^2) / m
+    action_prior_kd: float = non_negative(2.0)  # (m/s^2) / (m/s)
+    action_prior_ki: float = non_negative(2.0)  # (m/s^2) / (m s), on own_attach_err_int
     # own_attach_err_int: leaky integral of the own attachment point's error to the goal pose.
-    integral_tau_s: float = 10.0  # leak time constant (s); 0 = no leak
-    integral_err_clip: float = 0.2  # m, per-axis clip of the integrated error (far from the goal: no windup)
-    integral_limit: float = 1.0  # m s, per-axis clamp of the integral
+    # No leak by default: the clamps (integral_err_clip, integral_limit) are the anti-windup.
+    integral_tau_s: float = non_negative(0.0)  # leak time constant (s); 0 = no leak
+    integral_err_clip: float = positive(0.2)  # m, per-axis clip of the integrated error (far from the goal: no windup)
+    integral_limit: float = positive(1.0)  # m s, per-axis clamp of the integral
     rewards: RewardCfg = field(default_factory=RewardCfg)
     terminations: TerminationCfg = field(default_factory=TerminationCfg)
     randomization: RandomizationCfg = field(default_factory=RandomizationCfg)
@@ -129,10 +138,6 @@ class CableLoadCfg:
     def __post_init__(self) -> None:
         if not 2 <= self.num_mavs <= 6:
             raise ValueError(f"num_mavs must be in [2, 6], got {self.num_mavs}")
-        if self.decimation < 1 or self.physics_substeps < 1:
-            raise ValueError("decimation and physics_substeps must be >= 1")
-        if self.history_len < 1:
-            raise ValueError("history_len must be >= 1")
 
 
 def evaluation_overrides() -> dict:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sim.core.config import at_least, bounded, fraction, non_negative, positive
 from sim.physics.ball import BallParams
 from sim.tasks.drone_volleyball.court import CourtCfg
 from sim.tasks.drone_volleyball.rules import RulesCfg
 
 SKILLS = ("goto", "serve", "pass", "set", "attack")
+SKILL_IDS = {name: i for i, name in enumerate(SKILLS)}  # skill name -> the id in observations and commands
 MATCHES = {"1v1": 1, "2v2": 2, "3v3": 3}
 MODES = SKILLS + tuple(MATCHES)
 
@@ -24,7 +26,7 @@ class SkillRewardCfg:
     hit: float = 2.0  # once, on the first valid hit
     approach: float = 0.05  # exp(-|paddle - ball| / 1 m) before the hit (serve/pass/set/attack); goto: to the target
     delivery: float = 10.0  # once, at the end of the ball's flight: exp(-miss / delivery_sigma)
-    delivery_sigma: float = 1.0  # m
+    delivery_sigma: float = positive(1.0)  # m
     in_court: float = 5.0  # once: serve/attack ball landed in the opponent court
     fault: float = -5.0  # once: the rally ended with a fault of the drone's team
     crash: float = -10.0  # once: the drone crashed or left the arena
@@ -49,43 +51,38 @@ class LaunchCfg:
     # serve: the ball is dropped this far above the server's paddle (m), from serve_x. A 0.5 m drop
     # from the back line caps the ball's exit speed near 6 m/s with a TWR 2.3 drone: too slow to clear
     # the net 5 m away (7.5 m/s); a 1.5-2 m toss (~5.5 m/s at impact) makes the serve feasible.
-    serve_height: tuple[float, float] = (1.5, 2.0)
+    serve_height: tuple[float, float] = positive((1.5, 2.0), ordered=True)
     serve_x: float = -4.5  # m, the server's start (own half, 1.5 m inside the back line)
-    incoming_from_x: tuple[float, float] = (3.0, 5.0)  # pass: ball launched in team B's half...
-    incoming_to_x: tuple[float, float] = (-4.5, -2.5)  # ...to land (without a hit) here
-    incoming_apex: tuple[float, float] = (4.0, 5.5)  # m, apex of the incoming ball
-    set_from: tuple[float, float] = (-4.0, -3.0)  # set: a teammate's pass from this x...
-    attack_from: tuple[float, float] = (-2.0, -1.0)  # attack: a set rising to ~3.6 m near the net
-    lateral: float = 2.0  # |y| range of launch and landing points
+    incoming_from_x: tuple[float, float] = bounded((3.0, 5.0), ordered=True)  # pass: ball launched in team B's half...
+    incoming_to_x: tuple[float, float] = bounded((-4.5, -2.5), ordered=True)  # ...to land (without a hit) here
+    incoming_apex: tuple[float, float] = positive((4.0, 5.5), ordered=True)  # m, apex of the incoming ball
+    set_from: tuple[float, float] = bounded((-4.0, -3.0), ordered=True)  # set: a teammate's pass from this x...
+    attack_from: tuple[float, float] = bounded((-2.0, -1.0), ordered=True)  # attack: a set rising to ~3.6 m by the net
+    lateral: float = non_negative(2.0)  # |y| range of launch and landing points
     pass_target: tuple[float, float, float] = (-1.5, 0.0, 3.5)  # pass: deliver the ball here (setter)
     set_target: tuple[float, float, float] = (-1.0, 0.0, 3.6)  # set: to the attack point near the net
-    landing_x: tuple[float, float] = (2.0, 5.0)  # serve/attack landing targets in team B's half
+    landing_x: tuple[float, float] = bounded((2.0, 5.0), ordered=True)  # serve/attack landing targets in team B's half
     goto_box: tuple[float, float, float, float, float, float] = (-5.5, -0.5, -2.5, 2.5, 1.0, 4.0)  # x/y/z ranges
 
 
 @dataclass(frozen=True)
 class ObsNoiseCfg:
     enabled: bool = False
-    position: float = 0.01  # m
-    velocity: float = 0.02  # m/s
+    position: float = non_negative(0.01)  # m
+    velocity: float = non_negative(0.02)  # m/s
 
 
 @dataclass(frozen=True)
 class StrategyLevelCfg:
     """HCSP's high level (task ``drone_volleyball_strategy``): a team strategy over frozen skills."""
 
-    decision_steps: int = 10  # control steps per decision (0.2 s at 50 Hz)
+    decision_steps: int = at_least(1, 10)  # control steps per decision (0.2 s at 50 Hz)
     win_reward: float = 1.0  # +- to the team that wins / loses the rally (or game)
     # drone_volleyball_coplay (HCSP stage 3's skills phase): the share of decisions drawn uniformly
     # at random instead of by the team's strategy, so the skills meet every command (a deterministic
     # strategy alone serves to few targets, and skills trained under it fail other teams' commands).
-    random_choice_prob: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.decision_steps < 1:
-            raise ValueError("strategy.decision_steps must be >= 1")
-        if not 0.0 <= self.random_choice_prob <= 1.0:
-            raise ValueError("strategy.random_choice_prob must be in [0, 1]")
+    # training.coselfplay sets it (coselfplay.random_choice_prob); 0 here: commands come from the strategies.
+    random_choice_prob: float = fraction(0.0)
 
 
 @dataclass(frozen=True)
@@ -95,14 +92,14 @@ class VolleyballCfg:
     mode: str = "3v3"
     multirotor: str = "iris"
     # Timing: VolleyBots runs the policy at 50 Hz (sim.dt 0.02); our rate loop and physics at 200 Hz.
-    control_dt: float = 0.02
-    decimation: int = 4
-    episode_length_s: float = 10.0
+    control_dt: float = positive(0.02)
+    decimation: int = at_least(1, 4)  # rate loop and physics 200 Hz
+    episode_length_s: float = positive(10.0)
     action: str = "ctbr"  # "ctbr": collective thrust + body rates (rate PID) | "rotor": normalised rotor speeds
-    max_body_rate: float = 6.0  # rad/s at |action| = 1 (roll, pitch); yaw uses half
-    paddle_radius: float = 0.25  # m, the hitting disc on top of the drone
-    paddle_offset: float = 0.08  # m above the centre of mass, normal = body z
-    serve_height: float = 2.0  # m, drones start hovering at this height
+    max_body_rate: float = positive(6.0)  # rad/s at |action| = 1 (roll, pitch); yaw uses half
+    paddle_radius: float = positive(0.25)  # m, the hitting disc on top of the drone
+    paddle_offset: float = non_negative(0.08)  # m above the centre of mass, normal = body z
+    serve_height: float = positive(2.0)  # m, drones start hovering at this height
     court: CourtCfg = field(default_factory=CourtCfg)
     # Rally limit below the 10 s episode: a long rally ends as a TIMEOUT (no point), not a truncation.
     rules: RulesCfg = field(default_factory=lambda: RulesCfg(rally_time_limit_s=9.5))
@@ -120,8 +117,6 @@ class VolleyballCfg:
             raise ValueError(f"drone_volleyball mode must be one of {MODES}, got {self.mode!r}")
         if self.action not in ("ctbr", "rotor"):
             raise ValueError(f"action must be 'ctbr' or 'rotor', got {self.action!r}")
-        if self.decimation < 1:
-            raise ValueError("decimation must be >= 1")
 
     @property
     def is_match(self) -> bool:

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sim.core.config import non_negative, positive
+
 
 @dataclass(frozen=True)
 class RandomizationCfg:
     """Per-episode randomisation. ``enabled=False`` uses nominal values."""
 
     enabled: bool = True
-    acc_scale: tuple[float, float] = (0.8, 1.2)  # actuator strength factor, per agent
+    acc_scale: tuple[float, float] = positive((0.8, 1.2), ordered=True)  # actuator strength factor, per agent
 
 
 @dataclass(frozen=True)
@@ -19,8 +21,8 @@ class ObsNoiseCfg:
     """Zero-mean Gaussian noise on the policy observation."""
 
     enabled: bool = True
-    position: float = 0.01  # m
-    velocity: float = 0.02  # m/s
+    position: float = non_negative(0.01)  # m
+    velocity: float = non_negative(0.02)  # m/s
 
 
 @dataclass(frozen=True)
@@ -38,13 +40,13 @@ class PointReachCfg:
 
     num_agents: int = 3
     dim: int = 2  # 2D or 3D
-    control_dt: float = 0.1  # s
-    episode_length_s: float = 4.0
-    max_acc: float = 3.0  # m/s^2 at |action| = 1
-    drag: float = 1.0  # 1/s, linear velocity damping
-    start_range: float = 1.0  # m, start positions uniform in +-
-    goal_range: float = 1.0  # m, goals uniform in +-
-    bounds: float = 3.0  # m, |pos| beyond this on any axis terminates
+    control_dt: float = positive(0.1)  # s (policy 10 Hz)
+    episode_length_s: float = positive(4.0)
+    max_acc: float = positive(3.0)  # m/s^2 at |action| = 1
+    drag: float = non_negative(1.0)  # 1/s, linear velocity damping
+    start_range: float = non_negative(1.0)  # m, start positions uniform in +-
+    goal_range: float = non_negative(1.0)  # m, goals uniform in +-
+    bounds: float = positive(3.0)  # m, |pos| beyond this on any axis terminates
     rewards: RewardCfg = field(default_factory=RewardCfg)
     randomization: RandomizationCfg = field(default_factory=RandomizationCfg)
     obs_noise: ObsNoiseCfg = field(default_factory=ObsNoiseCfg)
