@@ -75,6 +75,7 @@ def group_metadata(env, group: str, task_cfg: dict, ckpt_meta: dict) -> dict[str
         "control_hz": spec.control_hz,
         "env_metadata": dict(spec.metadata),
         "deployment": env.deployment_constants(group),
+        "ros": env.deployment_profile(group),
         "run_id": ckpt_meta.get("run_id"),
         "global_step": ckpt_meta.get("global_step"),
         "covey_version": covey_version(),

@@ -1,75 +1,61 @@
-"""Generic ROS 2 policy node: an exported covey ONNX model driving one robot.
+"""Generic ROS 2 policy node: an exported covey ONNX model (covey-onnx-v2) driving one robot.
 
     python -m deploy_ros.policy_node --ros-args -r __ns:=/mav0 \\
-        -p model:=runs/cable_load.onnx -p agent_index:=0 [-p use_sim_time:=true]
+        -p model:=assets/policies/cable_load/policy.onnx -p agent_index:=0 [-p use_sim_time:=true]
 
-At ``rate_hz`` it builds the policy observation from the latest messages (own odometry, load
-odometry, goal pose) exactly as the simulator does (:class:`deploy_ros.observation.ObservationBuilder`,
-laid out per the model's ``covey`` metadata), runs onnxruntime (one thread) and publishes the
-model's ``command`` output (physical units). If anything is wrong it publishes the SAFE command
-instead and says why on ``status``; it never crashes on bad input.
+The model's metadata carries the task's deployment profile (``"ros"``, see :mod:`deploy_ros.profile`):
+which ROS messages to subscribe to, which builder turns them into each observation entry, and the
+command message with its safe value. At ``rate_hz`` the node builds every observation entry from the
+latest messages, runs onnxruntime (one thread; recurrent state carried from tick to tick) and
+publishes the model's ``command`` output (physical units). If anything is wrong it publishes the
+profile's SAFE command instead and says why on ``status``; it never crashes on bad input.
 
 Parameters:
     model (str, required): path of the exported ``.onnx`` file (``export.py``).
-    agent_index (int, required): this robot's index in its group (its row of the per-agent
-        deployment constants, e.g. its cable attachment point on the load).
-    odom_topic (str, "odom"): own ``nav_msgs/Odometry``.
-    load_topic (str, "/load/odom"): the load's ``nav_msgs/Odometry``.
-    goal_topic (str, "/load/goal"): the load goal, ``geometry_msgs/PoseStamped``.
-    command_topic (str, "command"): output, ``std_msgs/Float32MultiArray``.
-    stale_timeout_s (float, 0.1): odometry older than this (node clock, receive time) is stale; 0 disables
-        the check (not advised on a robot).
-    goal_timeout_s (float, 0.0): the same for the goal; 0 (default) = a goal never goes stale, as it is a
-        set-point that holds until replaced, not a sensor stream.
-    max_abs_obs (float, 100.0): any observation entry with a larger magnitude is out of range.
+    agent_index (int, required): this robot's index in its group (its row of per-agent weights and
+        deployment constants).
+    <input>_topic (str): for every profile input (e.g. ``odom_topic``, ``camera_topic``): its topic,
+        default the profile's.
+    <input>_timeout_s (float, -1): a message older than this (node clock, receive time) is stale;
+        -1 = ``stale_timeout_s`` for streams and 0 for set-points (profile ``"stale": false``); 0
+        disables the check.
+    command_topic (str): output topic, default the profile's.
+    stale_timeout_s (float, 0.1): the default timeout of stream inputs (0 disables it; not advised).
+    max_abs_obs (float, 100.0): any float observation entry with a larger magnitude is out of range.
     rate_hz (float, 0.0): control rate; 0 or less = the model's ``control_hz`` (the rate it was trained at).
     use_sim_time (bool): the standard ROS parameter; ages and the timer then follow ``/clock``.
-
-Message conventions (ROS REP 103/105 and the ``nav_msgs/Odometry`` definition):
-    * Odometry ``pose`` is in the common world frame (``header.frame_id``, ENU, z up) shared by the
-      robot, the load and the goal; the ``frame_id`` strings are not checked.
-    * Odometry ``twist`` (linear and angular) is in the BODY frame (``child_frame_id``). The builder
-      needs the linear velocity in the world frame (as in the sim), so it is rotated by the pose's
-      orientation; the angular velocity stays in the body frame (as in the sim).
-    * Quaternions arrive as ``(x, y, z, w)`` and are reordered to covey's ``[w, x, y, z]``; they are
-      normalised, and one whose norm is off by more than ``QUAT_NORM_TOL`` (e.g. all zeros) makes the
-      input invalid.
 
 Outputs:
     ``command_topic`` (std_msgs/Float32MultiArray): ``data`` = the command in the metadata's action
         order and units; ``layout.dim`` = one dimension of size act_dim whose ``label`` names the
-        entries, "<name>[<unit>],<name>[<unit>],...". SAFE command: all zeros, which in the
-        ``cable_load`` action semantics means zero commanded acceleration and no body-rate
-        feed-forward for the onboard (INDI) controller.
+        entries, "<name>[<unit>],<name>[<unit>],...".
     ``status`` (std_msgs/String), every tick: "ok" or "safe: <reason>".
 
 Safety: a tick publishes the SAFE command (and logs a throttled warning) when an input is missing,
-stale, non-finite or malformed, when the observation is non-finite or beyond ``max_abs_obs``, when
-the model output is non-finite or outside its bounds, or on any internal error. The previous action
-fed back to the policy is then zero, and the observation history restarts (as at a sim reset) on the
-first good tick after.
+stale, non-finite or malformed (an image of the wrong size or encoding too), when a float
+observation is non-finite or beyond ``max_abs_obs``, when the model output is non-finite or outside
+its bounds, or on any internal error. The previous action fed back to the policy is then zero, and
+on the first good tick after, the observation histories and the recurrent state restart (as at a
+sim reset).
 
-Time: the observation history and integrators (``own_attach_err_int``) step once per tick whose
-odometry header stamps (own and load; unset stamps always step) differ from the previous tick's;
-a tick with the same stamps (a simulator holding its start, a stalled estimator within the stale
-timeout) re-sends the last command. The policy was trained with one such step per control period.
+Time: histories, integrators and the recurrent state step once per tick whose ``step_inputs``
+header stamps (unset stamps always step) differ from the previous tick's; a tick with the same
+stamps (a simulator holding its start, a stalled estimator within the stale timeout) re-sends the
+last command. The policy was trained with one such step per control period.
 
 No torch: numpy, onnxruntime and rclpy only.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import rclpy
-from geometry_msgs.msg import PoseStamped
-from nav_msgs.msg import Odometry
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
@@ -77,101 +63,39 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.time import Time
 from std_msgs.msg import Float32MultiArray, MultiArrayDimension, String
 
-from deploy_ros.observation import ObservationBuilder, RobotInputs, quat_rotate
+from deploy_ros.messages import PARSERS, InvalidInput, message_class
+from deploy_ros.model import OnnxPolicy, load_policy
+from deploy_ros.profile import DeploymentProfile, EntryBuilder, make_builder
 
-ONNX_METADATA_KEY = "covey"  # = policies.export.ONNX_METADATA_KEY (not imported: policies needs torch)
-QUAT_NORM_TOL = 0.1  # |norm - 1| beyond this: a malformed quaternion, not round-off
+__all__ = ["PolicyNode", "load_policy", "main"]
+
 ACTION_TOL = 1e-4  # slack on the model's action bounds (float32 clamp)
 WARN_PERIOD_S = 1.0
 
 
-class InvalidInput(ValueError):
-    """A message that cannot be used (non-finite values, malformed quaternion)."""
-
-
-# --------------------------------------------------------------------------- model
-
-
-def load_policy(path: str | Path) -> tuple[Any, dict]:
-    """A single-thread onnxruntime session of ``path`` and its ``covey`` metadata (no ``onnx`` package needed)."""
-    import onnxruntime as ort
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"model file {path} does not exist")
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1  # one robot, batch 1: threads only add latency jitter
-    opts.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
-    props = session.get_modelmeta().custom_metadata_map
-    if ONNX_METADATA_KEY not in props:
-        raise ValueError(f"{path} has no '{ONNX_METADATA_KEY}' metadata: not a covey export")
-    return session, json.loads(props[ONNX_METADATA_KEY])
-
-
-# --------------------------------------------------------------------------- messages
-
-
-def _quat_wxyz(o: Any) -> np.ndarray:
-    """``geometry_msgs/Quaternion`` (x, y, z, w) -> normalised ``[w, x, y, z]``; InvalidInput when malformed."""
-    q = np.array([o.w, o.x, o.y, o.z], dtype=np.float64)
-    if not np.isfinite(q).all():
-        raise InvalidInput("non-finite orientation")
-    norm = float(np.linalg.norm(q))
-    if abs(norm - 1.0) > QUAT_NORM_TOL:
-        raise InvalidInput(f"orientation quaternion has norm {norm:.3g}")
-    return q / norm
-
-
-def _vec(v: Any, what: str) -> np.ndarray:
-    out = np.array([v.x, v.y, v.z], dtype=np.float64)
-    if not np.isfinite(out).all():
-        raise InvalidInput(f"non-finite {what}")
-    return out
-
-
-def odometry_state(msg: Odometry) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(pos [3] world m, quat [4] wxyz body->world, vel [3] WORLD m/s, ang_vel [3] BODY rad/s)``.
-
-    The twist is in the body frame (``child_frame_id``, the Odometry convention); the linear part
-    is rotated to the world frame, the angular part kept in the body frame (both as in the sim).
-
-    Raises:
-        InvalidInput: non-finite values or a malformed quaternion.
-    """
-    pose, twist = msg.pose.pose, msg.twist.twist
-    quat = _quat_wxyz(pose.orientation)
-    pos = _vec(pose.position, "position")
-    vel_body = _vec(twist.linear, "linear velocity")
-    ang_vel = _vec(twist.angular, "angular velocity")
-    return pos, quat, quat_rotate(quat, vel_body), ang_vel
-
-
-def pose_state(msg: PoseStamped) -> tuple[np.ndarray, np.ndarray]:
-    """``(pos [3] world m, quat [4] wxyz)`` of a ``PoseStamped``; InvalidInput when malformed."""
-    return _vec(msg.pose.position, "position"), _quat_wxyz(msg.pose.orientation)
-
-
 @dataclass
 class _Latest:
-    """The last message of one input: parsed values or why it is unusable, and when it came (node clock)."""
+    """The last message of one input: parsed value or why it is unusable, and when it came (node clock)."""
 
-    value: tuple[np.ndarray, ...] | None
+    value: Any
     error: str | None
     stamp: Time
     header: tuple[int, int] | None = None  # the message's own header stamp (sec, nanosec), if it has one
 
 
 def _stamp_dt(previous: tuple | None, current: tuple, control_dt: float) -> float | None:
-    """Seconds between two ticks' load odometry header stamps, clamped to [0, 5 control periods]
+    """Seconds between two ticks' header stamps of the first step input, clamped to [0, 5 control periods]
     (None without stamps: integrators then assume one control period, as the simulator does)."""
-    if previous is None or previous[1] is None or current[1] is None:
+    if previous is None or previous[0] is None or current[0] is None:
         return None
-    (s0, n0), (s1, n1) = previous[1], current[1]
+    (s0, n0), (s1, n1) = previous[0], current[0]
     return min(max((s1 - s0) + (n1 - n0) * 1e-9, 0.0), 5.0 * control_dt)
 
 
-# --------------------------------------------------------------------------- node
+def _qos(kind: str) -> QoSProfile:
+    # Streams: best effort, newest only (matches both reliable and best-effort publishers).
+    # Set-points: reliable, so one sent once over a lossy link is not dropped.
+    return qos_profile_sensor_data if kind == "sensor" else QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 
 
 class PolicyNode(Node):
@@ -182,82 +106,82 @@ class PolicyNode(Node):
         **kwargs: passed to ``rclpy.node.Node`` (``context``, ``namespace``, ``parameter_overrides``...).
 
     Raises:
-        ValueError, FileNotFoundError: missing/invalid parameters or model (at construction only).
+        ValueError, FileNotFoundError: missing/invalid parameters, model or profile (at construction only).
     """
 
     def __init__(self, node_name: str = "covey_policy", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         dyn = ParameterDescriptor(dynamic_typing=True)  # accept -p rate_hz:=100 (int) as well as 100.0
-        p = {
-            "model": self.declare_parameter("model", "").value,
-            "agent_index": self.declare_parameter("agent_index", -1).value,
-            "odom_topic": self.declare_parameter("odom_topic", "odom").value,
-            "load_topic": self.declare_parameter("load_topic", "/load/odom").value,
-            "goal_topic": self.declare_parameter("goal_topic", "/load/goal").value,
-            "command_topic": self.declare_parameter("command_topic", "command").value,
-            "stale_timeout_s": self.declare_parameter("stale_timeout_s", 0.1, dyn).value,
-            "goal_timeout_s": self.declare_parameter("goal_timeout_s", 0.0, dyn).value,
-            "max_abs_obs": self.declare_parameter("max_abs_obs", 100.0, dyn).value,
-            "rate_hz": self.declare_parameter("rate_hz", 0.0, dyn).value,
-        }
-        if not p["model"]:
+        model = self.declare_parameter("model", "").value
+        agent_index = self.declare_parameter("agent_index", -1).value
+        if not model:
             raise ValueError("parameter 'model' (path of the exported .onnx file) is required")
-        if not isinstance(p["agent_index"], int) or p["agent_index"] < 0:
+        if not isinstance(agent_index, int) or agent_index < 0:
             raise ValueError(
-                f"parameter 'agent_index' (this robot's index in its group) is required, got {p['agent_index']!r}"
+                f"parameter 'agent_index' (this robot's index in its group) is required, got {agent_index!r}"
             )
-        self.session, self.metadata = load_policy(p["model"])
-        self.builder = ObservationBuilder(self.metadata, p["agent_index"])
-        self.agent_index = p["agent_index"]
-        act = self.metadata["action"]
+        self.policy = OnnxPolicy(model, agent_index)
+        self.metadata = meta = self.policy.metadata
+        self.profile = profile = DeploymentProfile.from_metadata(meta)
+        n_agents = meta.get("n_agents")
+        if n_agents is not None and agent_index >= int(n_agents):
+            raise ValueError(f"agent_index {agent_index} out of range for a group of {n_agents} agents")
+        self.agent_index = agent_index
+        self.builders: dict[str, EntryBuilder] = {
+            e["name"]: make_builder(profile.observations[e["name"]], meta, e, agent_index) for e in self.policy.entries
+        }
+        # Flat index -> term name of each float vector entry, for naming the offending value.
+        self._term_names = {
+            e["name"]: [t["name"] for t in e.get("terms", []) for _ in range(int(t["size"]))] * int(e.get("history", 1))
+            for e in self.policy.entries
+        }
+        act = meta["action"]
         self.action_names: list[str] = list(act["names"])
         self.action_low, self.action_high = float(act["low"]), float(act["high"])
         self.act_dim = len(self.action_names)
-        self.stale_timeout_s = float(p["stale_timeout_s"])
-        self.goal_timeout_s = float(p["goal_timeout_s"])
-        self.max_abs_obs = float(p["max_abs_obs"])
-        rate = float(p["rate_hz"]) if float(p["rate_hz"]) > 0 else float(self.metadata["control_hz"])
+        self.safe_command = np.asarray(profile.command.safe, dtype=np.float32)
+
+        stale_default = float(self.declare_parameter("stale_timeout_s", 0.1, dyn).value)
+        self.max_abs_obs = float(self.declare_parameter("max_abs_obs", 100.0, dyn).value)
+        rate_param = float(self.declare_parameter("rate_hz", 0.0, dyn).value)
+        command_topic = self.declare_parameter("command_topic", profile.command.topic).value
+        topics, self.timeouts = {}, {}
+        for name, spec in profile.inputs.items():
+            topics[name] = self.declare_parameter(f"{name}_topic", spec.topic).value
+            timeout = float(self.declare_parameter(f"{name}_timeout_s", -1.0, dyn).value)
+            self.timeouts[name] = timeout if timeout >= 0 else (stale_default if spec.stale else 0.0)
+        rate = rate_param if rate_param > 0 else float(meta["control_hz"])
         if not math.isfinite(rate) or rate <= 0:
             raise ValueError(f"bad control rate {rate} Hz")
         self.rate_hz = rate
-        self.control_dt = 1.0 / float(self.metadata["control_hz"])  # the trained control period
-        # A per-agent model takes [B, n_agents, obs_dim] and agent a reads row a.
-        self._per_agent = len(self.session.get_inputs()[0].shape) == 3
-        self._n_agents = int(self.metadata.get("n_agents", 1))
-        self._frame_terms = [t["name"] for t in self.metadata["observation"]["terms"] for _ in range(int(t["size"]))]
+        self.control_dt = 1.0 / float(meta["control_hz"])  # the trained control period
 
         self._latest: dict[str, _Latest] = {}
         self._last_action = np.zeros(self.act_dim, dtype=np.float32)
-        self._needs_reset = True  # restart the history on the next good tick
-        self._last_state_key: tuple | None = None  # odometry header stamps of the last stepped tick
-        self._last_command = np.zeros(self.act_dim, dtype=np.float32)
+        self._needs_reset = True  # restart histories and memory on the next good tick
+        self._last_state_key: tuple | None = None  # step inputs' header stamps of the last stepped tick
+        self._last_command = self.safe_command.copy()
         self.last_status = ""
 
         # One dimension of size act_dim (a plain vector, as MultiArrayLayout means it); its label
         # names the entries: "acc_x[m/s^2],acc_y[m/s^2],...".
         label = ",".join(f"{n}[{u}]" for n, u in zip(self.action_names, act["units"], strict=True))
         self._layout_dims = [MultiArrayDimension(label=label, size=self.act_dim, stride=self.act_dim)]
-        self.command_pub = self.create_publisher(Float32MultiArray, p["command_topic"], 10)
+        self.command_pub = self.create_publisher(Float32MultiArray, command_topic, 10)
         self.status_pub = self.create_publisher(String, "status", 10)
-        # Odometry: best effort (matches both reliable and best-effort publishers; only the newest matters).
-        # Goal: reliable, so a set-point sent once over a lossy link is not dropped.
-        goal_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
-        subs = {
-            "odom": (Odometry, p["odom_topic"], odometry_state, qos_profile_sensor_data),
-            "load": (Odometry, p["load_topic"], odometry_state, qos_profile_sensor_data),
-            "goal": (PoseStamped, p["goal_topic"], pose_state, goal_qos),
-        }
         self._topics: dict[str, str] = {}  # input -> resolved topic name (for status messages)
-        for key, (msg_type, topic, parse, qos) in subs.items():
-            self._topics[key] = self.create_subscription(msg_type, topic, self._callback(key, parse), qos).topic_name
+        for name, spec in profile.inputs.items():
+            callback = self._callback(name, PARSERS[spec.msg])
+            sub = self.create_subscription(message_class(spec.msg), topics[name], callback, _qos(spec.qos))
+            self._topics[name] = sub.topic_name
         self.timer = self.create_timer(1.0 / rate, self._on_timer)
         self.get_logger().info(
-            f"policy {p['model']} ({self.metadata.get('task')}/{self.metadata.get('group')}, run "
-            f"{self.metadata.get('run_id')}), agent {self.agent_index}, {rate:g} Hz, inputs {self._topics}"
+            f"policy {model} ({meta.get('task')}/{meta.get('group')}, run {meta.get('run_id')}), agent "
+            f"{agent_index}, {rate:g} Hz, inputs {self._topics}, recurrent {bool(self.policy.memory_inputs)}"
         )
 
     # ----------------------------------------------------------------- inputs
-    def _callback(self, key: str, parse: Any) -> Any:
+    def _callback(self, key: str, parse: Callable[[Any], Any]) -> Callable[[Any], None]:
         def on_message(msg: Any) -> None:
             now = self.get_clock().now()
             header = getattr(getattr(msg, "header", None), "stamp", None)
@@ -272,8 +196,8 @@ class PolicyNode(Node):
 
         return on_message
 
-    def _gather(self, now: Time) -> tuple[RobotInputs | None, str | None]:
-        """This tick's inputs, or why there are none usable."""
+    def _gather(self, now: Time) -> tuple[dict[str, Any] | None, str | None]:
+        """This tick's parsed inputs (name -> value), or why they are not usable."""
         values = {}
         for key, topic in self._topics.items():
             latest = self._latest.get(key)
@@ -281,17 +205,14 @@ class PolicyNode(Node):
                 return None, f"no message yet on {topic}"
             if latest.error is not None:
                 return None, f"bad message on {topic}: {latest.error}"
-            timeout = self.goal_timeout_s if key == "goal" else self.stale_timeout_s
+            timeout = self.timeouts[key]
             age = (now - latest.stamp).nanoseconds * 1e-9 if now >= latest.stamp else -1.0
             if age < 0:  # the clock went backwards (e.g. a simulator restarted /clock): trust nothing
                 return None, f"{topic} received in the future (clock jumped back)"
             if timeout > 0 and age > timeout:
                 return None, f"stale {topic} ({age:.3f} s old > {timeout:g} s)"
             values[key] = latest.value
-        (own_pos, own_quat, own_vel, own_w), (ld_pos, ld_quat, ld_vel, ld_w) = values["odom"], values["load"]
-        goal_pos, goal_quat = values["goal"]
-        inputs = RobotInputs(own_pos, own_quat, own_vel, own_w, ld_pos, ld_quat, ld_vel, ld_w, goal_pos, goal_quat)
-        return inputs, None
+        return values, None
 
     # ----------------------------------------------------------------- control tick
     def _on_timer(self) -> None:
@@ -304,32 +225,37 @@ class PolicyNode(Node):
 
     def _tick(self) -> str | None:
         """One control step; publishes the policy command and returns None, or returns why not."""
-        inputs, reason = self._gather(self.get_clock().now())
-        if inputs is None:
+        values, reason = self._gather(self.get_clock().now())
+        if values is None:
             return reason
-        # The measured state has not moved on since the last tick (same odometry header stamps, e.g. a
-        # simulator holding its start state): re-send the last command without stepping the history
-        # and the integrators (own_attach_err_int), which would otherwise integrate time that did not pass.
-        state_key = tuple(self._latest[k].header for k in ("odom", "load"))
-        if not self._needs_reset and None not in state_key and state_key == self._last_state_key:
+        # The measured state has not moved on since the last tick (same header stamps, e.g. a simulator
+        # holding its start state): re-send the last command without stepping histories, integrators and
+        # the recurrent state, which would otherwise count time that did not pass.
+        state_key = tuple(self._latest[k].header for k in self.profile.step_inputs)
+        if not self._needs_reset and state_key and None not in state_key and state_key == self._last_state_key:
             self._publish(self._last_command, "ok")
             return None
-        dt = _stamp_dt(self._last_state_key, state_key, self.control_dt)
+        dt = _stamp_dt(self._last_state_key, state_key, self.control_dt) if state_key else None
         self._last_state_key = state_key
+        obs = {}
+        try:
+            for name, builder in self.builders.items():
+                sources = {s: values[s] for s in self.profile.observations[name].sources}
+                if self._needs_reset:
+                    # First good tick (or the first after a safe one): fresh histories, previous action 0.
+                    obs[name] = builder.reset(sources)
+                else:
+                    obs[name] = builder.push(sources, self._last_action, dt=dt)
+        except InvalidInput as err:
+            return f"bad input for {name!r}: {err}"
         if self._needs_reset:
-            # First good tick (or the first after a safe one): history = copies of this frame, previous action 0.
-            self._last_action = np.zeros(self.act_dim, dtype=np.float32)
-            obs = self.builder.reset(inputs)
-        else:
-            obs = self.builder.push(inputs, self._last_action, dt=dt)
+            self.policy.reset()  # recurrent state back to zeros, as at an episode start
         self._needs_reset = False
-        if not np.isfinite(obs).all():
-            return f"non-finite observation ({self._term_at(int(np.argmin(np.isfinite(obs))))})"
-        worst = int(np.argmax(np.abs(obs)))
-        if abs(float(obs[worst])) > self.max_abs_obs:
-            value = float(obs[worst])
-            return f"observation out of range ({self._term_at(worst)} = {value:.3g}, limit {self.max_abs_obs:g})"
-        action, command = self._run(obs)
+        for name, value in obs.items():
+            problem = self._check_range(name, np.asarray(value))
+            if problem:
+                return problem
+        action, command = self.policy.run(obs)
         if not (np.isfinite(action).all() and np.isfinite(command).all()):
             return "non-finite policy output"
         if action.min() < self.action_low - ACTION_TOL or action.max() > self.action_high + ACTION_TOL:
@@ -341,19 +267,23 @@ class PolicyNode(Node):
         self._last_command = command
         return None
 
-    def _term_at(self, index: int) -> str:
-        """The term name of flat observation entry ``index`` (frames repeat the same terms)."""
-        return self._frame_terms[index % len(self._frame_terms)]
+    def _check_range(self, name: str, value: np.ndarray) -> str | None:
+        """Why float entry ``name`` cannot be fed (non-finite or beyond ``max_abs_obs``), or None."""
+        if not np.issubdtype(value.dtype, np.floating):
+            return None  # images (uint8), indices and masks are in range by type
+        flat = value.reshape(-1)
+        if not np.isfinite(flat).all():
+            return f"non-finite observation ({self._term_at(name, int(np.argmin(np.isfinite(flat))))})"
+        worst = int(np.argmax(np.abs(flat)))
+        if abs(float(flat[worst])) > self.max_abs_obs:
+            value_text = f"{float(flat[worst]):.3g}"
+            return f"observation out of range ({self._term_at(name, worst)} = {value_text}, limit {self.max_abs_obs:g})"
+        return None
 
-    def _run(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(action [act_dim] normalised, command [act_dim] physical)`` of onnxruntime on ``obs [obs_dim]``."""
-        if self._per_agent:
-            # Each row meets its own agent's weights; only ours is read.
-            batch = np.repeat(obs[None, None], self._n_agents, axis=1)
-            action, command = self.session.run(["action", "command"], {"obs": batch})
-            return action[0, self.agent_index], command[0, self.agent_index]
-        action, command = self.session.run(["action", "command"], {"obs": obs[None].astype(np.float32)})
-        return action[0], command[0]
+    def _term_at(self, entry: str, index: int) -> str:
+        """The term name of flat index ``index`` of ``entry`` (the entry's name where it has no terms)."""
+        names = self._term_names.get(entry) or []
+        return names[index] if index < len(names) else f"{entry}[{index}]"
 
     # ----------------------------------------------------------------- outputs
     def _publish(self, command: np.ndarray, status: str) -> None:
@@ -368,7 +298,7 @@ class PolicyNode(Node):
         self._last_action = np.zeros(self.act_dim, dtype=np.float32)
         self._needs_reset = True
         try:
-            self._publish(np.zeros(self.act_dim, dtype=np.float32), f"safe: {reason}")
+            self._publish(self.safe_command, f"safe: {reason}")
             self.get_logger().warning(f"safe command: {reason}", throttle_duration_sec=WARN_PERIOD_S)
         except Exception as err:  # e.g. during shutdown; nothing more we can do this tick
             self.last_status = f"safe: {reason} (publish failed: {err})"

@@ -1,10 +1,16 @@
-"""deploy_ros.policy_node in-process with rclpy: commands equal onnxruntime on the builder's observation; safe
-fallback on NaN, malformed and stale inputs; recovery with a fresh history."""
+"""deploy_ros.policy_node in-process with rclpy, driven by covey-onnx-v2 models and their ROS deployment profile.
+
+cable_load: commands equal onnxruntime on the task builder's observation; safe fallback on NaN,
+malformed and stale inputs; recovery with a fresh history. An image policy fed from
+``sensor_msgs/Image`` and a recurrent policy carrying its hidden state (reset on a safe tick), both
+small torch modules exported here.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 os.environ.setdefault("ROS_DOMAIN_ID", "37")  # away from other ROS traffic on this machine
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -23,21 +30,68 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
+import onnx  # noqa: E402
 from geometry_msgs.msg import PoseStamped  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import Float32MultiArray, String  # noqa: E402
 
 import sim  # noqa: E402
-from deploy_ros.observation import ObservationBuilder, RobotInputs, quat_rotate_inv  # noqa: E402
-from deploy_ros.policy_node import PolicyNode, load_policy  # noqa: E402
+from deploy_ros.model import OnnxPolicy, load_policy  # noqa: E402
+from deploy_ros.policy_node import PolicyNode  # noqa: E402
+from deploy_ros.quaternion import quat_rotate_inv  # noqa: E402
 from policies import ActorCritic, GroupDims, PolicyCfg  # noqa: E402
-from policies.export import export_onnx  # noqa: E402
+from sim.tasks.cable_load.robot_observation import RobotInputs, observation_builder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT = 1
 _NS = itertools.count()  # a fresh topic namespace per harness
+
+
+# --------------------------------------------------------------------------- v2 models
+
+
+def write_model(
+    module: nn.Module, path: Path, examples: dict[str, torch.Tensor], outputs: list[str], meta: dict
+) -> Path:
+    """Export ``module(*examples.values())`` with ONNX inputs named as ``examples`` (batch axis dynamic)
+    and covey-onnx-v2 ``meta`` in the ``covey`` metadata, as ``policies.export`` writes it."""
+    batch = torch.export.Dim("batch")
+    with torch.no_grad():
+        torch.onnx.export(
+            module.eval(),
+            tuple(examples.values()),
+            str(path),
+            input_names=list(examples),
+            output_names=outputs,
+            dynamic_shapes=tuple({0: batch} for _ in examples),
+            opset_version=18,
+            external_data=False,
+            verbose=False,
+        )
+    model = onnx.load(str(path))
+    onnx.helper.set_model_props(model, {"covey": json.dumps({"format": "covey-onnx-v2", **meta})})
+    onnx.save(model, str(path))
+    return path
+
+
+class _ActorCommand(nn.Module):
+    """``policy -> (action, action * scale)`` of a deterministic actor."""
+
+    def __init__(self, actor: nn.Module, scale: torch.Tensor) -> None:
+        super().__init__()
+        self.actor = actor
+        self.register_buffer("scale", scale)
+
+    def forward(self, policy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        action = self.actor(policy)
+        return action, action * self.scale
+
+
+def _action_meta(names: list[str], scale: list[float]) -> dict:
+    return {"names": names, "units": ["m/s"] * len(names), "scale": scale, "low": -1.0, "high": 1.0}
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +109,11 @@ def model(tmp_path_factory) -> tuple[Path, dict, RobotInputs]:
     export_cli = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(export_cli)
     meta = export_cli.group_metadata(env, "mavs", {"name": "cable_load"}, {"run_id": "test-node"})
+    meta["inputs"] = [{"name": "policy", **meta["observation"]}]
+    meta["input_axes"] = ["batch"]
     path = tmp_path_factory.mktemp("node") / "mavs.onnx"
-    export_onnx(ac.eval(), path, meta, torch.tensor(g.action_scale), random_samples=256)
+    module = _ActorCommand(ac.eval().deterministic_actor(), torch.tensor(g.action_scale, dtype=torch.float32))
+    write_model(module, path, {"policy": torch.zeros(2, dims.obs_dim)}, ["action", "command"], meta)
     # A moving, tilted state (velocities on every axis) so the body -> world velocity rotation matters.
     e = 0
     inputs = RobotInputs(
@@ -103,36 +160,34 @@ def messages(inputs: RobotInputs) -> dict[str, object]:
     }
 
 
+CABLE_INPUTS = {"odom": (Odometry, "odom"), "load": (Odometry, "load/odom"), "goal": (PoseStamped, "load/goal")}
+
+
 # --------------------------------------------------------------------------- harness
 
 
 class Harness:
-    """A policy node and a test node (publishing inputs at 50 Hz, recording outputs) on one executor."""
+    """A policy node and a test node (publishing inputs at 50 Hz, recording outputs) on one executor.
 
-    def __init__(self, model_path: Path, ns: str, **params: object) -> None:
+    ``inputs`` maps each profile input to its message type and a topic under the harness namespace;
+    the node gets them as ``<input>_topic`` parameters.
+    """
+
+    def __init__(
+        self, model_path: Path, ns: str, inputs: dict[str, tuple[type, str]], agent: int = AGENT, **params: object
+    ) -> None:
         self.ctx = rclpy.Context()
         rclpy.init(context=self.ctx)
-        topics = {"odom": f"/{ns}/odom", "load": f"/{ns}/load/odom", "goal": f"/{ns}/load/goal"}
-        overrides = {
-            "model": str(model_path),
-            "agent_index": AGENT,
-            "odom_topic": topics["odom"],
-            "load_topic": topics["load"],
-            "goal_topic": topics["goal"],
-            "command_topic": "command",
-            **params,
-        }
+        topics = {k: f"/{ns}/{t}" for k, (_, t) in inputs.items()}
+        overrides = {"model": str(model_path), "agent_index": agent, "command_topic": "command", **params}
+        overrides.update({f"{k}_topic": t for k, t in topics.items()})
         self.node = PolicyNode(
             context=self.ctx,
             namespace=f"/{ns}",
             parameter_overrides=[Parameter(k, value=v) for k, v in overrides.items()],
         )
         self.test = rclpy.create_node(f"tester_{ns}", context=self.ctx)
-        self.pubs = {
-            "odom": self.test.create_publisher(Odometry, topics["odom"], 10),
-            "load": self.test.create_publisher(Odometry, topics["load"], 10),
-            "goal": self.test.create_publisher(PoseStamped, topics["goal"], 10),
-        }
+        self.pubs = {k: self.test.create_publisher(cls, topics[k], 10) for k, (cls, _) in inputs.items()}
         self.outgoing: dict[str, object] = {}  # what the test node publishes on each tick
         self.commands: list[np.ndarray] = []
         self.statuses: list[str] = []
@@ -171,11 +226,11 @@ class Harness:
 
 
 @pytest.fixture
-def harness(model):
+def make_harness():
     made: list[Harness] = []
 
-    def make(**params: object) -> Harness:
-        h = Harness(model[0], f"covey_test_{os.getpid()}_{next(_NS)}", **params)
+    def make(path: Path, inputs: dict[str, tuple[type, str]], **params: object) -> Harness:
+        h = Harness(path, f"covey_test_{os.getpid()}_{next(_NS)}", inputs, **params)
         made.append(h)
         return h
 
@@ -184,14 +239,20 @@ def harness(model):
         h.close()
 
 
+@pytest.fixture
+def harness(make_harness, model):
+    """A cable_load harness maker."""
+    return lambda **params: make_harness(model[0], CABLE_INPUTS, **params)
+
+
 def expected_commands(path: Path, meta: dict, inputs: RobotInputs, n: int) -> list[np.ndarray]:
     """onnxruntime on the builder's observations for ``n`` ticks of constant inputs, starting at a reset."""
     session, _ = load_policy(path)
-    builder = ObservationBuilder(meta, AGENT)
+    builder = observation_builder(meta, AGENT)
     obs = builder.reset(inputs)
     out = []
     for _ in range(n):
-        action, command = session.run(["action", "command"], {"obs": obs[None]})
+        action, command = session.run(["action", "command"], {"policy": obs[None]})
         out.append(command[0])
         obs = builder.push(inputs, action[0])
     return out
@@ -201,7 +262,7 @@ def ok_count(h: Harness) -> int:
     return sum(s == "ok" for s in h.statuses)
 
 
-# --------------------------------------------------------------------------- tests
+# --------------------------------------------------------------------------- cable_load
 
 
 def test_commands_equal_onnxruntime_on_the_builder_observation(harness, model) -> None:
@@ -304,13 +365,15 @@ def test_main_exits_with_an_error_on_missing_parameters(model) -> None:
     assert main(["policy_node", "--ros-args", "-p", f"model:={model[0]}", "-p", "agent_index:=9"]) == 1
 
 
-def test_deploy_ros_runs_without_torch() -> None:
+def test_deploy_ros_and_the_robot_side_builders_run_without_torch() -> None:
+    """With torch made unimportable, the node and cable_load's robot-side builder still import."""
     code = (
-        "import sys, deploy_ros.observation, deploy_ros.policy_node; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"
+        "import sys; sys.modules['torch'] = None; "
+        "import deploy_ros.observation, deploy_ros.policy_node, sim.tasks.cable_load.robot_observation; "
+        "print(sorted(m for m, v in sys.modules.items() if m.split('.')[0] == 'torch' and v is not None))"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
-    assert out.stdout.strip() == "[]", out.stdout
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr[-2000:]
 
 
 def test_required_parameters_and_the_model_are_checked(tmp_path: Path, model) -> None:
@@ -336,3 +399,189 @@ def test_required_parameters_and_the_model_are_checked(tmp_path: Path, model) ->
             )
     finally:
         rclpy.shutdown(context=ctx)
+
+
+def test_models_without_a_profile_or_in_format_v1_are_refused_in_one_line(tmp_path: Path, model) -> None:
+    _, meta, _ = model
+    module = _ActorCommand(nn.Sequential(nn.Linear(4, 2), nn.Tanh()), torch.ones(2))
+    v1 = {**meta, "format": "covey-onnx-v1", "inputs": [], "ros": {}, "action": _action_meta(["a", "b"], [1.0, 1.0])}
+    path = write_model(module, tmp_path / "v1.onnx", {"obs": torch.zeros(2, 4)}, ["action", "command"], v1)
+    with pytest.raises(ValueError, match="re-export"):
+        OnnxPolicy(path, 0)
+    no_ros = {**v1, "inputs": [{"name": "obs", "shape": [4], "dtype": "float32", "kind": "vector", "history": 1}]}
+    path = write_model(module, tmp_path / "no_ros.onnx", {"obs": torch.zeros(2, 4)}, ["action", "command"], no_ros)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        params = [Parameter("model", value=str(path)), Parameter("agent_index", value=0)]
+        with pytest.raises(ValueError, match="no ROS deployment profile") as err:
+            PolicyNode(context=ctx, parameter_overrides=params)
+        assert "\n" not in str(err.value)
+    finally:
+        rclpy.shutdown(context=ctx)
+
+
+# --------------------------------------------------------------------------- an image policy
+
+
+class _PixelPolicy(nn.Module):
+    """uint8 ``image [B, H, W, 3]`` + float ``proprio [B, 2]`` -> a 2-D action (normalised in the graph)."""
+
+    def __init__(self, h: int, w: int) -> None:
+        super().__init__()
+        torch.manual_seed(1)
+        self.net = nn.Sequential(nn.Linear(h * w * 3 + 2, 16), nn.Tanh(), nn.Linear(16, 2))
+        self.register_buffer("scale", torch.tensor([0.5, 2.0]))
+
+    def forward(self, image: torch.Tensor, proprio: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.cat((image.float().flatten(1) / 255.0 - 0.5, proprio), dim=-1)
+        action = torch.tanh(3.0 * self.net(x))
+        return action, action * self.scale
+
+
+H, W = 12, 16
+
+
+def _image_msg(pixels_rgb: np.ndarray, encoding: str) -> Image:
+    """An Image of ``pixels_rgb [h, w, 3]`` in ``encoding`` (rgb8 or bgr8), rows padded to show ``step`` is honoured."""
+    data = pixels_rgb[..., ::-1] if encoding == "bgr8" else pixels_rgb
+    h, w, c = data.shape
+    padded = np.zeros((h, w * c + 4), dtype=np.uint8)
+    padded[:, : w * c] = data.reshape(h, w * c)
+    msg = Image(height=h, width=w, encoding=encoding, step=w * c + 4)
+    msg.data = padded.tobytes()
+    return msg
+
+
+@pytest.fixture(scope="module")
+def pixel_model(tmp_path_factory) -> Path:
+    meta = {
+        "task": "test_pixels",
+        "group": "ego",
+        "n_agents": 1,
+        "inputs": [
+            {"name": "image", "shape": [H, W, 3], "dtype": "uint8", "kind": "image", "history": 1},
+            {"name": "proprio", "shape": [2], "dtype": "float32", "kind": "vector", "history": 1, "terms": []},
+        ],
+        "input_axes": ["batch"],
+        "action": _action_meta(["vx", "vy"], [0.5, 2.0]),
+        "control_hz": 50.0,
+        "ros": {
+            "inputs": {
+                "camera": {"msg": "sensor_msgs/Image", "topic": "camera/image", "qos": "sensor", "stale": True},
+                "proprio": {"msg": "std_msgs/Float32MultiArray", "topic": "proprio", "qos": "sensor", "stale": True},
+            },
+            "observations": {
+                "image": {"builder": "image", "from": ["camera"]},
+                "proprio": {"builder": "vector", "from": ["proprio"]},
+            },
+            "command": {"msg": "std_msgs/Float32MultiArray", "topic": "command", "safe": [0.0, 0.0]},
+        },
+    }
+    examples = {"image": torch.zeros(2, H, W, 3, dtype=torch.uint8), "proprio": torch.zeros(2, 2)}
+    return write_model(
+        _PixelPolicy(H, W), tmp_path_factory.mktemp("pix") / "pix.onnx", examples, ["action", "command"], meta
+    )
+
+
+def test_image_policy_is_fed_from_sensor_image_and_checks_size_and_encoding(make_harness, pixel_model) -> None:
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 256, size=(H, W, 3), dtype=np.uint8)
+    proprio = np.array([0.3, -0.7], dtype=np.float32)
+    h = make_harness(
+        pixel_model, {"camera": (Image, "camera/image"), "proprio": (Float32MultiArray, "proprio")}, agent=0
+    )
+    h.outgoing = {"camera": _image_msg(pixels, "bgr8"), "proprio": Float32MultiArray(data=proprio.tolist())}
+    assert h.spin_until(lambda: ok_count(h) >= 2)
+    session, _ = load_policy(pixel_model)
+    _, expected = session.run(["action", "command"], {"image": pixels[None], "proprio": proprio[None]})
+    got = h.commands[h.statuses.index("ok")]
+    np.testing.assert_allclose(got, expected[0], atol=1e-6)
+    # The image matters: other pixels, another command (so the check above is not vacuous).
+    _, other = session.run(["action", "command"], {"image": 255 - pixels[None], "proprio": proprio[None]})
+    assert np.abs(other[0] - expected[0]).max() > 1e-3
+
+    h.outgoing["camera"] = _image_msg(pixels[:, :-2], "rgb8")  # 2 columns short
+    assert h.spin_until(lambda: h.statuses[-1].startswith("safe"))
+    assert f"{H}x{W - 2}" in h.statuses[-1] and "'image'" in h.statuses[-1] and not h.commands[-1].any()
+    mono = Image(height=H, width=W, encoding="mono8", step=W, data=pixels[..., 0].tobytes())
+    h.outgoing["camera"] = mono
+    assert h.spin_until(lambda: "mono8" in h.statuses[-1])
+    assert h.statuses[-1].startswith("safe") and "3 channel" in h.statuses[-1]
+    h.outgoing["camera"] = Image(height=H, width=W, encoding="rgb16", step=W * 6, data=bytes(H * W * 6))
+    assert h.spin_until(lambda: "rgb16" in h.statuses[-1])
+    assert "not supported" in h.statuses[-1]
+    mark = len(h.statuses)
+    h.outgoing["camera"] = _image_msg(pixels, "rgb8")
+    assert h.spin_until(lambda: "ok" in h.statuses[mark:])
+    np.testing.assert_allclose(h.commands[h.statuses.index("ok", mark)], expected[0], atol=1e-6)
+
+
+# --------------------------------------------------------------------------- a recurrent policy
+
+
+class _RecurrentPolicy(nn.Module):
+    """``policy [B, 3]``, ``h_in [B, 1, 4]`` -> ``action [B, 2]``, ``command``, ``h_out [B, 1, 4]`` (an RNN cell)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(2)
+        self.cell = nn.Linear(3 + 4, 4)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, policy: torch.Tensor, h_in: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = torch.tanh(self.cell(torch.cat((policy, h_in[:, 0]), dim=-1)) + 0.8 * h_in[:, 0])
+        action = torch.tanh(self.head(h))
+        return action, action * 3.0, h.unsqueeze(1)
+
+
+@pytest.fixture(scope="module")
+def recurrent_model(tmp_path_factory) -> Path:
+    meta = {
+        "task": "test_memory",
+        "group": "ego",
+        "n_agents": 1,
+        "inputs": [{"name": "policy", "shape": [3], "dtype": "float32", "kind": "vector", "history": 1, "terms": []}],
+        "input_axes": ["batch"],
+        "memory": {"inputs": ["h_in"], "outputs": ["h_out"], "shapes": [[1, 4]]},
+        "action": _action_meta(["vx", "vy"], [3.0, 3.0]),
+        "control_hz": 50.0,
+        "ros": {
+            "inputs": {"obs": {"msg": "std_msgs/Float32MultiArray", "topic": "obs", "qos": "sensor", "stale": True}},
+            "observations": {"policy": {"builder": "vector", "from": ["obs"]}},
+            "command": {"msg": "std_msgs/Float32MultiArray", "topic": "command", "safe": [0.0, 0.0]},
+        },
+    }
+    examples = {"policy": torch.zeros(2, 3), "h_in": torch.zeros(2, 1, 4)}
+    outputs = ["action", "command", "h_out"]
+    return write_model(_RecurrentPolicy(), tmp_path_factory.mktemp("rnn") / "rnn.onnx", examples, outputs, meta)
+
+
+def test_recurrent_policy_carries_its_hidden_state_and_resets_it_on_a_safe_tick(make_harness, recurrent_model) -> None:
+    obs = np.array([0.5, -1.0, 0.25], dtype=np.float32)
+    session, _ = load_policy(recurrent_model)
+    expected, hidden = [], np.zeros((1, 1, 4), dtype=np.float32)
+    for _ in range(4):  # constant input: only the carried state makes the ticks differ
+        _, command, hidden = session.run(["action", "command", "h_out"], {"policy": obs[None], "h_in": hidden})
+        expected.append(command[0])
+    assert np.abs(expected[1] - expected[0]).max() > 1e-3
+
+    h = make_harness(recurrent_model, {"obs": (Float32MultiArray, "obs")}, agent=0)
+    h.outgoing = {"obs": Float32MultiArray(data=obs.tolist())}
+    assert h.spin_until(lambda: ok_count(h) >= 4)
+    first = h.statuses.index("ok")
+    for k in range(4):  # Float32MultiArray has no header: every tick is a step
+        np.testing.assert_allclose(h.commands[first + k], expected[k], atol=1e-5, err_msg=f"tick {k}")
+
+    h.outgoing = {"obs": Float32MultiArray(data=[0.5, float("nan"), 0.25])}
+    assert h.spin_until(lambda: h.statuses[-1].startswith("safe"))
+    assert "non-finite" in h.statuses[-1] and not h.commands[-1].any()
+    h.outgoing = {"obs": Float32MultiArray(data=[0.5, -1.0])}  # the wrong size is a safe tick too
+    assert h.spin_until(lambda: "takes 3" in h.statuses[-1])
+    mark = len(h.statuses)
+    h.outgoing = {"obs": Float32MultiArray(data=obs.tolist())}
+    assert h.spin_until(lambda: h.statuses[mark:].count("ok") >= 2)
+    k = h.statuses.index("ok", mark)
+    # The hidden state restarted from zeros: the first two good ticks replay the start.
+    np.testing.assert_allclose(h.commands[k], expected[0], atol=1e-5)
+    np.testing.assert_allclose(h.commands[k + 1], expected[1], atol=1e-5)

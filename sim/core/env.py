@@ -145,6 +145,16 @@ class MultiAgentEnv(ABC):
         (geometry the observation uses, per agent); stored in exported ONNX metadata. None here."""
         return {}
 
+    def deployment_profile(self, group: str) -> dict:
+        """How ``group``'s exported policy runs on a robot under ROS 2, as JSON (stored in the ONNX
+        metadata under ``"ros"``, read by the ``deploy_ros`` policy node and sim bridge): which
+        message type and topic feeds each input, which builder makes each observation entry from
+        them, and the command message with its safe value. Format: :mod:`deploy_ros.profile`.
+
+        ``{}`` here: a task that does not say how to deploy it; the policy node refuses its models.
+        """
+        return {}
+
     # ----------------------------------------------------------------- task hooks
     decimation: int = 1
 

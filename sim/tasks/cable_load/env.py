@@ -416,6 +416,28 @@ class CableLoadEnv(MultiAgentEnv):
             },
         }
 
+    def deployment_profile(self, group: str = GROUP) -> dict:
+        """ROS deployment (:mod:`deploy_ros.profile`): each MAV builds ``policy`` from its own odometry
+        (``/mav<i>/odom``), the load's and the goal pose; it commands acceleration and body-rate
+        feed-forward, safe = zeros (no commanded acceleration: the onboard INDI controller holds its
+        velocity). The load odometry times the steps of ``own_attach_err_int``."""
+        return {
+            "inputs": {
+                "odom": {"msg": "nav_msgs/Odometry", "topic": "odom", "qos": "sensor", "stale": True},
+                "load": {"msg": "nav_msgs/Odometry", "topic": "/load/odom", "qos": "sensor", "stale": True},
+                "goal": {"msg": "geometry_msgs/PoseStamped", "topic": "/load/goal", "qos": "reliable", "stale": False},
+            },
+            "observations": {
+                "policy": {
+                    "builder": "sim.tasks.cable_load.robot_observation:PolicyObservation",
+                    "from": ["odom", "load", "goal"],
+                }
+            },
+            "command": {"msg": "std_msgs/Float32MultiArray", "topic": "command", "safe": [0.0] * len(ACTION_NAMES)},
+            "step_inputs": ["load", "odom"],
+            "bridge": "sim.tasks.cable_load.ros_bridge:CableLoadBridge",
+        }
+
     def _noise_std(self) -> Tensor:
         """Noise std per frame entry, ``[frame_size]`` (zeros when noise is off)."""
         nz = self.cfg.obs_noise

@@ -1,0 +1,143 @@
+"""ROS message -> numpy values for the policy node: one parser per message type a deployment profile may name.
+
+A profile input says which message type feeds it (``"msg": "nav_msgs/Odometry"``); :data:`PARSERS`
+maps that name to a function turning one message into plain numpy values, raising
+:class:`InvalidInput` on anything unusable (non-finite numbers, malformed quaternions, a bad image
+buffer). The message classes are imported by name (:func:`message_class`) only when the node
+subscribes, so this module needs no rclpy.
+
+Conventions (ROS REP 103/105 and the ``nav_msgs/Odometry`` definition):
+    * Odometry ``pose`` is in the common world frame (``header.frame_id``, ENU, z up); the
+      ``frame_id`` strings are not checked.
+    * Odometry ``twist`` (linear and angular) is in the BODY frame (``child_frame_id``). Covey's
+      tasks use the linear velocity in the world frame, so it is rotated by the pose's orientation;
+      the angular velocity stays in the body frame (as in the sim).
+    * Quaternions arrive as ``(x, y, z, w)`` and are reordered to covey's ``[w, x, y, z]``; they are
+      normalised, and one whose norm is off by more than :data:`QUAT_NORM_TOL` (e.g. all zeros)
+      makes the input invalid.
+    * Images: ``rgb8``, ``bgr8`` (converted to RGB) and ``mono8``, to ``uint8 [H, W, C]``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from deploy_ros.quaternion import quat_rotate
+
+QUAT_NORM_TOL = 0.1  # |norm - 1| beyond this: a malformed quaternion, not round-off
+
+
+class InvalidInput(ValueError):
+    """A message (or an observation built from it) that cannot be used; the reason is the message."""
+
+
+@dataclass(frozen=True)
+class OdometryState:
+    """A parsed ``nav_msgs/Odometry``: ``pos [3]`` world m, ``quat [4]`` wxyz body -> world,
+    ``vel [3]`` WORLD m/s, ``ang_vel [3]`` BODY rad/s (float64)."""
+
+    pos: np.ndarray
+    quat: np.ndarray
+    vel: np.ndarray
+    ang_vel: np.ndarray
+
+
+@dataclass(frozen=True)
+class PoseState:
+    """A parsed ``geometry_msgs/PoseStamped``: ``pos [3]`` world m, ``quat [4]`` wxyz (float64)."""
+
+    pos: np.ndarray
+    quat: np.ndarray
+
+
+@dataclass(frozen=True)
+class ImageFrame:
+    """A parsed ``sensor_msgs/Image``: ``pixels`` uint8 ``[H, W, 3]`` RGB or ``[H, W, 1]`` mono, and the
+    message's own ``encoding``."""
+
+    pixels: np.ndarray
+    encoding: str
+
+
+def _quat_wxyz(o: Any) -> np.ndarray:
+    """``geometry_msgs/Quaternion`` (x, y, z, w) -> normalised ``[w, x, y, z]``; InvalidInput when malformed."""
+    q = np.array([o.w, o.x, o.y, o.z], dtype=np.float64)
+    if not np.isfinite(q).all():
+        raise InvalidInput("non-finite orientation")
+    norm = float(np.linalg.norm(q))
+    if abs(norm - 1.0) > QUAT_NORM_TOL:
+        raise InvalidInput(f"orientation quaternion has norm {norm:.3g}")
+    return q / norm
+
+
+def _vec(v: Any, what: str) -> np.ndarray:
+    out = np.array([v.x, v.y, v.z], dtype=np.float64)
+    if not np.isfinite(out).all():
+        raise InvalidInput(f"non-finite {what}")
+    return out
+
+
+def parse_odometry(msg: Any) -> OdometryState:
+    """``nav_msgs/Odometry`` -> :class:`OdometryState` (body-frame linear twist rotated to the world frame)."""
+    pose, twist = msg.pose.pose, msg.twist.twist
+    quat = _quat_wxyz(pose.orientation)
+    pos = _vec(pose.position, "position")
+    vel_body = _vec(twist.linear, "linear velocity")
+    ang_vel = _vec(twist.angular, "angular velocity")
+    return OdometryState(pos, quat, quat_rotate(quat, vel_body), ang_vel)
+
+
+def parse_pose_stamped(msg: Any) -> PoseState:
+    """``geometry_msgs/PoseStamped`` -> :class:`PoseState`."""
+    return PoseState(_vec(msg.pose.position, "position"), _quat_wxyz(msg.pose.orientation))
+
+
+_CHANNELS = {"rgb8": 3, "bgr8": 3, "mono8": 1}
+
+
+def parse_image(msg: Any) -> ImageFrame:
+    """``sensor_msgs/Image`` (rgb8, bgr8 or mono8) -> :class:`ImageFrame` (a copy; rows padded to ``step`` are cut)."""
+    encoding = str(msg.encoding).lower()
+    if encoding not in _CHANNELS:
+        raise InvalidInput(f"image encoding {msg.encoding!r} not supported (use one of {sorted(_CHANNELS)})")
+    c, h, w, step = _CHANNELS[encoding], int(msg.height), int(msg.width), int(msg.step)
+    data = np.frombuffer(bytes(msg.data), dtype=np.uint8)
+    if h < 1 or w < 1 or step < w * c or data.size < h * step:
+        raise InvalidInput(f"image buffer of {data.size} bytes does not hold {h}x{w} {encoding} with step {step}")
+    pixels = data[: h * step].reshape(h, step)[:, : w * c].reshape(h, w, c)
+    if encoding == "bgr8":
+        pixels = pixels[..., ::-1]
+    return ImageFrame(np.ascontiguousarray(pixels), encoding)
+
+
+def parse_float_array(msg: Any) -> np.ndarray:
+    """``std_msgs/Float32MultiArray`` -> its ``data`` as float32 ``[n]``; non-finite values are invalid."""
+    data = np.asarray(msg.data, dtype=np.float32).reshape(-1)
+    if not np.isfinite(data).all():
+        raise InvalidInput("non-finite value in the array")
+    return data
+
+
+PARSERS: dict[str, Callable[[Any], Any]] = {
+    "nav_msgs/Odometry": parse_odometry,
+    "geometry_msgs/PoseStamped": parse_pose_stamped,
+    "sensor_msgs/Image": parse_image,
+    "std_msgs/Float32MultiArray": parse_float_array,
+}
+"""Message type (``package/Type``) -> parser; a profile input may name any of these."""
+
+
+def message_class(type_name: str) -> type:
+    """The ROS message class of ``"package/Type"`` (e.g. ``nav_msgs/Odometry`` -> ``nav_msgs.msg.Odometry``)."""
+    package, sep, name = type_name.partition("/")
+    if not sep or not package or not name:
+        raise ValueError(f"message type must be 'package/Type', got {type_name!r}")
+    try:
+        return getattr(importlib.import_module(f"{package}.msg"), name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"message type {type_name!r} is not available here ({err})") from err
