@@ -34,13 +34,24 @@ def test_unknown_task_and_bad_parameter_file_are_clear_errors(tmp_path: Path) ->
     bad.write_text("covey_launch:\n  ros__parameters:\n    num_agents: 0\n")
     with pytest.raises(ValueError, match="num_agents"):
         node_commands(bad)
+    bad.write_text("covey_launch:\n  ros__parameters:\n    num_agents: 2\n    namespace: robot\n")
+    with pytest.raises(ValueError, match="namespace"):
+        node_commands(bad)
     proc = subprocess.run([sys.executable, "-m", "deploy_ros.launch", "nope"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "no parameter file" in proc.stderr
 
 
+def test_namespaces_come_from_the_parameter_file(tmp_path: Path) -> None:
+    params = tmp_path / "team.yaml"
+    params.write_text("covey_launch:\n  ros__parameters:\n    num_agents: 2\n    namespace: /team_a/robot{i}\n")
+    cmds = node_commands(params, with_bridge=False)
+    assert list(cmds) == ["team_a_robot0", "team_a_robot1"]
+    assert "__ns:=/team_a/robot1" in cmds["team_a_robot1"] and "agent_index:=1" in cmds["team_a_robot1"]
+
+
 def test_ros2_launch_file_builds_its_nodes_from_the_shared_definition() -> None:
     """``launch``/``launch_ros`` are not on PyPI: check the file parses and uses node_commands."""
-    source = (ROOT / "deploy_ros" / "launch" / "cable_load.launch.py").read_text()
+    source = (ROOT / "deploy_ros" / "launch" / "team.launch.py").read_text()
     tree = ast.parse(source)
     names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     funcs = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}

@@ -17,7 +17,8 @@ pytest.importorskip("rclpy")
 pytest.importorskip("onnxruntime")
 
 from deploy_ros.launch import node_commands, params_file  # noqa: E402
-from deploy_ros.sim_bridge import load_errors, make_env, read_task_cfg  # noqa: E402
+from deploy_ros.sim_bridge import read_task_cfg  # noqa: E402
+from sim.tasks.cable_load.ros_bridge import load_errors, make_env  # noqa: E402
 from training.evaluation import onnx_policy, onnx_session  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,8 +1,10 @@
 """Launching a team: the node set of a task, started from its parameter file.
 
-``python -m deploy_ros.launch cable_load`` (pip-only, see ``__main__``) and
-``ros2 launch deploy_ros/launch/cable_load.launch.py`` (full ROS 2 install) start the same nodes
-from ``deploy_ros/params/<task>.yaml``; :func:`node_commands` is the one definition of that set.
+``python -m deploy_ros.launch <task>`` (pip-only, see ``__main__``) and
+``ros2 launch deploy_ros/launch/team.launch.py task:=<task>`` (full ROS 2 install) start the same
+nodes from ``deploy_ros/params/<task>.yaml``; :func:`node_commands` is the one definition of that
+set. The parameter file is the deployment's data (the model, topics, timeouts, how many robots and
+their namespaces ``covey_launch.namespace``, e.g. ``/mav{i}``); the code here names no task.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ PARAMS_DIR = Path(__file__).resolve().parents[1] / "params"
 
 
 def params_file(task: str) -> Path:
+    """``deploy_ros/params/<task>.yaml``; ValueError listing the known ones when there is none."""
     path = PARAMS_DIR / f"{task}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in PARAMS_DIR.glob("*.yaml"))
@@ -26,7 +29,8 @@ def params_file(task: str) -> Path:
 def node_commands(
     params: str | Path, extra_args: list[str] | None = None, with_bridge: bool | None = None
 ) -> dict[str, list[str]]:
-    """``{name: argv}`` of every node: the sim bridge (unless off) and one policy node per agent.
+    """``{name: argv}`` of every node: the sim bridge (unless off) and one policy node per agent,
+    named after its namespace (``/mav0`` -> ``mav0``).
 
     ``extra_args`` are appended to every node's ``--ros-args`` (e.g. ``["-p", "model:=x.onnx"]``).
     """
@@ -37,11 +41,15 @@ def node_commands(
     if n < 1:
         raise ValueError(f"{params}: covey_launch.ros__parameters.num_agents must be >= 1")
     bridge = launch.get("with_bridge", True) if with_bridge is None else with_bridge
+    pattern = str(launch.get("namespace", "/agent{i}"))
+    if "{i}" not in pattern or not pattern.startswith("/"):
+        raise ValueError(f"{params}: covey_launch.ros__parameters.namespace must be absolute and contain {{i}}")
     common = ["--ros-args", "--params-file", str(params), *(extra_args or [])]
     cmds: dict[str, list[str]] = {}
     if bridge:
         cmds["sim_bridge"] = [sys.executable, "-m", "deploy_ros.sim_bridge", *common]
     for i in range(n):
-        ns = ["-r", f"__ns:=/mav{i}", "-r", "__node:=covey_policy", "-p", f"agent_index:={i}"]
-        cmds[f"mav{i}"] = [sys.executable, "-m", "deploy_ros.policy_node", *common, *ns]
+        namespace = pattern.replace("{i}", str(i))
+        ns = ["-r", f"__ns:={namespace}", "-r", "__node:=covey_policy", "-p", f"agent_index:={i}"]
+        cmds[namespace.strip("/").replace("/", "_")] = [sys.executable, "-m", "deploy_ros.policy_node", *common, *ns]
     return cmds

@@ -5,7 +5,7 @@
     python -m deploy_ros.launch cable_load --ros-args -p model:=runs/other.onnx
 
 Starts the nodes of :func:`deploy_ros.launch.node_commands` as child processes (the same set the
-ROS 2 launch file starts), prefixes their output with the node name, and stops them all on
+ROS 2 launch file ``team.launch.py`` starts), prefixes their output with the node name, and stops them all on
 Ctrl-C or when one exits with an error.
 """
 

@@ -1,0 +1,91 @@
+"""cable_load's side of the ROS sim bridge (:mod:`deploy_ros.sim_bridge`): the env, what it publishes, the result.
+
+Named by the deployment profile (``ros.bridge``). It publishes what the team's estimators and the
+operator would, on the topics the policy nodes of ``deploy_ros/params/cable_load.yaml`` read:
+
+    /mav<i>/odom     nav_msgs/Odometry          pose in ``world``; twist in the body frame (REP 105)
+    /load/odom       nav_msgs/Odometry          the load, same conventions
+    /load/goal       geometry_msgs/PoseStamped  the goal pose of the load, ``world``
+
+and takes each MAV's command on ``/mav<i>/command``. Parameter (besides the bridge's own):
+``goal`` (``[x, y, z, roll, pitch, yaw]`` in m / rad relative to the start; anything else = drawn
+from the seed). Result: the final load position error (m) and orientation error (deg).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+import sim
+from sim.core.config import deep_merge
+from sim.physics.quaternion import quat_from_euler, quat_rotate_inv
+
+GROUP = "mavs"
+
+
+def _integral_slice(env) -> slice:
+    """Where ``own_attach_err_int`` sits in one observation frame."""
+    return env.spec.groups[GROUP].observations["policy"].slices()["own_attach_err_int"]
+
+
+def make_env(task_cfg: dict, seed: int, goal: list[float] | None = None):
+    """One evaluation-mode env (noise and randomisation off); ``goal`` = ``[x, y, z, roll, pitch, yaw]``
+    relative to the start (None: the seed's draw)."""
+    cfg = deep_merge(dict(task_cfg), sim.evaluation_overrides(task_cfg["name"]))
+    env = sim.make(cfg, num_envs=1, device="cpu", seed=seed)
+    env.reset(seed=seed)
+    if goal:
+        if len(goal) != 6:
+            raise ValueError(f"goal must be [x, y, z, roll, pitch, yaw], got {goal}")
+        g = torch.tensor(goal, dtype=torch.float32)
+        env.goal_pos = env.start_pos + g[:3]
+        env.goal_quat = quat_from_euler(g[3:4], g[4:5], g[5:6])
+        env._update_observation_buffers()  # the first observation already sees this goal
+        env.history[:] = env.history[:, :, -1:].clone()  # as at reset: history filled with that frame
+        env.attach_err_int.zero_()  # ... and the integral at zero (the update above integrated one step)
+        env.history[..., _integral_slice(env)] = 0.0
+    return env
+
+
+def load_errors(env) -> tuple[float, float]:
+    """Load position error (m) and orientation error (deg) of env 0."""
+    pos, ori = env.errors()
+    return float(pos[0]), math.degrees(float(ori[0]))
+
+
+class CableLoadBridge:
+    """The bridge adapter: ``CableLoadBridge(node, task_cfg, seed)`` (see the module docstring)."""
+
+    def __init__(self, node: Any, task_cfg: dict, seed: int) -> None:
+        from geometry_msgs.msg import PoseStamped
+        from nav_msgs.msg import Odometry
+
+        goal = list(node.declare_parameter("goal", [0.0]).value)
+        self.env = make_env(task_cfg, seed, goal if len(goal) == 6 else None)
+        self.n = self.env.spec.groups[GROUP].n_agents
+        self.command_topics = {GROUP: [f"/mav{i}/command" for i in range(self.n)]}
+        self.odom_pubs = [node.create_publisher(Odometry, f"/mav{i}/odom", 10) for i in range(self.n)]
+        self.load_pub = node.create_publisher(Odometry, "/load/odom", 10)
+        self.goal_pub = node.create_publisher(PoseStamped, "/load/goal", 10)
+
+    def describe(self) -> str:
+        return f"goal {[round(x, 3) for x in self.env.goal_pos[0].tolist()]}"
+
+    def publish(self, stamp: Any) -> None:
+        """Every MAV's odometry, the load's and the goal, at sim time ``stamp``."""
+        from deploy_ros.sim_bridge import odometry_msg, pose_msg
+
+        d, ld = self.env.drones, self.env.load
+        for i, pub in enumerate(self.odom_pubs):
+            v_body = quat_rotate_inv(d.quat[0, i], d.vel[0, i])
+            pub.publish(odometry_msg(stamp, f"mav{i}/base_link", d.pos[0, i], d.quat[0, i], v_body, d.ang_vel[0, i]))
+        v_body = quat_rotate_inv(ld.quat[0], ld.vel[0])
+        self.load_pub.publish(odometry_msg(stamp, "load", ld.pos[0], ld.quat[0], v_body, ld.ang_vel[0]))
+        self.goal_pub.publish(pose_msg(stamp, self.env.goal_pos[0], self.env.goal_quat[0]))
+
+    def result(self) -> dict[str, float]:
+        pos_err, ori_err = load_errors(self.env)
+        return {"pos_err_m": pos_err, "ori_err_deg": ori_err}
