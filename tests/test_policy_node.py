@@ -585,3 +585,46 @@ def test_recurrent_policy_carries_its_hidden_state_and_resets_it_on_a_safe_tick(
     # The hidden state restarted from zeros: the first two good ticks replay the start.
     np.testing.assert_allclose(h.commands[k], expected[0], atol=1e-5)
     np.testing.assert_allclose(h.commands[k + 1], expected[1], atol=1e-5)
+
+
+class _PerAgentRecurrent(nn.Module):
+    """Per-agent weights: ``policy [B, A, 3]``, ``h_in [B, A, 1, 2]`` -> action/command ``[B, A, 2]``, ``h_out``."""
+
+    def __init__(self, n_agents: int) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.w = nn.Parameter(torch.randn(n_agents, 3, 2))
+
+    def forward(self, policy: torch.Tensor, h_in: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = torch.tanh(torch.einsum("bai,aio->bao", policy, self.w) + 0.9 * h_in[:, :, 0])
+        return h, 2.0 * h, h.unsqueeze(2)
+
+
+def test_per_agent_recurrent_model_reads_its_own_row_and_carries_its_own_state(tmp_path: Path) -> None:
+    meta = {
+        "task": "test_team",
+        "group": "team",
+        "n_agents": 3,
+        "inputs": [{"name": "policy", "shape": [3], "dtype": "float32", "kind": "vector", "history": 1}],
+        "input_axes": ["batch", "agent"],
+        "memory": {"inputs": ["h_in"], "outputs": ["h_out"], "shapes": [[1, 2]]},
+        "action": _action_meta(["vx", "vy"], [2.0, 2.0]),
+        "control_hz": 50.0,
+    }
+    module = _PerAgentRecurrent(3)
+    examples = {"policy": torch.zeros(2, 3, 3), "h_in": torch.zeros(2, 3, 1, 2)}
+    path = write_model(module, tmp_path / "team.onnx", examples, ["action", "command", "h_out"], meta)
+    obs = np.array([0.3, -0.2, 0.6], dtype=np.float32)
+    for agent in range(3):
+        policy = OnnxPolicy(path, agent)
+        h = torch.zeros(1, 3, 1, 2)
+        for tick in range(3):
+            action, command = policy.run({"policy": obs})
+            with torch.no_grad():
+                ref, ref_cmd, h = module(torch.from_numpy(obs).expand(1, 3, 3), h)
+            np.testing.assert_allclose(action, ref[0, agent].numpy(), atol=1e-6, err_msg=f"agent {agent} tick {tick}")
+            np.testing.assert_allclose(command, ref_cmd[0, agent].numpy(), atol=1e-6)
+        policy.reset()
+        np.testing.assert_array_equal(policy.memory[0], np.zeros((1, 2), np.float32))
+    with pytest.raises(ValueError, match="shape"):
+        policy.run({"policy": obs[:2]})
