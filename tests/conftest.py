@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from sim.physics.multirotor import MultirotorModel, MultirotorParams
+from training import config as _typed_config  # noqa: F401  (registers hydra's structured configs)
 
 
 @pytest.fixture(autouse=True, scope="session")

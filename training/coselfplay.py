@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from sim.core.config import build_config, deep_merge, resolve_device
+from sim.core.config import at_least, build_config, deep_merge, fraction, non_negative, resolve_device
 from training.checkpoint import load_checkpoint, load_policy
 from training.runner import Runner, new_run_dir
 from training.selfplay_runner import SelfPlayRunner
@@ -51,18 +51,14 @@ class CoSelfPlayCfg:
 
     strategy: str = ""  # the stage-2 strategy checkpoint to start from (required)
     skills: str = ""  # a drone_volleyball_coplay checkpoint to start the skills from ("" = a fresh network)
-    cycles: int = 1
-    skills_minutes: float = 20.0  # wall-clock budget per skills phase
-    strategy_minutes: float = 20.0  # per strategy phase
-    skills_steps: int = 3_000_000  # env steps per skills phase (each num_envs x 6 drone samples)
-    strategy_steps: int = 100_000  # decisions per strategy phase
-    random_choice_prob: float = 0.3  # skills phase: share of random strategy decisions (every command gets trained)
-    skills_num_envs: int = 256
-    strategy_num_envs: int = 256
-
-    def __post_init__(self) -> None:
-        if self.cycles < 1:
-            raise ValueError("coselfplay.cycles must be >= 1")
+    cycles: int = at_least(1, 1)
+    skills_minutes: float = non_negative(20.0)  # wall-clock budget per skills phase (0 = none)
+    strategy_minutes: float = non_negative(20.0)  # per strategy phase
+    skills_steps: int = at_least(1, 3_000_000)  # env steps per skills phase (each num_envs x 6 drone samples)
+    strategy_steps: int = at_least(1, 100_000)  # decisions per strategy phase
+    random_choice_prob: float = fraction(0.3)  # skills phase: share of random strategy decisions
+    skills_num_envs: int = at_least(1, 256)
+    strategy_num_envs: int = at_least(1, 256)
 
 
 def strategy_policy(path: str | Path, device: str | torch.device) -> Callable[[Tensor], Tensor]:
@@ -136,7 +132,7 @@ def load_strategy_weights(models: torch.nn.ModuleDict, path: str | Path) -> None
 
 def run(cfg: Mapping[str, Any]) -> Path:
     """All cycles; returns the run directory (with ``skills.pt``, ``strategy.pt``, ``coselfplay.json``)."""
-    cs = build_config(CoSelfPlayCfg, cfg.get("coselfplay", {}))
+    cs = build_config(CoSelfPlayCfg, cfg.get("coselfplay", {}), where="coselfplay")
     if not cs.strategy or not Path(cs.strategy).is_file():
         raise ValueError(f"coselfplay.strategy={cs.strategy!r}: name a stage-2 strategy checkpoint ({STRATEGY_TASK})")
     device = str(resolve_device(cfg.get("device", "auto")))

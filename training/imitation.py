@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from policies import ActorCritic
+from sim.core.config import at_least, non_negative, positive
 
 EXPERTS = ("none", "task")
 
@@ -32,19 +33,17 @@ class ImitationCfg:
     """DAgger settings (hydra node ``imitation``); ``expert: none`` skips it."""
 
     expert: str = "none"  # none | task (the env's expert_policy())
-    rounds: int = 6  # DAgger rounds; round 0 follows the expert
-    steps: int = 64  # env steps per round (each num_envs samples)
-    epochs: int = 10  # passes over the aggregate per round
-    batch_size: int = 4096
-    lr: float = 1e-3
-    max_samples: int = 2_000_000  # the aggregate keeps the newest samples beyond this
-    critic_warmup: int = 5  # PPO iterations that fit only the value function afterwards
+    rounds: int = at_least(1, 6)  # DAgger rounds; round 0 follows the expert
+    steps: int = at_least(1, 64)  # env steps per round (each num_envs samples)
+    epochs: int = at_least(1, 10)  # passes over the aggregate per round
+    batch_size: int = at_least(1, 4096)
+    lr: float = positive(1e-3)
+    max_samples: int = at_least(1, 2_000_000)  # the aggregate keeps the newest samples beyond this
+    critic_warmup: int = non_negative(5)  # PPO iterations that fit only the value function afterwards
 
     def __post_init__(self) -> None:
         if self.expert not in EXPERTS:
             raise ValueError(f"imitation.expert must be one of {EXPERTS}, got {self.expert!r}")
-        if self.rounds < 1 or self.steps < 1 or self.epochs < 1 or self.batch_size < 1:
-            raise ValueError("imitation.rounds, steps, epochs and batch_size must be >= 1")
 
 
 def dagger(

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from policies import PolicyCfg
 from policies.encoders import pick
+from sim.core.config import at_least, fraction, non_negative, positive
 from training.storage import RolloutStorage
 
 CRITIC_INPUTS = ("state", "policy")
@@ -40,20 +41,20 @@ class PPOCfg:
 
     name: str = "mappo"  # label for logs and checkpoints
     critic_input: str = "state"  # "state": centralised critic (MAPPO); "policy": local (IPPO)
-    lr: float = 3e-4
+    lr: float = positive(3e-4)
     schedule: str = "adaptive"  # "constant" | "linear" (to 0 at the end) | "adaptive" (KL-driven)
-    desired_kl: float = 0.01  # target of the adaptive schedule
-    min_lr: float = 1e-5
-    max_lr: float = 1e-2
-    gamma: float = 0.99
-    lam: float = 0.95  # GAE lambda
-    clip: float = 0.2  # ratio clip
-    value_clip: float = 0.2  # clip of the value change (normalised units); 0 disables
-    epochs: int = 5
-    minibatches: int = 4
-    entropy_coef: float = 0.003
-    value_coef: float = 1.0
-    max_grad_norm: float = 1.0
+    desired_kl: float = positive(0.01)  # target of the adaptive schedule
+    min_lr: float = non_negative(1e-5)
+    max_lr: float = positive(1e-2)
+    gamma: float = fraction(0.99)
+    lam: float = fraction(0.95)  # GAE lambda
+    clip: float = positive(0.2)  # ratio clip
+    value_clip: float = non_negative(0.2)  # clip of the value change (normalised units); 0 disables
+    epochs: int = at_least(1, 5)
+    minibatches: int = at_least(1, 4)
+    entropy_coef: float = non_negative(0.003)
+    value_coef: float = non_negative(1.0)
+    max_grad_norm: float = positive(1.0)
     normalize_obs: bool = True  # running mean/std of actor and critic inputs
     normalize_value: bool = True  # running mean/std of value targets (PopArt-lite)
     policy: PolicyCfg = field(default_factory=PolicyCfg)
@@ -63,8 +64,6 @@ class PPOCfg:
             raise ValueError(f"algo.critic_input must be one of {CRITIC_INPUTS}, got {self.critic_input!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"algo.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.epochs < 1 or self.minibatches < 1:
-            raise ValueError("algo.epochs and algo.minibatches must be >= 1")
 
 
 class PPO:

@@ -32,7 +32,7 @@ from torch import Tensor
 
 import sim
 from policies import GroupDims, InputSpec, build_actor_critics, reset_memory
-from sim.core.config import build_config, deep_merge, resolve_device
+from sim.core.config import at_least, build_config, deep_merge, non_negative, positive, resolve_device
 from sim.core.registry import evaluation_overrides
 from training.checkpoint import (
     FORMAT,
@@ -43,30 +43,33 @@ from training.checkpoint import (
     save_checkpoint,
 )
 from training.imitation import ImitationCfg, dagger
-from training.logger import CsvLogger, ProgressBar, WandbLogger
+from training.logger import WANDB_MODES, CsvLogger, ProgressBar, WandbLogger
 from training.ppo import PPO, PPOCfg
-
 
 
 @dataclass(frozen=True)
 class TrainCfg:
     """Loop settings (hydra node ``train``)."""
 
-    total_steps: int = 20_000_000  # env steps (num_envs per env.step), rounded up to whole iterations
-    rollout_steps: int = 32  # env steps per env per iteration
-    max_minutes: float = 0.0  # stop after this much wall-clock time (0 = no limit)
-    eval_every: int = 25  # iterations between deterministic evaluations (0 = never)
-    eval_envs: int = 64  # envs of the evaluation env (one episode length each)
-    checkpoint_every: int = 25  # iterations between checkpoints/latest.pt
+    total_steps: int = at_least(1, 20_000_000)  # env steps (num_envs per env.step), rounded up to whole iterations
+    rollout_steps: int = at_least(1, 32)  # env steps per env per iteration
+    max_minutes: float = non_negative(0.0)  # stop after this much wall-clock time (0 = no limit)
+    eval_every: int = non_negative(25)  # iterations between deterministic evaluations (0 = never)
+    eval_envs: int = at_least(1, 64)  # envs of the evaluation env (one episode length each)
+    checkpoint_every: int = non_negative(25)  # iterations between checkpoints/latest.pt (0 = only at the end)
     best_metric: str = ""  # episode metric choosing best.pt; "" = the task's default (its env class's best_metric)
     # Start the envs at random points of their first episode (MultiAgentEnv.randomize_episode_progress):
     # with synchronised envs each rollout holds one phase of the episode and PPO forgets the others.
     random_episode_start: bool = True
     best_mode: str = ""  # "min" | "max"; "" = the task's default
     video: bool = False  # record env 0 in evaluations (tasks with a renderer; needs GL)
-    video_every: int = 0  # a video every N-th evaluation (0 = only the final one)
-    video_fps: float = 25.0
+    video_every: int = non_negative(0)  # a video every N-th evaluation (0 = only the final one)
+    video_fps: float = positive(25.0)
     progress: bool = True  # tqdm progress bar
+
+    def __post_init__(self) -> None:
+        if self.best_mode not in ("", "min", "max"):
+            raise ValueError(f"train.best_mode must be '', 'min' or 'max', got {self.best_mode!r}")
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,10 @@ class WandbCfg:
     entity: str = ""
     group: str = ""
     tags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.mode not in WANDB_MODES:
+            raise ValueError(f"wandb.mode must be one of {WANDB_MODES}, got {self.mode!r}")
 
 
 @dataclass
@@ -141,10 +148,10 @@ class Runner:
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         self.cfg = dict(cfg)
-        self.train_cfg = build_config(TrainCfg, cfg.get("train", {}))
-        self.ppo_cfg = build_config(PPOCfg, cfg.get("algo", {}))
-        self.wandb_cfg = build_config(WandbCfg, cfg.get("wandb", {}))
-        self.imitation_cfg = build_config(ImitationCfg, cfg.get("imitation", {}))
+        self.train_cfg = build_config(TrainCfg, cfg.get("train", {}), where="train")
+        self.ppo_cfg = build_config(PPOCfg, cfg.get("algo", {}), where="algo")
+        self.wandb_cfg = build_config(WandbCfg, cfg.get("wandb", {}), where="wandb")
+        self.imitation_cfg = build_config(ImitationCfg, cfg.get("imitation", {}), where="imitation")
         self._value_only_until = 0  # iterations < this fit only the critic (after imitation)
         if int(cfg.get("torch_threads", 0)) > 0:
             torch.set_num_threads(int(cfg["torch_threads"]))

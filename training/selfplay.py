@@ -60,6 +60,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from sim.core.config import at_least, check_bounds, fraction, non_negative, positive
+
 META_SOLVERS = ("self", "fsp", "psro_nash", "pfsp")
 POOL_FORMAT = "covey-pool-v1"
 LEAGUE_FORMAT = "covey-league-v1"
@@ -73,23 +75,19 @@ Player = Hashable  # a snapshot id (int) or a learner key (str, e.g. "learner")
 class LeagueCfg:
     """Self-play league settings (hydra node ``league``)."""
 
-    pool_size: int = 16  # max frozen snapshots kept (oldest unprotected evicted first)
-    snapshot_every: int = 50  # iterations between snapshots of the learner (see League.snapshot_due)
+    pool_size: int = at_least(1, 16)  # max frozen snapshots kept (oldest unprotected evicted first)
+    snapshot_every: int = at_least(1, 50)  # iterations between snapshots of the learner (see League.snapshot_due)
     meta_solver: str = "fsp"  # "self" | "fsp" | "psro_nash" | "pfsp" (see the module docstring)
-    pfsp_power: float = 2.0  # PFSP weight (1 - p_win)^power; larger = more focus on hard opponents
-    latest_prob: float = 0.2  # mass always given to the newest snapshot; 0 = pure solver
-    elo_k: float = 16.0
+    pfsp_power: float = non_negative(2.0)  # PFSP weight (1 - p_win)^power; larger = more focus on hard opponents
+    latest_prob: float = fraction(0.2)  # mass always given to the newest snapshot; 0 = pure solver
+    elo_k: float = positive(16.0)
     initial_elo: float = 1000.0
 
     def __post_init__(self) -> None:
+        # Direct construction (tests, scripts) is checked too; build_config re-checks with the node's path.
+        check_bounds(self, "league")
         if self.meta_solver not in META_SOLVERS:
             raise ValueError(f"league.meta_solver must be one of {META_SOLVERS}, got {self.meta_solver!r}")
-        if self.pool_size < 1 or self.snapshot_every < 1:
-            raise ValueError("league.pool_size and league.snapshot_every must be >= 1")
-        if not 0.0 <= self.latest_prob <= 1.0:
-            raise ValueError(f"league.latest_prob must be in [0, 1], got {self.latest_prob}")
-        if self.pfsp_power < 0.0 or self.elo_k <= 0.0:
-            raise ValueError("league.pfsp_power must be >= 0 and league.elo_k > 0")
 
 
 def _to_numpy(x: Tensor | np.ndarray | Sequence[Any]) -> np.ndarray:

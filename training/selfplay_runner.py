@@ -20,37 +20,38 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from sim.core.config import build_config
+from sim.core.config import at_least, build_config, non_negative
 from training.runner import Runner
 from training.selfplay import League, LeagueCfg, OpponentPool
 
 
 @dataclass(frozen=True)
-class SelfPlayCfg:
-    """Hydra node ``league``: the league settings plus how the runner uses them."""
+class SelfPlayCfg(LeagueCfg):
+    """Hydra node ``league``: the league settings (:class:`LeagueCfg`) plus how the runner uses them."""
 
     learner_group: str = "team_a"
-    opponents_per_iteration: int = 4  # distinct snapshots per rollout (each plays a block of envs)
+    opponents_per_iteration: int = at_least(1, 4)  # distinct snapshots per rollout (each plays a block of envs)
     # Discrete-choice tasks: a protected snapshot that always plays this choice (e.g. the volleyball
     # strategy's rule-based team) enters the pool first; evaluation then plays against it.
-    scripted_choice: tuple[int, ...] = ()
-    league: LeagueCfg = field(default_factory=LeagueCfg)
+    scripted_choice: tuple[int, ...] = non_negative(())
+
+    @property
+    def league(self) -> LeagueCfg:
+        """The :class:`LeagueCfg` part (what :class:`League` reads)."""
+        return LeagueCfg(**{f.name: getattr(self, f.name) for f in fields(LeagueCfg)})
 
 
 class SelfPlayRunner(Runner):
     """:class:`~training.runner.Runner` that trains one group against league opponents."""
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
-        node = dict(cfg.get("league", {}))
-        sp_keys = {"learner_group", "opponents_per_iteration", "scripted_choice"}
-        own = {k: v for k, v in node.items() if k in sp_keys}
-        self.sp_cfg = build_config(SelfPlayCfg, {**own, "league": {k: v for k, v in node.items() if k not in sp_keys}})
+        self.sp_cfg = build_config(SelfPlayCfg, cfg.get("league", {}), where="league")
         super().__init__(cfg)
         groups = list(self.env.spec.groups)
         if len(groups) != 2 or self.sp_cfg.learner_group not in groups:

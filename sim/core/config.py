@@ -167,7 +167,8 @@ def build_config(cls: type[T], overrides: Mapping[str, Any] | None = None, base:
     except ConfigError:
         raise
     except ValueError as err:  # a __post_init__ check: its message names the field
-        raise ConfigError(where or cls.__name__, str(err)) from None
+        msg = str(err)
+        raise ConfigError("" if not where or msg.startswith(f"{where}.") else where, msg) from None
     check_bounds(cfg, where)
     return cfg
 

@@ -1,0 +1,279 @@
+"""The one typed configuration of the entry points: the config dataclasses as hydra structured configs.
+
+The dataclasses hold every field and its default; the yaml files under ``configs/`` only override
+them (or pick variants). Importing this module registers with hydra's ``ConfigStore``:
+
+    covey_schema        :class:`CoveyCfg`, the root (configs/config.yaml lists it first)
+    task/<name>         one node per registered task: its ``cfg_class`` plus ``name`` (no yaml
+                        file needed: ``task=<name>`` works for every task in ``sim.tasks.TASKS``)
+
+so ``python train.py --cfg job`` shows every field, a misspelt key fails while hydra composes,
+and :func:`check_config` then builds every node's dataclass (types, bounds, ``__post_init__``).
+It lives in ``training/`` because the root's nodes are training's settings and task configs
+(``sim`` must not import ``training``; ``policies`` must not import ``sim``).
+
+One parser for the three entry points: train.py gets its arguments from hydra (overrides in
+hydra's grammar); evaluate.py and export.py describe theirs as a dataclass and read them with
+:func:`parse_args` (the same grammar, the same checks). Every user error is a
+:class:`~sim.core.config.ConfigError`, printed by :func:`exit_on_user_error` as one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import typing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from sim.core.config import ConfigError, at_least, build_config, non_negative, to_plain
+from sim.core.registry import registered_tasks, task_class
+from training.coselfplay import CoSelfPlayCfg
+from training.imitation import ImitationCfg
+from training.ppo import PPOCfg
+from training.runner import TrainCfg, WandbCfg
+from training.selfplay_runner import SelfPlayCfg
+
+T = TypeVar("T")
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+RUNNERS = ("ppo", "selfplay", "coselfplay")
+
+
+@dataclass(frozen=True)
+class SimCfg:
+    """Simulation backend settings shared by every task (hydra node ``sim``)."""
+
+    compile: bool = False  # torch.compile the control/physics loop (~70 s compile, ~2-2.5x faster steps)
+
+
+@dataclass(frozen=True)
+class CoveyCfg:
+    """The root config of ``train.py``: top-level keys and one node per group of settings.
+
+    ``task`` is the node of the task chosen with ``task=<name>`` (ConfigStore group ``task``): that
+    task's config dataclass plus ``name``.
+    """
+
+    seed: int = 0
+    num_envs: int = at_least(1, 1024)  # parallel environments
+    device: str = "auto"  # auto = cuda when present, else cpu
+    torch_threads: int = non_negative(0)  # torch.set_num_threads; 0 = torch's default
+    runs_dir: str = "runs"  # runs land in <runs_dir>/<task>/<YYYY-mm-dd_HH-MM-SS>/
+    resume: str | None = None  # a run directory (or checkpoint file) to continue
+    # ppo (training/runner.py) | selfplay (training/selfplay_runner.py; also algo=selfplay) |
+    # coselfplay (training/coselfplay.py)
+    runner: str = "ppo"
+    task: Any = None
+    algo: PPOCfg = field(default_factory=PPOCfg)
+    sim: SimCfg = field(default_factory=SimCfg)
+    train: TrainCfg = field(default_factory=TrainCfg)
+    imitation: ImitationCfg = field(default_factory=ImitationCfg)  # DAgger warm start before PPO
+    league: SelfPlayCfg = field(default_factory=SelfPlayCfg)  # self-play (algo=selfplay, stage=strategy)
+    coselfplay: CoSelfPlayCfg = field(default_factory=CoSelfPlayCfg)  # HCSP stage 3 (stage=coselfplay)
+    wandb: WandbCfg = field(default_factory=WandbCfg)
+
+    def __post_init__(self) -> None:
+        if self.runner not in RUNNERS:
+            raise ValueError(f"runner must be one of {RUNNERS}, got {self.runner!r}")
+
+
+# ----------------------------------------------------------------------------- registration
+BROKEN_TASKS: dict[str, str] = {}  # task name -> why its module could not be imported
+
+
+def _writable(node: DictConfig) -> DictConfig:
+    """Frozen dataclasses make read-only nodes, which hydra could not override: clear the flag."""
+    OmegaConf.set_readonly(node, False)
+    for key in node:
+        child = node._get_node(key)
+        if isinstance(child, DictConfig):
+            _writable(child)
+    return node
+
+
+def task_node(name: str) -> DictConfig:
+    """The structured config node of task ``name``: ``name`` plus every field of its ``cfg_class``.
+
+    Raises:
+        ValueError: unknown task, or its module cannot be imported.
+    """
+    cfg_class = task_class(name).cfg_class
+    if cfg_class is None:
+        raise ValueError(f"task {name!r} declares no cfg_class")
+    schema = dataclasses.make_dataclass(
+        cfg_class.__name__, [("name", str, field(default=name))], bases=(cfg_class,), frozen=True
+    )
+    return _writable(OmegaConf.structured(schema))
+
+
+def register_configs() -> None:
+    """Store the root schema and every registered task's node in hydra's ConfigStore (idempotent).
+
+    A task whose module fails to import is left out (``BROKEN_TASKS`` says why); the others work.
+    """
+    cs = ConfigStore.instance()
+    cs.store(name="covey_schema", node=_writable(OmegaConf.structured(CoveyCfg)))
+    for name in registered_tasks():
+        try:
+            cs.store(group="task", name=name, node=task_node(name))
+        except ValueError as err:
+            BROKEN_TASKS[name] = str(err)
+
+
+register_configs()
+
+
+# ----------------------------------------------------------------------------- compose and check
+def one_line(err: BaseException) -> str:
+    """A hydra / omegaconf error as one line: its message and its cause's first line (without hydra's
+    search path, and without its hint to add a key with ``+``: check_config would reject the key)."""
+    text = str(err).split("Config search path:")[0]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    parts = [" ".join(line for line in lines if not line.startswith("To append to your config use"))]
+    cause = err.__cause__
+    if isinstance(cause, OmegaConfBaseException | HydraException):
+        first = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")
+        if first and first not in parts[0]:
+            parts.append(first)
+    return ": ".join(p.rstrip(".") for p in parts if p)
+
+
+@contextmanager
+def _hydra_errors_as_config_errors(overrides: Sequence[str]) -> Iterator[None]:
+    try:
+        yield
+    except (HydraException, OmegaConfBaseException) as err:
+        for item in overrides:  # a task whose module is broken: say why, not just "not found"
+            key, _, val = item.lstrip("+~").partition("=")
+            if key == "task" and val in BROKEN_TASKS:
+                raise ConfigError("task", BROKEN_TASKS[val]) from None
+        raise ConfigError("", one_line(err)) from None
+
+
+def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictConfig:
+    """The config ``train.py`` would run with these overrides (hydra compose of ``configs/``).
+
+    Raises:
+        ConfigError: a malformed override, an unknown key or group option, a value of the wrong type.
+    """
+    with _hydra_errors_as_config_errors(overrides):
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+            return hydra_compose(config_name=config_name, overrides=list(overrides))
+
+
+def check_config(cfg: Mapping[str, Any] | DictConfig) -> None:
+    """Build every node of a composed config as its dataclass (the task's through the registry), so
+    that a bad value fails before anything runs.
+
+    Raises:
+        ConfigError: naming the first bad key (``train.rollout_steps: must be >= 1, got 0``).
+    """
+    plain = dict(to_plain(cfg))
+    task = dict(plain.pop("task", None) or {})
+    if "name" not in task:
+        raise ConfigError("task", "no task chosen: give task=<name>")
+    name = task.pop("name")
+    try:
+        cfg_class = task_class(name).cfg_class
+    except ValueError as err:
+        raise ConfigError("task.name", str(err)) from None
+    build_config(cfg_class, task, where="task")
+    build_config(CoveyCfg, plain)
+
+
+# ----------------------------------------------------------------------------- evaluate.py / export.py
+def parse_args(cls: type[T], argv: Sequence[str], prefixes: Sequence[str] = ()) -> tuple[T, dict[str, dict]]:
+    """``key=value`` arguments -> an instance of the arguments dataclass ``cls``, plus the nested values
+    given under each of ``prefixes`` (``task.fault.enabled=true`` -> ``{"task": {"fault": {"enabled": True}}}``),
+    which the caller checks against their own config.
+
+    Values follow hydra's override grammar, as on train.py's command line (``1e-3``, ``true``,
+    ``null``, ``[1,2]``, quotes); a field of type ``str`` takes the text after ``=`` verbatim (paths,
+    ``match=scripted,hover``). The instance is built with :func:`sim.core.config.build_config`, so
+    field bounds and ``__post_init__`` checks apply.
+
+    Raises:
+        ConfigError: a malformed argument, an unknown or repeated key, a value of the wrong type or out
+            of bounds; the message names the key.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    nested: dict[str, dict] = {p: {} for p in prefixes}
+    seen: set[str] = set()
+    for item in argv:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError("", f"expected key=value, got {item!r}")
+        if key in seen:
+            raise ConfigError(key, "given twice")
+        seen.add(key)
+        head, _, rest = key.partition(".")
+        if head in nested and rest:
+            _put(nested[head], rest.split("."), _parse_value(parser, key, raw))
+        elif key in hints and _is_str(hints[key]):
+            values[key] = None if raw == "null" and _is_optional(hints[key]) else raw
+        elif key in hints:
+            values[key] = _parse_value(parser, key, raw)
+        else:
+            extra = ", ".join(f"{p}.<key>" for p in prefixes)
+            valid = sorted(hints) + ([extra] if extra else [])
+            raise ConfigError(key, f"unknown argument; valid: {', '.join(valid)}")
+    return build_config(cls, values), nested
+
+
+def _parse_value(parser: Any, key: str, raw: str) -> Any:
+    try:
+        (override,) = parser.parse_overrides([f"{key}={raw}"])
+    except HydraException as err:
+        raise ConfigError(key, f"cannot parse {raw!r}: {one_line(err)}") from None
+    if override.is_sweep_override():
+        raise ConfigError(key, f"takes one value, got the choices {raw!r} (a list is [a,b])")
+    return override.value()
+
+
+def _put(node: dict, path: list[str], val: Any) -> None:
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = val
+
+
+def _is_optional(hint: Any) -> bool:
+    return type(None) in typing.get_args(hint)
+
+
+def _is_str(hint: Any) -> bool:
+    return hint is str or (_is_optional(hint) and str in typing.get_args(hint))
+
+
+def usage(cls: type) -> list[str]:
+    """One line per field of an arguments dataclass: ``key=default  type  help`` (``metadata["help"]``)."""
+    hints = typing.get_type_hints(cls)
+    lines = []
+    for f in dataclasses.fields(cls):
+        hint = str(hints[f.name]).replace("<class '", "").replace("'>", "").replace("typing.", "")
+        lines.append(f"  {f'{f.name}={f.default}':<24} {hint:<12} {f.metadata.get('help', '')}")
+    return lines
+
+
+def exit_on_user_error(prog: str, fn: Callable[[], T], errors: tuple[type[BaseException], ...] = ()) -> T:
+    """Run ``fn``; a :class:`ConfigError` (or one of ``errors``) prints ``<prog>: error: <one line>``
+    to stderr and exits with code 2, without a traceback."""
+    try:
+        return fn()
+    except (ConfigError, *errors) as err:
+        msg = " ".join(str(err).split())  # one line, whatever the message held
+        print(f"{prog}: error: {msg}", file=sys.stderr)
+        raise SystemExit(2) from None
