@@ -5,11 +5,13 @@
 
 Writes one model per agent group: ``out`` itself for a single group, else ``<stem>_<group>.onnx``
 (default ``out``: the checkpoint path with ``.onnx``). Each graph holds observation normalisation,
-the deterministic actor (with the task's action prior) and action scaling: input ``obs``, outputs
-``action`` (in [-1, 1]) and ``command`` (physical units); see :mod:`policies.export`. Its metadata
-(``metadata_props["covey"]``, JSON) gives the task and config, the group, the observation layout
-(terms with slices, units, frames, history), the action names, units, scale and bounds, the control
-rate, the task's deployment constants, the training run id, step and covey version.
+the encoders, a recurrent policy's memory, the deterministic actor (with the task's action prior) and
+action scaling: one input per actor observation entry (``policy``, ``image``...; recurrent policies
+add ``h_in``), outputs ``action`` (in [-1, 1]), ``command`` (physical units) and ``h_out``; see
+:mod:`policies.export`. Its metadata (``metadata_props["covey"]``, JSON) gives the task and config,
+the group, each input's layout (terms with slices, units, frames, history; shape and dtype), the
+memory, the action names, units, scale and bounds, the control rate, the task's deployment constants
+and ROS profile, the training run id, step and covey version.
 
 Before a file is written, onnxruntime and torch must agree within 1e-5 on random observations and on
 observations recorded from the env driven by the policy; otherwise nothing is written and the
@@ -20,26 +22,43 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-ARGS = {"checkpoint": None, "out": None, "record_steps": 200, "record_envs": 8, "seed": 0, "atol": 1e-5}
+
+@dataclass(frozen=True)
+class ExportArgs:
+    """Every ``key=value`` argument of ``export.py`` (parsed as train.py's: hydra's override grammar)."""
+
+    checkpoint: str = field(default="", metadata={"help": "covey checkpoint (.pt) to export (required)"})
+    out: str | None = field(default=None, metadata={"help": "output .onnx (default: the checkpoint path, .onnx)"})
+    record_steps: int = field(default=200, metadata={"help": "env steps recorded for the parity check"})
+    record_envs: int = field(default=8, metadata={"help": "envs recorded for the parity check"})
+    seed: int = field(default=0, metadata={"help": "seed of the recording env and the random observations"})
+    atol: float = field(default=1e-5, metadata={"help": "max |onnx - torch| allowed"})
+
+    def __post_init__(self) -> None:
+        for key in ("record_steps", "record_envs", "atol"):
+            if getattr(self, key) <= 0:
+                raise ValueError(f"{key} must be > 0, got {getattr(self, key)!r}")
 
 
 def parse_args(argv: list[str]) -> dict[str, Any]:
-    import yaml
+    """``key=value`` strings -> the keyword arguments of :func:`export_checkpoint`.
 
-    args = dict(ARGS)
-    for item in argv:
-        key, sep, value = item.partition("=")
-        if not sep or key not in ARGS:
-            raise SystemExit(f"export.py: bad argument {item!r}; use key=value with keys {sorted(ARGS)}")
-        args[key] = yaml.safe_load(value)
-    if not args["checkpoint"]:
-        raise SystemExit("export.py: give checkpoint=<path>")
-    return args
+    Raises:
+        ConfigError: a malformed argument, an unknown key, a value of the wrong type or out of range.
+    """
+    from sim.core.config import ConfigError
+    from training.config import parse_args as parse_typed
+
+    args, _ = parse_typed(ExportArgs, argv)
+    if not args.checkpoint:
+        raise ConfigError("checkpoint", "required: give checkpoint=<path>")
+    return asdict(args)
 
 
 def output_paths(out: str | Path, groups: list[str]) -> dict[str, Path]:
@@ -61,7 +80,10 @@ def group_metadata(env, group: str, task_cfg: dict, ckpt_meta: dict) -> dict[str
         "group": group,
         "n_agents": g.n_agents,
         "task_cfg": task_cfg,
-        "observation": g.observations["policy"].to_dict(),
+        # Every actor input's layout (terms, units, history); "observation" keeps the "policy" vector's
+        # for readers of the v1 format.
+        "observations": {name: entry.to_dict() for name, entry in g.inputs("actor").items()},
+        **({"observation": g.observations["policy"].to_dict()} if "policy" in g.actor_obs else {}),
         "action": {
             "names": list(g.action_names),
             "units": list(g.action_units),
@@ -82,30 +104,41 @@ def group_metadata(env, group: str, task_cfg: dict, ckpt_meta: dict) -> dict[str
     }
 
 
-def record_observations(env, actors: dict, steps: int) -> dict[str, torch.Tensor]:
-    """Policy observations ``{group: [steps * E, A, obs_dim]}`` of the actors' groups, from the env
-    driven by the actors. A group without an actor (a self-play checkpoint's opponent side) is played
-    by the first actor when its observations and actions have the same shapes, else by zero actions."""
+def record_observations(env, actors: dict, steps: int) -> dict[str, dict[str, torch.Tensor]]:
+    """ONNX inputs ``{group: {input: [steps * E, A, ...]}}`` of the actors' groups (every actor
+    entry, and a recurrent actor's state before each step, ``h_in``/``c_in``), from the env driven by
+    the actors. A group without an actor (a self-play checkpoint's opponent side) is played by the
+    first feed-forward actor when its observations and actions have the same shapes, else by zeros."""
+    from policies import StatefulActor, reset_memory
+    from policies.export import memory_names
+
     groups = env.spec.groups
     first = next(iter(actors))
-    drive = {}
-    for g, spec in groups.items():
-        if g in actors:
-            drive[g] = actors[g]
-        elif (spec.observations["policy"].shape, spec.action_dim) == (
-            groups[first].observations["policy"].shape,
-            groups[first].action_dim,
-        ):
-            drive[g] = actors[first]
+
+    def layout(g: str) -> tuple:
+        return tuple((k, e.shape) for k, e in groups[g].inputs("actor").items()), groups[g].action_dim
+
+    drive = {g: actors[g] for g in groups if g in actors}
+    if not isinstance(actors[first], StatefulActor):
+        drive.update({g: actors[first] for g in groups if g not in actors and layout(g) == layout(first)})
     zeros = env.zero_actions()
     obs = env.reset()
-    seen: dict[str, list[torch.Tensor]] = {g: [] for g in actors}
+    seen: dict[str, dict[str, list[torch.Tensor]]] = {g: {} for g in actors}
     with torch.inference_mode():
         for _ in range(steps):
-            for g in seen:
-                seen[g].append(obs[g]["policy"].clone())
-            obs, *_ = env.step({g: drive[g](obs[g]["policy"]) if g in drive else zeros[g] for g in groups})
-    return {g: torch.cat(v) for g, v in seen.items()}
+            for g, actor in actors.items():
+                for k in groups[g].actor_obs:
+                    seen[g].setdefault(k, []).append(obs[g][k].clone())
+                if isinstance(actor, StatefulActor):
+                    x = obs[g][groups[g].actor_obs[0]]
+                    state = actor.memory if actor.memory is not None else actor.ac.initial_memory(*x.shape[:2])["actor"]
+                    names, _ = memory_names(actor.ac)
+                    for name, part in zip(names, state.chunk(len(names), -1), strict=True):
+                        seen[g].setdefault(name, []).append(part.clone())
+            actions = {g: drive[g](obs[g]) if g in drive else zeros[g] for g in groups}
+            obs, _, terminated, truncated, _ = env.step(actions)
+            reset_memory(actors, terminated | truncated)
+    return {g: {k: torch.cat(v) for k, v in entries.items()} for g, entries in seen.items()}
 
 
 def export_checkpoint(
@@ -132,7 +165,7 @@ def export_checkpoint(
     report: dict[str, Any] = {"files": {}, "parity": {}}
     for group, path in paths.items():
         ac = models[group]
-        rec = recorded[group] if ac.cfg.sharing == "per_agent" else recorded[group].flatten(0, 1)
+        rec = {k: v if ac.cfg.sharing == "per_agent" else v.flatten(0, 1) for k, v in recorded[group].items()}
         parity = export_onnx(
             ac,
             path,
@@ -154,8 +187,14 @@ def export_checkpoint(
 
 def main(argv: list[str]) -> int:
     from policies.export import ExportError
+    from training.config import exit_on_user_error
 
-    args = parse_args(argv)
+    if any(a in ("-h", "--help") for a in argv):
+        from training.config import usage
+
+        print("\n".join([__doc__.strip(), "", "keys:", *usage(ExportArgs)]))
+        return 0
+    args = exit_on_user_error("export.py", lambda: parse_args(argv))  # one line, exit code 2
     try:
         report = export_checkpoint(**args)
     except (ExportError, ValueError, FileNotFoundError) as err:

@@ -1,16 +1,21 @@
 """ONNX export of one agent group's deterministic actor, checked against torch before it is kept.
 
-The exported graph is the whole observation -> command map a robot needs:
+The exported graph is the whole observation -> command map a robot needs, format ``covey-onnx-v2``:
 
-    obs     [B, obs_dim]  float32   raw policy observation, exactly as the simulator builds it
-            ([B, A, obs_dim] for ``per_agent`` weights: agent a reads row a)
+    inputs  one per actor observation entry, named by the entry (``policy``, ``image``, graph
+            parts...), ``[B, *shape]`` in the entry's dtype (uint8 images raw; the graph scales them)
+            (``[B, A, *shape]`` for ``per_agent`` weights: agent a reads row a)
+            recurrent policies also take ``h_in`` (an LSTM: ``h_in``, ``c_in``) ``[B, L, H]``
     action  same leading axes, [.., act_dim]  in [-1, 1] (what ``env.step`` takes)
     command same leading axes, [.., act_dim]  ``action * action_scale``, physical units
+            recurrent policies also return ``h_out`` (``c_out``): the next step's state; feed
+            zeros at the start of an episode
 
-with observation normalisation, the action prior, the actor MLP, the clamp and the scaling inside.
-``B`` (the batch) is a dynamic axis. The model's ``metadata_props`` hold one JSON object under the
-key ``covey`` (``ONNX_METADATA_KEY``) describing the task, observation layout, action meaning,
-rates and provenance; see :func:`export_onnx`.
+with observation normalisation, the encoders (CNN, graph), the memory, the action prior, the actor
+MLP, the clamp and the scaling inside. ``B`` (the batch) is a dynamic axis. The model's
+``metadata_props`` hold one JSON object under the key ``covey`` (``ONNX_METADATA_KEY``) describing
+the task, each input (``inputs``), the memory (``memory``), the action meaning, rates and
+provenance; see :func:`export_onnx`.
 """
 
 from __future__ import annotations
@@ -26,10 +31,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from policies.actor_critic import ActorCritic
+from policies.actor_critic import ActorCritic, DeterministicActor
 
 ONNX_METADATA_KEY = "covey"
-ONNX_FORMAT = "covey-onnx-v1"
+ONNX_FORMAT = "covey-onnx-v2"
 PARITY_ATOL = 1e-5  # max |onnxruntime - torch| on the normalised action
 OPSET = 18  # the lowest the torch 2.13 dynamo exporter implements (asking 17 converts down, with a warning)
 
@@ -38,17 +43,37 @@ class ExportError(RuntimeError):
     """The exported model failed its parity check (nothing was written) or could not be built."""
 
 
+def memory_names(actor_critic: ActorCritic) -> tuple[list[str], list[str]]:
+    """ONNX names of the recurrent state ``(inputs, outputs)``; empty for feed-forward policies."""
+    if not actor_critic.recurrent:
+        return [], []
+    if actor_critic.actor_memory.kind == "lstm":
+        return ["h_in", "c_in"], ["h_out", "c_out"]
+    return ["h_in"], ["h_out"]
+
+
 class OnnxActor(nn.Module):
-    """``obs -> (action in [-1, 1], command = action * scale)``: the graph that gets exported."""
+    """``(*entries, *memory) -> (action in [-1, 1], command = action * scale, *memory)``: the exported graph."""
 
     def __init__(self, actor_critic: ActorCritic, action_scale: Tensor) -> None:
         super().__init__()
-        self.actor = actor_critic.deterministic_actor()
+        self.actor = DeterministicActor(actor_critic)
+        self.n_inputs = len(actor_critic.dims.actor_inputs)
+        self.recurrent = actor_critic.recurrent
+        self.lstm = self.recurrent and actor_critic.actor_memory.kind == "lstm"
         self.register_buffer("action_scale", action_scale.detach().float().clone())
 
-    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        action = self.actor(obs)
-        return action, action * self.action_scale
+    def forward(self, *args: Tensor) -> tuple[Tensor, ...]:
+        xs = list(args[: self.n_inputs])
+        if not self.recurrent:
+            action = self.actor(xs)
+            return action, action * self.action_scale
+        state = torch.cat(args[self.n_inputs :], -1) if self.lstm else args[self.n_inputs]
+        action, state = self.actor(xs, state)
+        if self.lstm:
+            h, c = state.chunk(2, -1)
+            return action, action * self.action_scale, h, c
+        return action, action * self.action_scale, state
 
 
 @dataclass(frozen=True)
@@ -91,7 +116,7 @@ def export_onnx(
     path: str | Path,
     metadata: Mapping[str, Any],
     action_scale: Tensor,
-    recorded_obs: Tensor | None = None,
+    recorded_obs: Tensor | Mapping[str, Tensor] | None = None,
     random_samples: int = 4096,
     atol: float = PARITY_ATOL,
     seed: int = 0,
@@ -101,11 +126,14 @@ def export_onnx(
     Args:
         actor_critic: the group's networks (CPU or any device; exported from a CPU copy).
         path: output ``.onnx`` file; written only when the check passes (temp file, then rename).
-        metadata: JSON-serialisable description stored under ``covey`` (``format`` is added).
+        metadata: JSON-serialisable description stored under ``covey`` (``format``, ``inputs``,
+            ``memory`` and ``input_axes`` are added).
         action_scale: ``[act_dim]`` physical units per unit of normalised action.
-        recorded_obs: ``[S, obs_dim]`` (shared) or ``[S, A, obs_dim]`` (per-agent) observations
-            recorded from the env; checked in addition to random ones.
-        random_samples: random observations checked, drawn around the normaliser's statistics.
+        recorded_obs: observations recorded from the env, checked in addition to random ones:
+            ONNX input name -> ``[S, *shape]`` (shared) or ``[S, A, *shape]`` (per-agent), the
+            memory inputs included for a recurrent policy; a bare tensor for a single input.
+        random_samples: random inputs checked (vectors around the normaliser's statistics, random
+            pixels, random graphs, random memory states).
         atol: the largest allowed ``|onnx - torch|`` on the normalised action.
 
     Returns:
@@ -120,30 +148,40 @@ def export_onnx(
     dims = actor_critic.dims
     per_agent = actor_critic.cfg.sharing == "per_agent"
     module = OnnxActor(_cpu_copy(actor_critic), action_scale.cpu()).eval()
+    mem_in, mem_out = memory_names(module.actor.ac)
+    input_names = [i.name for i in dims.actor_inputs] + mem_in
+    output_names = ["action", "command", *mem_out]
     lead = (2, dims.n_agents) if per_agent else (2,)  # batch 2: torch.export specialises size-1 axes
-    example = torch.zeros(*lead, dims.obs_dim)
-    names = ["batch", "agent"] if per_agent else ["batch"]
+    example = _random_inputs(module.actor.ac, lead, torch.Generator().manual_seed(seed))
+    axes = ["batch", "agent"] if per_agent else ["batch"]
+    batch = torch.export.Dim("batch")
     tmp = path.with_name(path.name + ".tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with torch.no_grad():
             torch.onnx.export(
                 module,
-                (example,),
+                tuple(example[n] for n in input_names),
                 str(tmp),
-                input_names=["obs"],
-                output_names=["action", "command"],
-                dynamic_shapes={"obs": {0: torch.export.Dim("batch")}},
+                input_names=input_names,
+                output_names=output_names,
+                dynamic_shapes=(tuple({0: batch} for _ in input_names),),  # one entry: the *args tuple
                 opset_version=OPSET,
                 external_data=False,
                 verbose=False,
             )
         model = onnx.load(str(tmp))
-        meta = {"format": ONNX_FORMAT, **dict(metadata), "input_axes": names}
+        meta = {
+            "format": ONNX_FORMAT,
+            **dict(metadata),
+            "inputs": [{**i.to_dict(), **_entry_meta(metadata, i.name)} for i in dims.actor_inputs],
+            "memory": _memory_meta(module.actor.ac, mem_in, mem_out),
+            "input_axes": axes,
+        }
         onnx.helper.set_model_props(model, {ONNX_METADATA_KEY: json.dumps(meta)})
         onnx.checker.check_model(model)
         onnx.save(model, str(tmp))
-        report = _parity(module, tmp, dims.n_agents if per_agent else None, recorded_obs, random_samples, seed)
+        report = _parity(module, tmp, input_names, output_names, lead[1:], recorded_obs, random_samples, seed)
     except ExportError:
         tmp.unlink(missing_ok=True)
         raise
@@ -162,40 +200,95 @@ def export_onnx(
     return report
 
 
+def _entry_meta(metadata: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The env's description of entry ``name`` (``metadata["observations"][name]``: terms, units,
+    history), if the caller gave one."""
+    return dict((metadata.get("observations") or {}).get(name, {}))
+
+
+def _memory_meta(ac: ActorCritic, mem_in: list[str], mem_out: list[str]) -> dict[str, Any]:
+    if not mem_in:
+        return {}
+    layers, hidden = ac.actor_memory.layers, ac.actor_memory.hidden
+    return {
+        "kind": ac.actor_memory.kind,
+        "inputs": mem_in,
+        "outputs": mem_out,
+        "shapes": [[layers, hidden] for _ in mem_in],
+        "reset": "zeros at the start of every episode (and after any safe/invalid tick)",
+    }
+
+
 def _cpu_copy(actor_critic: ActorCritic) -> ActorCritic:
     copy = ActorCritic(actor_critic.dims, actor_critic.cfg)
     copy.load_state_dict({k: v.detach().cpu() for k, v in actor_critic.state_dict().items()})
     return copy.eval().requires_grad_(False)
 
 
+def _random_inputs(ac: ActorCritic, lead: tuple[int, ...], gen: torch.Generator) -> dict[str, Tensor]:
+    """Random ONNX inputs by name, ``[*lead, *shape]``, exercising the ranges the graph sees:
+    vectors at 1x-3x the training spread (clipping and saturation included), any pixel value,
+    random graphs with random masks, random memory states."""
+    out: dict[str, Tensor] = {}
+    for spec in ac.dims.actor_inputs:
+        shape = (*lead, *spec.shape)
+        if spec.kind == "vector":
+            norm = ac.actor_encoder.norms[spec.name]
+            mean, std = norm.mean.detach().cpu().float(), norm.var.detach().cpu().float().sqrt()
+            spread = torch.rand(*lead, 1, generator=gen) * 2 + 1
+            out[spec.name] = mean + std * spread * torch.randn(*shape, generator=gen)
+        elif spec.kind == "image":
+            out[spec.name] = torch.randint(0, 256, shape, generator=gen, dtype=torch.uint8)
+        elif spec.dtype == "bool":
+            out[spec.name] = torch.rand(shape, generator=gen) < 0.8
+        elif spec.dtype == "int64":
+            high = 8 if spec.role != "edge_index" else max(1, _graph_nodes(ac, spec.graph))
+            out[spec.name] = torch.randint(0, high, shape, generator=gen)
+        else:
+            out[spec.name] = torch.randn(*shape, generator=gen)
+    names, _ = memory_names(ac)
+    for name in names:
+        out[name] = 0.5 * torch.randn(*lead, ac.actor_memory.layers, ac.actor_memory.hidden, generator=gen)
+    return out
+
+
+def _graph_nodes(ac: ActorCritic, graph: str) -> int:
+    for spec in ac.dims.actor_inputs:
+        if spec.graph == graph and spec.role in ("node_features", "node_vectors", "node_types", "node_mask"):
+            return spec.shape[0]
+    return 1
+
+
 def _parity(
     module: OnnxActor,
     path: Path,
-    n_agents: int | None,
-    recorded_obs: Tensor | None,
+    input_names: list[str],
+    output_names: list[str],
+    agent_axis: tuple[int, ...],
+    recorded: Tensor | Mapping[str, Tensor] | None,
     random_samples: int,
     seed: int,
 ) -> ParityReport:
-    """Run torch and onnxruntime on the same observations; max abs differences."""
+    """Run torch and onnxruntime on the same inputs; max abs differences (memory outputs count as actions)."""
     session = onnx_runtime_session(path)
-    norm = module.actor.ac.obs_norm
-    mean, std = norm.mean.detach().cpu().float(), norm.var.detach().cpu().float().sqrt()
     gen = torch.Generator().manual_seed(seed)
-    lead = (random_samples, n_agents) if n_agents else (random_samples,)
-    # Around the training distribution (1x-3x its spread), so clipping and saturation are exercised too.
-    spread = torch.rand(*lead, 1, generator=gen) * 2 + 1
-    random_obs = mean + std * spread * torch.randn(*lead, mean.numel(), generator=gen)
 
-    def diff(obs: Tensor) -> tuple[float, float]:
+    def diff(inputs: Mapping[str, Tensor]) -> tuple[float, float]:
+        args = [inputs[n].detach().cpu() for n in input_names]
         with torch.no_grad():
-            act_t, cmd_t = module(obs)
-        act_o, cmd_o = session.run(["action", "command"], {"obs": np.ascontiguousarray(obs.numpy(), np.float32)})
-        return float(np.abs(act_o - act_t.numpy()).max()), float(np.abs(cmd_o - cmd_t.numpy()).max())
+            outs_t = module(*args)
+        feed = {n: np.ascontiguousarray(a.numpy()) for n, a in zip(input_names, args, strict=True)}
+        outs_o = session.run(output_names, feed)
+        errs = [float(np.abs(o - t.numpy()).max()) for o, t in zip(outs_o, outs_t, strict=True)]
+        return max(errs[:1] + errs[2:]), errs[1]
 
-    rand_act, rand_cmd = diff(random_obs)
+    rand_act, rand_cmd = diff(_random_inputs(module.actor.ac, (random_samples, *agent_axis), gen))
     rec_act, rec_cmd = None, 0.0
     samples = random_samples
-    if recorded_obs is not None and recorded_obs.numel():
-        rec_act, rec_cmd = diff(recorded_obs.detach().cpu().float())
-        samples += recorded_obs.shape[0]
+    if recorded is not None:
+        if isinstance(recorded, Tensor):
+            recorded = {input_names[0]: recorded}
+        if len(recorded) and next(iter(recorded.values())).numel():
+            rec_act, rec_cmd = diff(recorded)
+            samples += next(iter(recorded.values())).shape[0]
     return ParityReport(rand_act, rec_act, max(rand_cmd, rec_cmd), samples)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -20,17 +21,34 @@ from policies import ActorCritic, GroupDims, PolicyCfg  # noqa: E402
 from policies.export import ExportError, export_onnx, onnx_runtime_session, read_metadata  # noqa: E402
 from sim.core.registry import registered_tasks  # noqa: E402
 from training.checkpoint import FORMAT, save_checkpoint  # noqa: E402
+from training.runner import input_specs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def fresh_models(env, sharing: str = "shared") -> dict[str, ActorCritic]:
+def _export_cli():
+    spec = importlib.util.spec_from_file_location("covey_export_cli_v2", ROOT / "export.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+record_observations = _export_cli().record_observations
+
+
+def fresh_models(env, sharing: str = "shared", **policy) -> dict[str, ActorCritic]:
     """Freshly initialised actor-critics for every group, output layer scaled so actions are not ~0."""
     torch.manual_seed(0)
     models = {}
     for name, g in env.spec.groups.items():
-        dims = GroupDims(g.n_agents, g.observations["policy"].shape[-1], g.state_shape[-1], g.action_dim)
-        ac = ActorCritic(dims, PolicyCfg(sharing=sharing, actor_hidden=(64, 64), critic_hidden=(32,)))
+        dims = GroupDims(
+            g.n_agents,
+            action_dim=g.action_dim,
+            actor_inputs=input_specs(g.inputs("actor")),
+            critic_inputs=input_specs(g.inputs("critic")),
+        )
+        cfg = PolicyCfg(sharing=sharing, actor_hidden=(64, 64), critic_hidden=(32,), **policy)
+        ac = ActorCritic(dims, cfg)
         ac.set_action_prior(g.action_prior_matrix())
         with torch.no_grad():
             ac.actor[-1].weight.mul_(50.0)
@@ -39,6 +57,7 @@ def fresh_models(env, sharing: str = "shared") -> dict[str, ActorCritic]:
 
 
 def recorded(env, models, steps: int = 20) -> dict[str, torch.Tensor]:
+    """The single-input groups' ``policy`` observations ``{group: [steps * E, A, dim]}``."""
     obs = env.reset()
     out = {g: [] for g in models}
     with torch.no_grad():
@@ -49,28 +68,45 @@ def recorded(env, models, steps: int = 20) -> dict[str, torch.Tensor]:
     return {g: torch.cat(v) for g, v in out.items()}
 
 
+@pytest.mark.parametrize("memory", ["none", "gru", "lstm"])
 @pytest.mark.parametrize("task", registered_tasks())
-def test_fresh_policy_of_every_task_exports_with_parity(task: str, tmp_path: Path) -> None:
+def test_fresh_policy_of_every_task_exports_with_parity(task: str, memory: str, tmp_path: Path) -> None:
+    """Every task's inputs (vectors, images...) with and without memory: one ONNX input per entry,
+    parity on random and recorded inputs, and a dynamic batch size."""
+    if memory != "none" and task != "memory_reach":
+        pytest.skip("memory is checked on memory_reach (the exporter does not depend on the task)")
     env = sim.make(task, num_envs=4, seed=0)
-    models = fresh_models(env)
-    obs = recorded(env, models)
+    models = fresh_models(env, memory=memory, memory_hidden=16)
+    actors = {g: ac.deterministic_actor() for g, ac in models.items()}
+    obs = record_observations(env, actors, 20)
     for group, ac in models.items():
         path = tmp_path / f"{group}.onnx"
         spec = env.spec.groups[group]
         scale = torch.tensor(spec.action_scale)
-        report = export_onnx(ac, path, {"task": task, "group": group}, scale, recorded_obs=obs[group].flatten(0, 1))
+        rec = {k: v.flatten(0, 1) for k, v in obs[group].items()}
+        report = export_onnx(ac, path, {"task": task, "group": group}, scale, recorded_obs=rec)
         assert report.max_action < 1e-5 and report.recorded_action is not None
-        # A batch size never seen at export time (dynamic axis); both outputs.
-        x = obs[group][:7, 0]
-        action, command = onnx_runtime_session(path).run(["action", "command"], {"obs": x.numpy()})
+        # A batch size never seen at export time (dynamic axis); every output.
+        feed = {k: v[:7].numpy() for k, v in rec.items()}
+        outputs = onnx_runtime_session(path).run(None, feed)
+        action, command = outputs[:2]
         with torch.no_grad():
-            expected = ac.act_deterministic(x)
+            entries = [torch.from_numpy(feed[k]) for k in spec.actor_obs]
+            if ac.recurrent:
+                state = torch.cat([torch.from_numpy(feed[k]) for k in feed if k not in spec.actor_obs], -1)
+                expected, next_state = ac.act_deterministic(entries, state)
+                np.testing.assert_allclose(np.concatenate(outputs[2:], -1), next_state.numpy(), atol=1e-5)
+            else:
+                expected = ac.act_deterministic(entries)
         assert action.shape == (7, spec.action_dim)
         np.testing.assert_allclose(action, expected.numpy(), atol=1e-5)
         np.testing.assert_allclose(command, (expected * scale).numpy(), atol=1e-5 * float(scale.max()))
         assert np.abs(expected.numpy()).max() > 0.05, "the check must see non-trivial actions"
         meta = read_metadata(path)
-        assert meta["task"] == task and meta["group"] == group and meta["format"] == "covey-onnx-v1"
+        assert meta["task"] == task and meta["group"] == group and meta["format"] == "covey-onnx-v2"
+        assert [i["name"] for i in meta["inputs"]] == list(spec.actor_obs)
+        assert [i["dtype"] for i in meta["inputs"]] == [str(spec.observations[k].dtype)[6:] for k in spec.actor_obs]
+        assert bool(meta["memory"]) == (memory != "none")
 
 
 def test_per_agent_weights_export_with_an_agent_axis(tmp_path: Path) -> None:
@@ -80,7 +116,7 @@ def test_per_agent_weights_export_with_an_agent_axis(tmp_path: Path) -> None:
     path = tmp_path / "mavs.onnx"
     report = export_onnx(ac, path, {}, torch.tensor(env.spec.groups["mavs"].action_scale), recorded_obs=obs)
     assert report.max_action < 1e-5
-    (action,) = onnx_runtime_session(path).run(["action"], {"obs": obs[:5].numpy()})
+    (action,) = onnx_runtime_session(path).run(["action"], {"policy": obs[:5].numpy()})
     with torch.no_grad():
         np.testing.assert_allclose(action, ac.act_deterministic(obs[:5]).numpy(), atol=1e-5)
 
@@ -150,7 +186,7 @@ def test_the_exported_graph_includes_the_action_prior(tmp_path: Path) -> None:
     obs = env.reset()
     path = tmp_path / "prior.onnx"
     export_onnx(ac, path, {}, torch.tensor(env.spec.groups["mavs"].action_scale))
-    (action,) = onnx_runtime_session(path).run(["action"], {"obs": obs["mavs"]["policy"].flatten(0, 1).numpy()})
+    (action,) = onnx_runtime_session(path).run(["action"], {"policy": obs["mavs"]["policy"].flatten(0, 1).numpy()})
     expected = prior_policy(env)(obs)["mavs"].flatten(0, 1)
     assert expected.abs().max() > 0.05
     np.testing.assert_allclose(action, expected.numpy(), atol=1e-5)
