@@ -7,12 +7,13 @@
     python evaluate.py task=drone_volleyball match=scripted,hover games=200       # two-team matches
     python evaluate.py task=drone_volleyball league=hover,scripted,<a.pt> games=200   # round-robin + Elo
 
-Arguments are hydra-style ``key=value`` pairs (values parsed as YAML: ``true``, ``1.5``, ``[1, 2]``,
-``null``); ``task.<field>=<value>`` overrides a field of the task config and
-``success.<metric>=<bound>`` a success threshold. An unknown key is an error naming it.
+Arguments are ``key=value`` pairs parsed as train.py's (hydra's override grammar: ``true``,
+``1e-3``, ``[1, 2]``, ``null``; a text argument such as a path is taken verbatim);
+``task.<field>=<value>`` overrides a field of the task config and ``success.<metric>=<bound>`` a
+success threshold. An unknown key, a value of the wrong type or out of range is an error naming it.
 
 The task config is the one the policy was trained with (checkpoint, else the ONNX metadata
-``covey`` -> ``task_cfg``, else ``configs/task/<task>.yaml``), noise and randomisation as trained;
+``covey`` -> ``task_cfg``, else the task config's defaults), noise and randomisation as trained;
 ``eval_mode=true`` applies the task's ``evaluation_overrides()`` (both off). Then ``task.*``.
 
 Output: a table (policy and baseline side by side), and as the last line one JSON object: every
@@ -43,21 +44,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import sys
 import time
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 DEFAULT_MAX_ENVS = 1024
 STRATEGY_TASK = "drone_volleyball_strategy"  # HCSP stage 2 checkpoints play matches on drone_volleyball
-_FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
 class EvalError(Exception):
@@ -101,86 +96,39 @@ class EvalArgs:
         default=None, metadata={"help": "round-robin 'A,B,C,...' (teams as in match): pairwise win rates and Elo"}
     )
 
+    def __post_init__(self) -> None:
+        if self.policy not in ("auto", "zero"):
+            raise ValueError(f"policy must be auto or zero, got {self.policy!r}")
+        for key in ("episodes", "games", "num_envs", "video_width", "video_height", "window_s", "video_fps"):
+            val = getattr(self, key)
+            if val is not None and val <= 0:
+                raise ValueError(f"{key} must be > 0, got {val!r}")
+
 
 # --------------------------------------------------------------------------- arguments
-def parse_value(raw: str) -> Any:
-    """A YAML scalar/list/mapping; also ``1e-3`` (YAML 1.1 reads it as a string) as a float."""
-    try:
-        val = yaml.safe_load(raw)
-    except yaml.YAMLError as err:
-        raise EvalError(f"cannot parse value {raw!r}: {err}") from err
-    if isinstance(val, str) and _FLOAT_RE.match(val):
-        return float(val)
-    return val
-
-
-def _coerce(key: str, raw: str, hint: Any) -> Any:
-    args = typing.get_args(hint)
-    optional = type(None) in args
-    base = next((a for a in args if a is not type(None)), hint) if args else hint
-    val = parse_value(raw)
-    if val is None and optional:
-        return None
-    if base is str:
-        return raw
-    if base is bool and isinstance(val, bool):
-        return val
-    if base is int and isinstance(val, int) and not isinstance(val, bool):
-        return val
-    if base is float and isinstance(val, int | float) and not isinstance(val, bool):
-        return float(val)
-    raise EvalError(f"{key} expects {'null or ' if optional else ''}{base.__name__}, got {raw!r}")
-
-
-def _nest(dotted: str, val: Any) -> dict[str, Any]:
-    head, _, rest = dotted.partition(".")
-    return {head: _nest(rest, val) if rest else val}
-
-
 def parse_args(argv: Sequence[str]) -> tuple[EvalArgs, dict[str, Any], dict[str, float]]:
-    """``key=value`` strings -> ``(args, task overrides (nested), success thresholds)``.
+    """``key=value`` strings -> ``(args, task overrides (nested), success thresholds)``, parsed as
+    train.py's arguments are (:func:`training.config.parse_args`: hydra's override grammar).
 
     Raises:
-        EvalError: a malformed pair, an unknown or repeated key, or a value of the wrong type.
+        ConfigError: a malformed pair, an unknown or repeated key, a value of the wrong type or out
+            of range; the message names the key.
     """
-    from sim.core.config import deep_merge
+    from sim.core.config import ConfigError
+    from training.config import parse_args as parse_typed
 
-    hints = typing.get_type_hints(EvalArgs)
-    values: dict[str, Any] = {}
-    task: dict[str, Any] = {}
-    success: dict[str, float] = {}
-    seen: set[str] = set()
-    for item in argv:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise EvalError(f"expected key=value, got {item!r} (see python evaluate.py --help)")
-        if key in seen:
-            raise EvalError(f"key {key!r} given twice")
-        seen.add(key)
-        if key.startswith("task.") and len(key) > 5:
-            task = deep_merge(task, _nest(key[5:], parse_value(raw)))
-        elif key.startswith("success.") and len(key) > 8:
-            success[key[8:]] = _coerce(key, raw, float)
-        elif key in hints:
-            values[key] = _coerce(key, raw, hints[key])
-        else:
-            raise EvalError(f"unknown key {key!r}; valid keys: {sorted(hints)}, task.<field>, success.<metric>")
-    args = EvalArgs(**values)
-    if args.policy not in ("auto", "zero"):
-        raise EvalError(f"policy must be auto or zero, got {args.policy!r}")
-    if args.episodes < 1 or (args.num_envs is not None and args.num_envs < 1):
-        raise EvalError("episodes and num_envs must be >= 1")
-    if args.window_s <= 0 or args.video_fps <= 0:
-        raise EvalError("window_s and video_fps must be > 0")
-    return args, task, success
+    args, nested = parse_typed(EvalArgs, argv, prefixes=("task", "success"))
+    success = nested["success"]
+    for metric, bound in success.items():
+        if isinstance(bound, bool) or not isinstance(bound, int | float):
+            raise ConfigError(f"success.{metric}", f"expects a float bound, got {bound!r}")
+    return args, nested["task"], {k: float(v) for k, v in success.items()}
 
 
 def usage() -> str:
-    hints = typing.get_type_hints(EvalArgs)
-    lines = [__doc__.strip(), "", "keys:"]
-    for f in dataclasses.fields(EvalArgs):
-        hint = str(hints[f.name]).replace("<class '", "").replace("'>", "")
-        lines.append(f"  {f'{f.name}={f.default}':<24} {hint:<12} {f.metadata['help']}")
+    from training.config import usage as field_lines
+
+    lines = [__doc__.strip(), "", "keys:", *field_lines(EvalArgs)]
     lines.append(f"  {'task.<field>=...':<24} {'':<12} override a field of the task config")
     lines.append(f"  {'success.<metric>=...':<24} {'float':<12} success when every listed window mean is below")
     return "\n".join(lines)
@@ -251,7 +199,7 @@ def load_onnx_source(path: str) -> Source:
 
 
 def resolve_task_cfg(source_cfg: Mapping[str, Any] | None, args: EvalArgs, overrides: Mapping[str, Any]) -> dict:
-    """The evaluation task config: trained config (or ``configs/task/<task>.yaml``), eval overrides, ``task.*``."""
+    """The evaluation task config: trained config (or the task's defaults), eval overrides, ``task.*``."""
     from sim.core.config import deep_merge
     from sim.core.registry import evaluation_overrides
 
@@ -262,8 +210,7 @@ def resolve_task_cfg(source_cfg: Mapping[str, Any] | None, args: EvalArgs, overr
         if args.task is not None and args.task != cfg["name"]:
             raise EvalError(f"task={args.task} but the policy was trained on {cfg['name']!r}")
     elif args.task is not None:
-        path = CONFIG_DIR / "task" / f"{args.task}.yaml"
-        cfg = yaml.safe_load(path.read_text()) if path.is_file() else {"name": args.task}
+        cfg = {"name": args.task}  # the task's config dataclass defaults: what train.py task=<name> trains with
     else:
         raise EvalError("no task: give checkpoint=<path>, onnx=<file> with covey metadata, or task=<name>")
     for key in ("num_envs", "device", "seed", "compile"):
@@ -569,10 +516,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(usage())
         return 0
+    from sim.core.config import ConfigError
+
     try:
         args, task_overrides, success = parse_args(argv)
         report = evaluate(args, task_overrides, success)
-    except EvalError as err:
+    except (EvalError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     line = json.dumps(report, default=str)

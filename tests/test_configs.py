@@ -1,114 +1,307 @@
-"""The shipped hydra configs build the tasks they name, and every key in them is a real field."""
+"""One typed configuration: the config dataclasses are hydra structured configs, the yaml files only
+override them, train.py and sim.make build the same task, and every entry point turns a user error
+into one line naming the key."""
 
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+import yaml
 from omegaconf import OmegaConf
 
 import sim
-from sim.core.config import build_config
+from sim.core.config import ConfigError, build_config
+from sim.core.registry import task_class
+from training.config import CONFIG_DIR, CoveyCfg, check_config, compose, parse_args
+from training.coselfplay import CoSelfPlayCfg
 from training.ppo import PPOCfg
-from training.runner import TrainCfg, WandbCfg
+from training.runner import TrainCfg
+from training.selfplay_runner import SelfPlayCfg
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = str(ROOT / "configs")
-TASKS = sorted(p.stem for p in (Path(CONFIG_DIR) / "task").glob("*.yaml"))
-ALGOS = sorted(p.stem for p in (Path(CONFIG_DIR) / "algo").glob("*.yaml"))
+TASKS = sim.registered_tasks()
+ALGOS = sorted(p.stem for p in (CONFIG_DIR / "algo").glob("*.yaml"))
+STAGES = sorted(p.stem for p in (CONFIG_DIR / "stage").glob("*.yaml"))
+
+
+def plain(*overrides: str) -> dict:
+    return OmegaConf.to_container(compose(overrides), resolve=True)
+
+
+# ----------------------------------------------------------------------------- one source of truth
+@pytest.mark.parametrize("task", TASKS)
+def test_sim_make_and_train_py_build_the_same_task(task: str) -> None:
+    """``sim.make(name)`` gets the dataclass defaults; ``train.py task=name`` gets them too."""
+    node = compose([f"task={task}"]).task
+    assert node.name == task
+    assert sim.make(task).cfg == sim.make(node).cfg
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_task_config_node_builds_the_task(task: str) -> None:
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose(config_name="config", overrides=[f"task={task}", "num_envs=2", "device=cpu"])
-    env = sim.make(cfg.task, num_envs=cfg.num_envs, device=cfg.device, seed=cfg.seed, compile=cfg.sim.compile)
-    assert env.spec.task == cfg.task.name
-    assert env.num_envs == 2
-    # Every value in the node reached the env's config (nothing silently dropped).
-    for key, val in cfg.task.items():
-        if key != "name" and not hasattr(val, "items"):
-            assert getattr(env.cfg, key) == val, key
+def test_the_task_node_lists_every_field_of_the_task_config(task: str) -> None:
+    cfg_class = task_class(task).cfg_class
+    node = plain(f"task={task}")["task"]
+
+    def keys(cls: type, value: dict, prefix: str = "") -> None:
+        for f in dataclasses.fields(cls):
+            assert f.name in value, f"{prefix}{f.name} missing from the task node"
+            default = getattr(cls(), f.name)
+            if dataclasses.is_dataclass(default):
+                keys(type(default), value[f.name], f"{prefix}{f.name}.")
+
+    keys(cfg_class, node)
+    assert set(node) == {f.name for f in dataclasses.fields(cfg_class)} | {"name"}
 
 
-def test_every_registered_task_has_a_config() -> None:
-    assert set(sim.registered_tasks()) <= set(TASKS)
+def test_no_task_yaml_shadows_a_registered_task() -> None:
+    """Task nodes come from the task's config dataclass (ConfigStore ``task/<name>``); a yaml file of
+    the same name would be hydra's deprecated schema matching. Variants take another name and list
+    the task in their defaults (``defaults: [cable_load, _self_]``)."""
+    shadowing = sorted(p.name for p in (CONFIG_DIR / "task").glob("*.yaml") if p.stem in TASKS)
+    assert not shadowing
 
 
-def test_command_line_override_reaches_the_env() -> None:
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose(config_name="config", overrides=["task.num_mavs=5", "task.randomization.enabled=false"])
-    env = sim.make(cfg.task, num_envs=1, device="cpu")
-    assert env.cfg.num_mavs == 5 and env.spec.groups["mavs"].n_agents == 5
-    assert env.cfg.randomization.enabled is False
+def test_cable_load_defaults_are_the_shipped_policys_training_settings() -> None:
+    """The shipped policy was trained with ``train.py task=cable_load``: every value its checkpoint
+    recorded is now the dataclass default."""
+    import torch
+
+    payload = torch.load(ROOT / "assets/policies/cable_load/policy.pt", map_location="cpu", weights_only=False)
+    trained = dict(payload["task_cfg"])
+    assert trained.pop("name") == "cable_load"
+    default = sim.make("cable_load").cfg
+    assert build_config(type(default), trained) == default
 
 
-def test_misspelt_key_in_a_node_fails_naming_it() -> None:
-    with pytest.raises(ValueError, match="num_mav"):
-        sim.make({"name": "cable_load", "num_mav": 4})
+@pytest.mark.parametrize("path", sorted((CONFIG_DIR / "algo").glob("*.yaml")), ids=lambda p: p.stem)
+def test_algo_yaml_holds_only_genuine_overrides(path: Path) -> None:
+    """Every value an algo yaml sets differs from the dataclass default (or from the yaml it extends)."""
+    raw = yaml.safe_load(path.read_text()) or {}
+    parents = [d for d in raw.pop("defaults", []) if d != "_self_"]
+    base = plain(f"algo={parents[0]}")["algo"] if parents else OmegaConf.to_container(OmegaConf.structured(PPOCfg))
+
+    def check(node: dict, ref: dict, prefix: str = "") -> None:
+        for key, val in node.items():
+            assert key in ref, f"{path.name}: unknown key {prefix}{key}"
+            if isinstance(val, dict):
+                check(val, ref[key], f"{prefix}{key}.")
+            else:
+                assert val != ref[key], f"{path.name}: {prefix}{key}={val!r} restates the default"
+
+    check(raw, base)
 
 
 @pytest.mark.parametrize("algo", ALGOS)
-def test_root_config_nodes_are_typed_configs(algo: str) -> None:
-    """Every key of the algo, train and wandb nodes is a real field (build_config rejects others)."""
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose(config_name="config", overrides=[f"algo={algo}"])
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    ppo = build_config(PPOCfg, plain["algo"])
+def test_every_algo_builds_its_typed_configs(algo: str) -> None:
+    cfg = plain(f"algo={algo}")
+    check_config(cfg)
+    ppo = build_config(PPOCfg, cfg["algo"])
     assert ppo.name == algo
-    assert ppo.critic_input == {"mappo": "state", "ippo": "policy", "selfplay": "state", "hcsp": "state"}[algo]
-    build_config(TrainCfg, plain["train"])
-    assert build_config(WandbCfg, plain["wandb"]).mode == "offline"
-    assert {"num_envs", "device", "seed", "resume", "torch_threads"} <= set(plain)
-    assert set(plain["sim"]) == {"compile"}
+    assert ppo.critic_input == ("policy" if algo == "ippo" else "state")
 
 
-def test_league_node_is_the_selfplay_config() -> None:
-    from training.selfplay_runner import SelfPlayCfg
+def test_cfg_job_shows_every_field() -> None:
+    """``python train.py --cfg job`` prints the whole typed config: every field of every node."""
+    proc = subprocess.run(
+        [sys.executable, "train.py", "task=point_reach", "--cfg", "job"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shown = yaml.safe_load(proc.stdout)
+    for f in dataclasses.fields(CoveyCfg):
+        assert f.name in shown, f.name
+    for node, cls in [("algo", PPOCfg), ("train", TrainCfg), ("league", SelfPlayCfg), ("coselfplay", CoSelfPlayCfg)]:
+        assert set(shown[node]) == {f.name for f in dataclasses.fields(cls)}, node
+    assert set(shown["algo"]["policy"]) == {f.name for f in dataclasses.fields(PPOCfg().policy)}
+    assert set(shown["task"]) == {f.name for f in dataclasses.fields(task_class("point_reach").cfg_class)} | {"name"}
 
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose(config_name="config", overrides=["algo=selfplay", "league.meta_solver=pfsp"])
-    node = OmegaConf.to_container(cfg, resolve=True)["league"]
-    own = {k: node.pop(k) for k in ("learner_group", "opponents_per_iteration", "scripted_choice")}
-    sp = build_config(SelfPlayCfg, {**own, "league": node})
-    assert sp.league.meta_solver == "pfsp" and sp.learner_group == "team_a"
+
+# ----------------------------------------------------------------------------- overrides
+def test_command_line_overrides_reach_the_env_and_the_runner_nodes() -> None:
+    cfg = compose(["task.num_mavs=5", "task.randomization.enabled=false", "task.goal_xy_range=0.5"])
+    env = sim.make(cfg.task, num_envs=1)
+    assert env.cfg.num_mavs == 5 and env.spec.groups["mavs"].n_agents == 5
+    assert env.cfg.randomization.enabled is False and env.cfg.goal_xy_range == 0.5
+    cfg = compose(["num_envs=64", "device=cpu", "algo.lr=3e-4", "seed=3", "sim.compile=true", "league.pool_size=3"])
+    assert (cfg.num_envs, cfg.device, cfg.algo.lr, cfg.seed, cfg.sim.compile) == (64, "cpu", 3e-4, 3, True)
+    check_config(cfg)
+    assert build_config(SelfPlayCfg, cfg.league).league.pool_size == 3
 
 
-def test_top_level_overrides() -> None:
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose(
-            config_name="config",
-            overrides=["num_envs=1024", "device=cpu", "algo.lr=3e-4", "seed=3", "sim.compile=true"],
-        )
-    assert (cfg.num_envs, cfg.device, cfg.algo.lr, cfg.seed, cfg.sim.compile) == (1024, "cpu", 3e-4, 3, True)
+def test_lists_become_tuples_and_nested_nodes_build() -> None:
+    cfg = plain("task.randomization.load_mass=[1.0,2.0]", "algo.policy.actor_hidden=[64,32]")
+    assert sim.make(cfg["task"]).cfg.randomization.load_mass == (1.0, 2.0)
+    assert build_config(PPOCfg, cfg["algo"]).policy.actor_hidden == (64, 32)
 
 
-@pytest.mark.parametrize("stage", ["skills", "strategy", "coselfplay"])
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ("task.control_dtt=0.1", "task.control_dtt"),  # misspelt key
+        ("task.control_dt=abc", "task.control_dt"),  # wrong type
+        ("algo.policy.sharingg=shared", "algo.policy.sharingg"),
+        ("task=no_such_task", "task/no_such_task"),
+        ("task.x", "task.x"),  # not key=value
+    ],
+)
+def test_compose_errors_are_one_line_naming_the_key(override: str, key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        compose([override])
+    assert key in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("stage", STAGES)
 def test_hcsp_stage_configs_select_task_runner_and_league(stage: str) -> None:
     from sim.tasks.drone_volleyball.strategy import RULE_BASED_CHOICE
-    from training.selfplay_runner import SelfPlayCfg
 
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base=None):
-        cfg = compose(config_name="config", overrides=["task=drone_volleyball", "algo=hcsp", f"stage={stage}"])
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    build_config(PPOCfg, plain["algo"])
-    build_config(TrainCfg, plain["train"])
-    env = sim.make(plain["task"], num_envs=2)
+    cfg = plain("task=drone_volleyball", "algo=hcsp", f"stage={stage}")
+    check_config(cfg)
+    env = sim.make(cfg["task"], num_envs=2)
     if stage == "coselfplay":
-        from training.coselfplay import CoSelfPlayCfg
-
-        cs = build_config(CoSelfPlayCfg, plain["coselfplay"])
-        assert plain["runner"] == "coselfplay" and plain["imitation"]["expert"] == "task"
-        assert Path(cs.strategy).is_file() or (ROOT / cs.strategy).is_file()  # the shipped stage-2 strategy
-        assert (
-            sim.make({**plain["task"], "name": "drone_volleyball_coplay"}, num_envs=2).spec.groups["drones"].n_agents
-            == 6
-        )
+        cs = build_config(CoSelfPlayCfg, cfg["coselfplay"])
+        assert cfg["runner"] == "coselfplay" and cfg["imitation"]["expert"] == "task"
+        assert (ROOT / cs.strategy).is_file()  # the shipped stage-2 strategy
     elif stage == "skills":
-        assert plain["runner"] == "ppo" and env.task_name == "drone_volleyball" and env.cfg.mode == "serve"
-        assert plain["imitation"]["expert"] == "task"
+        assert cfg["runner"] == "ppo" and env.task_name == "drone_volleyball" and env.cfg.mode == "serve"
+        assert cfg["imitation"]["expert"] == "task"
     else:
-        assert plain["runner"] == "selfplay" and env.task_name == "drone_volleyball_strategy"
-        node = plain["league"]
-        own = {k: node.pop(k) for k in ("learner_group", "opponents_per_iteration", "scripted_choice")}
-        sp = build_config(SelfPlayCfg, {**own, "league": node})
+        assert cfg["runner"] == "selfplay" and env.task_name == "drone_volleyball_strategy"
+        sp = build_config(SelfPlayCfg, cfg["league"])
         assert sp.scripted_choice == RULE_BASED_CHOICE and sp.league.meta_solver == "psro_nash"
+
+
+# ----------------------------------------------------------------------------- impossible values
+@pytest.mark.parametrize(
+    "task,override,key",
+    [
+        ("cable_load", {"control_dt": 0.0}, "task.control_dt"),
+        ("cable_load", {"control_dt": -0.01}, "task.control_dt"),
+        ("cable_load", {"decimation": 0}, "task.decimation"),
+        ("cable_load", {"load_mass": -1.0}, "task.load_mass"),
+        ("cable_load", {"cable_length": 0.0}, "task.cable_length"),
+        ("cable_load", {"load_size": [0.3, -0.3, 0.1]}, "task.load_size"),
+        ("cable_load", {"randomization": {"load_mass": [1.6, 1.2]}}, "task.randomization.load_mass"),
+        ("cable_load", {"fault": {"probability": 1.5}}, "task.fault.probability"),
+        ("cable_load", {"obs_noise": {"position": -0.1}}, "task.obs_noise.position"),
+        ("cable_load", {"rewards.position_sigma": 0.0}, "task.rewards.position_sigma"),
+        ("cable_load", {"num_mavs": 9}, "num_mavs"),
+        ("point_reach", {"control_dt": 0.0}, "task.control_dt"),
+        ("point_reach", {"max_acc": -3.0}, "task.max_acc"),
+        ("drone_volleyball", {"decimation": 0}, "task.decimation"),
+        ("drone_volleyball", {"paddle_radius": -0.1}, "task.paddle_radius"),
+        ("drone_volleyball_coplay", {"strategy": {"random_choice_prob": 2.0}}, "task.strategy.random_choice_prob"),
+        ("drone_volleyball_strategy", {"strategy": {"decision_steps": 0}}, "task.strategy.decision_steps"),
+    ],
+)
+def test_impossible_task_values_are_rejected_naming_the_key(task: str, override: dict, key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        sim.make(task, **override)
+    assert key in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ("num_envs=0", "num_envs"),
+        ("torch_threads=-1", "torch_threads"),
+        ("train.rollout_steps=0", "train.rollout_steps"),
+        ("train.total_steps=0", "train.total_steps"),
+        ("train.best_mode=median", "train.best_mode"),
+        ("algo.gamma=1.5", "algo.gamma"),
+        ("algo.lr=0", "algo.lr"),
+        ("algo.epochs=0", "algo.epochs"),
+        ("algo.schedule=cosine", "algo.schedule"),
+        ("algo.policy.sharing=team", "policy.sharing"),
+        ("league.latest_prob=1.5", "league.latest_prob"),
+        ("league.opponents_per_iteration=0", "league.opponents_per_iteration"),
+        ("imitation.rounds=0", "imitation.rounds"),
+        ("coselfplay.random_choice_prob=-0.1", "coselfplay.random_choice_prob"),
+        ("wandb.mode=loud", "wandb.mode"),
+        ("runner=sgd", "runner"),
+        ("task.episode_length_s=0", "task.episode_length_s"),
+        ("+task.foo=1", "task.foo"),  # hydra adds it; the task config rejects it
+    ],
+)
+def test_impossible_run_values_are_rejected_naming_the_key(override: str, key: str) -> None:
+    cfg = compose([override])
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg)
+    assert key in str(err.value) and "\n" not in str(err.value)
+
+
+def test_bounds_hold_for_direct_construction_of_league_settings() -> None:
+    from training.selfplay import LeagueCfg
+
+    with pytest.raises(ValueError, match="latest_prob"):
+        LeagueCfg(latest_prob=1.5)
+
+
+# ----------------------------------------------------------------------------- one parser
+@dataclasses.dataclass(frozen=True)
+class _Args:
+    path: str | None = None
+    episodes: int = 10
+    rate: float = 1.0
+    flag: bool = False
+    match: str = ""
+
+    def __post_init__(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+
+
+def test_parse_args_types_values_like_the_train_command_line() -> None:
+    argv = ["path=runs/a b/c.pt", "episodes=3", "rate=1e-3", "flag=true", "match=scripted,hover"]
+    args, nested = parse_args(_Args, [*argv, "task.fault.enabled=true"], prefixes=("task",))
+    assert args == _Args(path="runs/a b/c.pt", episodes=3, rate=1e-3, flag=True, match="scripted,hover")
+    assert nested == {"task": {"fault": {"enabled": True}}}
+    assert parse_args(_Args, ["path=null", "rate=2"])[0] == _Args(path=None, rate=2.0)
+
+
+@pytest.mark.parametrize(
+    "argv,key",
+    [
+        (["episodes=abc"], "episodes"),
+        (["episodes=0"], "episodes"),
+        (["epsiodes=3"], "epsiodes"),
+        (["episodes=3", "episodes=4"], "episodes"),
+        (["rate=1,2"], "rate"),
+        (["task.x=1"], "task.x"),  # no prefix declared: unknown
+        (["flag"], "flag"),
+    ],
+)
+def test_parse_args_errors_name_the_key(argv: list[str], key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_args(_Args, argv)
+    assert key in str(err.value) and "\n" not in str(err.value)
+
+
+# ----------------------------------------------------------------------------- entry points
+def _run(script: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, script, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    "script,args,key",
+    [
+        ("train.py", ["task=point_reach", "task.goal_rnage=0.5"], "goal_rnage"),
+        ("train.py", ["task=point_reach", "task.control_dt=-0.1"], "task.control_dt"),
+        ("train.py", ["task=point_reach", "train.rollout_steps=0"], "train.rollout_steps"),
+        ("evaluate.py", ["policy=zero", "task=point_reach", "episodes=abc"], "episodes"),
+        ("evaluate.py", ["policy=zero", "task=point_reach", "task.max_acc=0"], "task.max_acc"),
+        ("export.py", ["checkpoint=x.pt", "record_stepz=3"], "record_stepz"),
+        ("export.py", ["checkpoint=x.pt", "atol=abc"], "atol"),
+    ],
+)
+def test_entry_points_report_user_errors_in_one_line(script: str, args: list[str], key: str) -> None:
+    proc = _run(script, *args)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and key in lines[0] and "Traceback" not in proc.stderr, proc.stderr[-2000:]

@@ -145,7 +145,7 @@ def build_config(cls: type[T], overrides: Mapping[str, Any] | None = None, base:
         ConfigError: an unknown key, a value of the wrong type, a value out of its declared bounds,
             or a ``__post_init__`` check; the message names the key.
     """
-    overrides = _nest_dotted(to_plain(dict(overrides or {})), where)
+    overrides = _nest_dotted(dict(to_plain(overrides or {})), where)
     base = base if base is not None else cls()
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(overrides) - set(fields))
