@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +24,11 @@ ATOL = 1e-5
 
 def _export_module():
     spec = importlib.util.spec_from_file_location("covey_export_cli", ROOT / "export.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    if spec.name not in sys.modules:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up while building the class
+        spec.loader.exec_module(module)
+    return sys.modules[spec.name]
 
 
 def cable_metadata(env) -> dict:

@@ -43,6 +43,7 @@ from deploy_ros.model import OnnxPolicy, load_policy  # noqa: E402
 from deploy_ros.policy_node import PolicyNode  # noqa: E402
 from deploy_ros.quaternion import quat_rotate_inv  # noqa: E402
 from policies import ActorCritic, GroupDims, PolicyCfg  # noqa: E402
+from policies.export import export_onnx  # noqa: E402
 from sim.tasks.cable_load.robot_observation import RobotInputs, observation_builder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,14 +107,13 @@ def model(tmp_path_factory) -> tuple[Path, dict, RobotInputs]:
     with torch.no_grad():
         ac.actor[-1].weight.mul_(30.0)  # non-trivial but mostly unsaturated actions
     spec = importlib.util.spec_from_file_location("covey_export_cli", ROOT / "export.py")
-    export_cli = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(export_cli)
+    if spec.name not in sys.modules:
+        sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
+        spec.loader.exec_module(sys.modules[spec.name])
+    export_cli = sys.modules[spec.name]
     meta = export_cli.group_metadata(env, "mavs", {"name": "cable_load"}, {"run_id": "test-node"})
-    meta["inputs"] = [{"name": "policy", **meta["observation"]}]
-    meta["input_axes"] = ["batch"]
     path = tmp_path_factory.mktemp("node") / "mavs.onnx"
-    module = _ActorCommand(ac.eval().deterministic_actor(), torch.tensor(g.action_scale, dtype=torch.float32))
-    write_model(module, path, {"policy": torch.zeros(2, dims.obs_dim)}, ["action", "command"], meta)
+    export_onnx(ac.eval(), path, meta, torch.tensor(g.action_scale), random_samples=256)
     # A moving, tilted state (velocities on every axis) so the body -> world velocity rotation matters.
     e = 0
     inputs = RobotInputs(
