@@ -24,14 +24,13 @@ keys for the task's linear action prior alone, when the task defines one, else n
 ``source`` (torch | onnx | zero) and the task config. Same arguments -> same JSON (one device).
 How episodes are measured: :mod:`training.evaluation`.
 
-Matches (``match=<team A>,<team B>``, two-team tasks): a team is ``hover`` (every drone hovers),
-``scripted`` (the rule-based hierarchical team: scripted strategy on scripted skills),
-``rulebased:<dir>`` (the scripted strategy on the learned skills ``<dir>/<skill>.pt``, scripted
-where a skill has no checkpoint) or a checkpoint path: a flat policy (e.g. from ``algo=selfplay``)
-or an HCSP strategy (``stage=strategy``, task ``drone_volleyball_strategy``: it plays the match env
-through its rule layer and the scripted skills, ``training.matches.strategy_team``; with
-``<strategy.pt>@<dir>`` it flies the learned solo skills ``<dir>/<skill>.pt`` instead, with
-``<strategy.pt>@<skills.pt>`` HCSP stage 3's skills, one actor for every skill).
+Matches (``match=<team A>,<team B>``, two-team tasks): a team is a name the task knows
+(``name`` or ``name:<arg>``, e.g. a scripted baseline) or a checkpoint ``<path.pt>`` (a flat
+policy, e.g. from ``algo=selfplay``), optionally ``<path.pt>@<arg>``; the task builds each team
+(its env class's ``match_teams()``: drone_volleyball's ``hover``, ``scripted``,
+``rulebased:<skills>`` and ``<strategy.pt>@<skills>`` are in ``sim/tasks/drone_volleyball/teams.py``).
+The match env is ``task=``'s, else the one the first checkpoint team plays on (a higher level's
+checkpoint, e.g. an HCSP strategy, plays on the match it controls).
 ``games`` games; the table and the last JSON line give ``win_rate_a`` (a draw counts half),
 ``win_rate_ci95``, ``games``, points per game, hits per rally and outcomes (faults by kind) per
 game; ``video=<file.gif|mp4>`` draws the first game of env 0. How games are played:
@@ -41,7 +40,6 @@ game; ``video=<file.gif|mp4>`` draws the first game of env 0. How games are play
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import sys
@@ -52,7 +50,6 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_MAX_ENVS = 1024
-STRATEGY_TASK = "drone_volleyball_strategy"  # HCSP stage 2 checkpoints play matches on drone_volleyball
 
 
 class EvalError(Exception):
@@ -352,78 +349,37 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     }
 
 
-def _skill_actors(folder: str | Path, device: str, spec: str) -> Any:
-    """Learned skills: a skills checkpoint file (HCSP stage 3, one actor for every skill), or a
-    folder of solo skill checkpoints ``<folder>/<skill>.pt`` (skill name -> actor)."""
-    from sim.tasks.drone_volleyball import SKILLS
-
-    folder = Path(folder)
-    if folder.suffix == ".pt":
-        from training.coselfplay import skills_policy
-
-        if not folder.is_file():
-            raise EvalError(f"{spec}: skills checkpoint not found: {folder}")
-        try:
-            return skills_policy(folder, device)
-        except ValueError as err:
-            raise EvalError(f"{spec}: {err}") from err
-    files = {name: folder / f"{name}.pt" for name in SKILLS if (folder / f"{name}.pt").is_file()}
-    if not files:
-        raise EvalError(f"{spec}: no skill checkpoints (<skill>.pt for skills {list(SKILLS)}) in {folder}")
-    return {name: next(iter(load_trained_policy(f, device).actors.values())) for name, f in files.items()}
-
-
-def _team(spec: str, env: Any, loaded: Mapping[str, Any], device: str) -> Callable:
-    """A team policy from its name (``hover``, ``scripted``, ``rulebased:<dir>``) or a checkpoint
-    path, a strategy checkpoint optionally with ``@<skills>`` (a folder or a skills .pt) (``loaded``: the match's
-    checkpoints, already read)."""
-    from training.matches import flat_team, hover_team, rule_based_team, strategy_team
-
-    if spec == "hover":
-        return hover_team
-    if spec == "scripted":
-        from sim.tasks.drone_volleyball.scripted import scripted_team
-
-        return scripted_team(env)
-    if spec.startswith("rulebased:"):  # the scripted strategy on learned skills
-        return rule_based_team(env, _skill_actors(spec.removeprefix("rulebased:"), device, spec))
-    path, _, skills_dir = spec.partition("@")
-    if path in loaded:
-        actors = loaded[path].actors
-        if len(actors) != 1:
-            raise EvalError(f"{spec}: a team checkpoint has one group's actor, found {sorted(actors)}")
-        actor = next(iter(actors.values()))
-        task_cfg = loaded[path].task_cfg
-        if task_cfg.get("name") == STRATEGY_TASK:  # HCSP: the strategy over the skills, on the match env
-            steps = int(task_cfg.get("strategy", {}).get("decision_steps", 10))
-            skills = _skill_actors(skills_dir, device, spec) if skills_dir else None
-            return strategy_team(env, actor, steps, skills)
-        if skills_dir:
-            raise EvalError(f"{spec}: '@<skills>' goes with a strategy checkpoint ({STRATEGY_TASK})")
-        return flat_team(actor)
-    raise EvalError(
-        f"unknown team {spec!r}: hover, scripted, rulebased:<skills>, a checkpoint path (.pt) "
-        "or a strategy checkpoint with learned skills (<strategy.pt>@<skills dir or skills.pt>)"
-    )
-
-
 def _match_env_and_teams(names: list[str], args: EvalArgs, task_overrides: Mapping[str, Any]) -> tuple:
-    """``(env, teams, task_cfg)``: the match env (from the first checkpoint's task config, else
-    ``task``/drone_volleyball) and one team policy per name."""
+    """``(env, teams, task_cfg)``: the match env and one team policy per name, both from the task
+    (its class's ``match_teams()``, :mod:`training.matches`). The env's task is ``task=``, else the
+    one the first checkpoint team plays on (``MatchTeams.match_task`` of the task it was trained on)."""
     import sim
+    from sim.core.teams import TeamSpec
+    from training.matches import build_team
 
-    paths = [n.partition("@")[0] for n in names if not n.startswith("rulebased:")]
-    loaded = {p: load_trained_policy(p, args.device) for p in paths if p.endswith(".pt")}
-    source_cfg = dict(next(iter(loaded.values())).task_cfg) if loaded else None
-    if source_cfg is not None and source_cfg.get("name") == STRATEGY_TASK:
-        source_cfg["name"] = "drone_volleyball"  # same config; strategies play through their skills
-    if args.task is None and source_cfg is None:
-        args = dataclasses.replace(args, task="drone_volleyball")
-    task_cfg = resolve_task_cfg(source_cfg, args, task_overrides)
-    num_envs = min(args.games, args.num_envs or DEFAULT_MAX_ENVS)
+    cache: dict[str, Any] = {}
+
+    def load(path: str) -> Any:  # each checkpoint is read once per evaluation
+        if path not in cache:
+            cache[path] = load_trained_policy(path, args.device)
+        return cache[path]
+
     try:
+        specs = [TeamSpec.parse(n) for n in names]
+        checkpoints = [s.checkpoint for s in specs if s.checkpoint is not None]
+        source_cfg = None
+        if checkpoints:
+            trained = dict(load(checkpoints[0]).task_cfg)
+            teams_api = sim.task_class(str(trained.get("name"))).match_teams()
+            if teams_api is None:
+                raise EvalError(f"{checkpoints[0]}: task {trained.get('name')!r} is not a two-team task")
+            source_cfg = teams_api.match_task(trained)
+        elif args.task is None:
+            raise EvalError("which task? give task=<name> (or a checkpoint team) with match= or league=")
+        task_cfg = resolve_task_cfg(source_cfg, args, task_overrides)
+        num_envs = min(args.games, args.num_envs or DEFAULT_MAX_ENVS)
         env = sim.make(task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile)
-        teams = [_team(n, env, loaded, args.device) for n in names]
+        teams = [build_team(env, n, load) for n in names]
     except ValueError as err:
         raise EvalError(str(err)) from err
     return env, teams, task_cfg

@@ -146,9 +146,10 @@ def test_write_video_gif_roundtrip_and_errors(tmp_path: Path, monkeypatch):
         write_video(frames, tmp_path / "clip.mp4")
 
 
-def test_make_renderer_rejects_unknown_task():
+def test_make_renderer_rejects_a_task_without_renderer():
     class Fake:
         task_name = "no_such_task"
+        renderer = None
 
     with pytest.raises(ValueError, match="no renderer"):
         make_renderer(Fake())
@@ -157,7 +158,7 @@ def test_make_renderer_rejects_unknown_task():
 def test_cli_writes_gif_with_expected_frame_count(tmp_path: Path):
     _backend_or_skip()  # also exports MUJOCO_GL, so the child skips the probe
     out = tmp_path / "clip.gif"
-    cmd = [sys.executable, "-m", "sim.render", "--steps", "20", "--fps", "25", "--width", "96", "--height", "72"]
+    cmd = [sys.executable, "-m", "sim.render", "--task", "cable_load", "--steps", "20", "--fps", "25", "--width", "96", "--height", "72"]
     proc = subprocess.run(
         [*cmd, "--out", str(out)], capture_output=True, text=True, timeout=120, env=os.environ.copy(), check=False
     )
@@ -172,10 +173,10 @@ def test_cli_writes_gif_with_expected_frame_count(tmp_path: Path):
 def test_cli_rejects_bad_output_before_rolling_out(tmp_path: Path, capsys):
     from sim.render.__main__ import main
 
-    assert main(["--steps", "1", "--out", str(tmp_path / "clip.avi")]) == 2
+    assert main(["--task", "cable_load", "--steps", "1", "--out", str(tmp_path / "clip.avi")]) == 2
     assert "unsupported video suffix" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["--env-id", "3", "--num-envs", "2"])
+        main(["--task", "cable_load", "--env-id", "3", "--num-envs", "2"])
 
 
 def _team_pixels(frame: np.ndarray) -> tuple[int, int]:

@@ -15,11 +15,11 @@ import pytest
 import torch
 
 import sim
-from sim.tasks.drone_volleyball.scripted import scripted_team
+from sim.tasks.drone_volleyball.teams import rule_based_team, scripted_team, strategy_team
 from training.checkpoint import load_policy
 from training.coselfplay import skills_policy
 from training.evaluation import actor_policy, run_episodes, summarize, zero_policy
-from training.matches import play_matches, rule_based_team, strategy_team
+from training.matches import play_matches
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "assets" / "policies" / "drone_volleyball"
@@ -69,7 +69,7 @@ def test_shipped_stage3_team_beats_the_rule_based_team_on_the_same_skills() -> N
     loaded = load_policy(SHIPPED / "stage3_strategy.pt")
     env = sim.make({**loaded.task_cfg, "name": "drone_volleyball"}, num_envs=32, seed=0)
     steps = loaded.task_cfg["strategy"]["decision_steps"]
-    skills = skills_policy(SHIPPED / "stage3_skills.pt", "cpu")
+    skills = skills_policy(SHIPPED / "stage3_skills.pt", "cpu", "drone_volleyball_coplay")
     hcsp = strategy_team(env, loaded.actors["team_a"], steps, skills)
     res = play_matches(env, hcsp, rule_based_team(env, skills), games=32, seed=3)
     score = float(res.result.mean())

@@ -17,7 +17,7 @@ import torch
 import sim
 from sim.tasks.drone_volleyball import rules as R
 from sim.tasks.drone_volleyball.coplay import ATTACK, GROUP, PASS, SET
-from sim.tasks.drone_volleyball.scripted import ScriptedSkills
+from sim.tasks.drone_volleyball.skills import ScriptedSkills
 from sim.tasks.drone_volleyball.strategy import RULE_BASED_CHOICE, choice_sizes
 from training.checkpoint import load_checkpoint
 from training.selfplay import OpponentPool
@@ -79,28 +79,29 @@ def test_touch_outcomes_are_scored_by_what_the_ball_does_next() -> None:
     env 3 an attack that never crosses before the rally ends (point to B)."""
     env = sim.make("drone_volleyball_coplay", num_envs=4, seed=0)
     env.reset(seed=0)
+    m, scores = env.match, env.scores  # the match the scores read, and the scores
     E, D = 4, env.num_drones
     target = torch.tensor((-1.0, 0.0, 2.5))
-    env.skill_id = torch.tensor(
+    m.skill_id = torch.tensor(
         [[PASS, 0, 0, 0, 0, 0], [PASS, 0, 0, 0, 0, 0], [ATTACK, 0, 0, 0, 0, 0], [ATTACK, 0, 0, 0, 0, 0]]
     )
-    env.skill_target = target.expand(E, D, 3).clone()
-    env.ball_pos = target.expand(E, 3) + torch.tensor([[0.5, 0, 0], [3.0, 0, 0], [0, 0, 0], [0, 0, 0]])
-    env.events = _events(E, D, {0: 0, 1: 0, 2: 0, 3: 0})  # drone 0 touches in every env
-    env._score_touches()
-    assert (env.attempts.sum(-1) == 0).all()  # pending until the ball's flight ends
-    env.skill_id = torch.full((E, D), SET)
-    env.ball_pos = torch.tensor([[-3.0, 0, 2.0], [-3.0, 0, 2.0], [3.0, 0, 0.1], [-3.0, 0, 0.1]])
-    env.events = _events(E, D, {0: 1, 1: 1}, rally_over=(2, 3), point_to=[-1, -1, 0, 1], crossed=(2,))
-    env._score_touches()
-    assert env.attempts[:, PASS].tolist() == [1, 1, 0, 0] and env.attempts[:, ATTACK].tolist() == [0, 0, 1, 1]
-    assert env.successes[:, PASS].tolist() == [1, 0, 0, 0] and env.successes[:, ATTACK].tolist() == [0, 0, 1, 0]
-    assert env.delivery[0, 0] > env.delivery[1, 0] > 0  # exp(-miss): 0.5 m beats 3 m
-    assert env.delivery[2, 0] == env.cfg.skill_rewards.in_court and env.delivery[3, 0] == 0
+    m.skill_target = target.expand(E, D, 3).clone()
+    m.ball_pos = target.expand(E, 3) + torch.tensor([[0.5, 0, 0], [3.0, 0, 0], [0, 0, 0], [0, 0, 0]])
+    m.events = _events(E, D, {0: 0, 1: 0, 2: 0, 3: 0})  # drone 0 touches in every env
+    scores.update(m)
+    assert (scores.attempts.sum(-1) == 0).all()  # pending until the ball's flight ends
+    m.skill_id = torch.full((E, D), SET)
+    m.ball_pos = torch.tensor([[-3.0, 0, 2.0], [-3.0, 0, 2.0], [3.0, 0, 0.1], [-3.0, 0, 0.1]])
+    m.events = _events(E, D, {0: 1, 1: 1}, rally_over=(2, 3), point_to=[-1, -1, 0, 1], crossed=(2,))
+    scores.update(m)
+    assert scores.attempts[:, PASS].tolist() == [1, 1, 0, 0] and scores.attempts[:, ATTACK].tolist() == [0, 0, 1, 1]
+    assert scores.successes[:, PASS].tolist() == [1, 0, 0, 0] and scores.successes[:, ATTACK].tolist() == [0, 0, 1, 0]
+    assert scores.delivery[0, 0] > scores.delivery[1, 0] > 0  # exp(-miss): 0.5 m beats 3 m
+    assert scores.delivery[2, 0] == env.cfg.skill_rewards.in_court and scores.delivery[3, 0] == 0
     # The new touches (a set in envs 0 and 1) are pending; a timeout drops them unscored.
-    env.events = _events(E, D, {}, rally_over=(0, 1), outcome=R.TIMEOUT)
-    env._score_touches()
-    assert env.attempts[:, SET].sum() == 0 and (env.pend_skill == -1).all()
+    m.events = _events(E, D, {}, rally_over=(0, 1), outcome=R.TIMEOUT)
+    scores.update(m)
+    assert scores.attempts[:, SET].sum() == 0 and (scores.pend_skill == -1).all()
 
 
 def test_the_strategy_sets_the_commands_the_skills_see() -> None:
@@ -114,7 +115,7 @@ def test_the_strategy_sets_the_commands_the_skills_see() -> None:
     assert env.choices[:, 0].tolist() == [[3, 0, 4, 0]] * 6
     assert env.choices[:, 1].tolist() == [list(RULE_BASED_CHOICE)] * 6
     skill_onehot = obs[GROUP]["policy"][..., env.spec.groups[GROUP].observations["policy"].slices()["skill"]]
-    assert torch.equal(skill_onehot.argmax(-1), env.skill_id)
+    assert torch.equal(skill_onehot.argmax(-1), env.match.skill_id)
     with pytest.raises(ValueError, match="team must be 0 or 1"):
         env.set_strategy(2, None)
 

@@ -1,4 +1,4 @@
-"""Scripted drone-volleyball skills (sim.tasks.drone_volleyball.scripted): the ball maths, measured
+"""Scripted drone-volleyball skills (sim.tasks.drone_volleyball.skills, ballistics, rule_strategy): the ball maths, measured
 success rates of the batched controllers in the env, and the rule-based team in matches.
 
 Measured on the default config (seed 0, 256 episodes each through ``training.evaluation.run_episodes``,
@@ -15,16 +15,12 @@ import torch
 
 import sim
 from sim.physics.ball import BallParams, ball_flight_step
-from sim.tasks.drone_volleyball.scripted import (
-    RuleBasedStrategy,
-    ScriptedSkills,
-    ballistic_velocity_to,
-    desired_paddle_normal,
-    predict_ball,
-    scripted_team,
-)
+from sim.tasks.drone_volleyball.ballistics import ballistic_velocity_to, desired_paddle_normal, predict_ball
+from sim.tasks.drone_volleyball.rule_strategy import RuleBasedStrategy
+from sim.tasks.drone_volleyball.skills import ScriptedSkills
+from sim.tasks.drone_volleyball.teams import hover_team, scripted_team
 from training.evaluation import run_episodes
-from training.matches import hover_team, play_matches
+from training.matches import play_matches
 
 
 def make(mode: str, num_envs: int):

@@ -13,7 +13,7 @@ import torch
 
 import sim
 from policies import ActorCritic, GroupDims, PolicyCfg, action_from_choice
-from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy, scripted_team
+from sim.tasks.drone_volleyball.rule_strategy import RuleBasedStrategy
 from sim.tasks.drone_volleyball.strategy import (
     HIT_TARGETS,
     RULE_BASED_CHOICE,
@@ -21,7 +21,8 @@ from sim.tasks.drone_volleyball.strategy import (
     default_choices,
     plan_from_choices,
 )
-from training.matches import play_matches, strategy_team
+from sim.tasks.drone_volleyball.teams import scripted_team, strategy_team
+from training.matches import play_matches
 
 
 def _match(num_envs: int = 8):

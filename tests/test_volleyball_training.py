@@ -12,8 +12,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import sim
+from sim.tasks.drone_volleyball.teams import hover_team
 from training.checkpoint import load_checkpoint
-from training.matches import hover_team, play_matches, summarize_matches
+from training.matches import play_matches, summarize_matches
 from training.selfplay_runner import SelfPlayRunner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +124,7 @@ def test_evaluate_cli_league_rates_the_scripted_team_above_hovering() -> None:
 
 
 def test_rule_based_team_flies_learned_skills_where_given_and_scripted_elsewhere() -> None:
-    from training.matches import rule_based_team
+    from sim.tasks.drone_volleyball.teams import rule_based_team
 
     class Marker(torch.nn.Module):
         def forward(self, obs: torch.Tensor) -> torch.Tensor:

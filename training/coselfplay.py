@@ -6,7 +6,8 @@
 Each cycle (``coselfplay.cycles``) runs two phases, each a normal run directory inside this run's:
 
 1. ``cycle<k>_skills``: one skill-conditioned low-level policy flies every drone of both teams in
-   3v3 matches (task ``drone_volleyball_coplay``: self-play by shared weights), commanded by the
+   3v3 matches (the strategy task's ``skills_task``, e.g. ``drone_volleyball_coplay``: self-play
+   by shared weights), commanded by the
    current strategy on both sides, ``coselfplay.random_choice_prob`` of its decisions replaced by
    random ones (so every command is trained). The first cycle starts with DAgger from the scripted
    skills on the match's own commands (``imitation.expert=task``; from ``coselfplay.skills`` if
@@ -20,6 +21,10 @@ Each cycle (``coselfplay.cycles``) runs two phases, each a normal run directory 
 
 The run directory ends with ``skills.pt`` and ``strategy.pt`` (the last cycle's best checkpoints),
 the HCSP team: ``python evaluate.py match=<run>/strategy.pt@<run>/skills.pt,scripted``.
+
+HCSP-specific, task-generic: the strategy level is the task of ``coselfplay.strategy``'s checkpoint
+and names its skills level (its env class's ``skills_task``); the skills level's env offers
+``set_strategy(team, strategy)`` and the strategy level's ``set_skills(skills)``.
 """
 
 from __future__ import annotations
@@ -37,12 +42,23 @@ import torch
 from torch import Tensor
 
 from sim.core.config import at_least, build_config, deep_merge, fraction, non_negative, resolve_device
+from sim.core.registry import task_class
 from training.checkpoint import load_checkpoint, load_policy
 from training.runner import Runner, new_run_dir
 from training.selfplay_runner import SelfPlayRunner
 
-STRATEGY_TASK = "drone_volleyball_strategy"
-COPLAY_TASK = "drone_volleyball_coplay"
+
+def hcsp_levels(strategy_task: str) -> tuple[str, str]:
+    """``(strategy task, skills task)``: a strategy task names the task of its learned skills
+    (its env class's ``skills_task``, e.g. the volleyball strategy's skills-in-matches task).
+
+    Raises:
+        ValueError: the task is not a strategy level over learned skills.
+    """
+    skills_task = getattr(task_class(strategy_task), "skills_task", None)
+    if not skills_task:
+        raise ValueError(f"task {strategy_task!r} is not a strategy over learned skills (its class has no skills_task)")
+    return strategy_task, skills_task
 
 
 @dataclass(frozen=True)
@@ -61,22 +77,21 @@ class CoSelfPlayCfg:
     strategy_num_envs: int = at_least(1, 256)
 
 
-def strategy_policy(path: str | Path, device: str | torch.device) -> Callable[[Tensor], Tensor]:
-    """A stage-2 strategy checkpoint as ``team obs [E, o] -> action [E, 4]`` (deterministic)."""
+def strategy_policy(path: str | Path, device: str | torch.device, task: str) -> Callable[[Tensor], Tensor]:
+    """A stage-2 strategy checkpoint of ``task`` as ``team obs [E, o] -> action [E, 4]`` (deterministic)."""
     loaded = load_policy(path, device)
-    if loaded.task_cfg.get("name") != STRATEGY_TASK:
-        raise ValueError(
-            f"{path}: not a strategy checkpoint (task {loaded.task_cfg.get('name')!r}, want {STRATEGY_TASK})"
-        )
+    if loaded.task_cfg.get("name") != task:
+        raise ValueError(f"{path}: not a strategy checkpoint (task {loaded.task_cfg.get('name')!r}, want {task})")
     actor = next(iter(loaded.actors.values()))
     return lambda obs: actor(obs.unsqueeze(1))[:, 0]
 
 
-def skills_policy(path: str | Path, device: str | torch.device) -> Callable[[Tensor], Tensor]:
-    """A skills checkpoint (task ``drone_volleyball_coplay``) as ``skill obs [E, D, s] -> action [E, D, 4]``."""
+def skills_policy(path: str | Path, device: str | torch.device, task: str) -> Callable[[Tensor], Tensor]:
+    """A skills checkpoint of ``task`` (the strategy task's ``skills_task``) as
+    ``skill obs [E, D, s] -> action [E, D, 4]``."""
     loaded = load_policy(path, device)
-    if loaded.task_cfg.get("name") != COPLAY_TASK:
-        raise ValueError(f"{path}: not a skills checkpoint (task {loaded.task_cfg.get('name')!r}, want {COPLAY_TASK})")
+    if loaded.task_cfg.get("name") != task:
+        raise ValueError(f"{path}: not a skills checkpoint (task {loaded.task_cfg.get('name')!r}, want {task})")
     return next(iter(loaded.actors.values()))
 
 
@@ -134,28 +149,32 @@ def run(cfg: Mapping[str, Any]) -> Path:
     """All cycles; returns the run directory (with ``skills.pt``, ``strategy.pt``, ``coselfplay.json``)."""
     cs = build_config(CoSelfPlayCfg, cfg.get("coselfplay", {}), where="coselfplay")
     if not cs.strategy or not Path(cs.strategy).is_file():
-        raise ValueError(f"coselfplay.strategy={cs.strategy!r}: name a stage-2 strategy checkpoint ({STRATEGY_TASK})")
+        raise ValueError(f"coselfplay.strategy={cs.strategy!r}: name a stage-2 strategy checkpoint")
     device = str(resolve_device(cfg.get("device", "auto")))
     strategy_ckpt, skills_ckpt = Path(cs.strategy), Path(cs.skills) if cs.skills else None
     stage2 = load_checkpoint(strategy_ckpt)
-    if stage2["task_cfg"].get("name") != STRATEGY_TASK:
-        raise ValueError(f"coselfplay.strategy={strategy_ckpt} is not a {STRATEGY_TASK} checkpoint")
+    try:  # the levels' task names come from the checkpoint's task class
+        strategy_task, skills_task_name = hcsp_levels(str(stage2["task_cfg"].get("name")))
+    except ValueError as err:
+        raise ValueError(f"coselfplay.strategy={strategy_ckpt}: {err}") from err
     # Phase 2 continues stage 2 with its own settings (networks, PPO, league); both phases play
     # the strategy's match (mode, rules, decision rate) with this run's task keys on top.
     stage2_cfg = dict(stage2["meta"]["config"])
     own = {k: v for k, v in dict(cfg["task"]).items() if k not in ("name", "strategy")}
     task = deep_merge(dict(stage2["task_cfg"]), own)
-    run_dir = new_run_dir(cfg.get("runs_dir", "runs"), "drone_volleyball_coselfplay")
+    run_dir = new_run_dir(cfg.get("runs_dir", "runs"), f"{cfg['task']['name']}_coselfplay")
     log: list[dict[str, Any]] = []
     for cycle in range(cs.cycles):
         t0 = time.perf_counter()
-        skills_task = deep_merge(task, {"name": COPLAY_TASK, "strategy": {"random_choice_prob": cs.random_choice_prob}})
+        skills_task = deep_merge(
+            task, {"name": skills_task_name, "strategy": {"random_choice_prob": cs.random_choice_prob}}
+        )
         skills_cfg = _phase_cfg(cfg, run_dir / f"cycle{cycle}_skills", skills_task, "ppo")
         skills_cfg["num_envs"] = cs.skills_num_envs
         skills_cfg["train"] = {**skills_cfg["train"], "total_steps": cs.skills_steps, "max_minutes": cs.skills_minutes}
         if cycle > 0:  # DAgger (imitation.expert=task) only starts the first cycle
             skills_cfg["imitation"] = {**skills_cfg.get("imitation", {}), "expert": "none"}
-        runner = SkillsInMatchRunner(skills_cfg, strategy_policy(strategy_ckpt, device))
+        runner = SkillsInMatchRunner(skills_cfg, strategy_policy(strategy_ckpt, device, strategy_task))
         if skills_ckpt is not None:
             runner.models.load_state_dict(load_checkpoint(skills_ckpt, map_location=device)["model"])
         runner.learn()
@@ -164,7 +183,7 @@ def run(cfg: Mapping[str, Any]) -> Path:
 
         t0 = time.perf_counter()
         strat_cfg = _phase_cfg(
-            stage2_cfg, run_dir / f"cycle{cycle}_strategy", {**task, "name": STRATEGY_TASK}, "selfplay"
+            stage2_cfg, run_dir / f"cycle{cycle}_strategy", {**task, "name": strategy_task}, "selfplay"
         )
         for key in ("seed", "device", "torch_threads", "wandb"):
             if key in cfg:
@@ -177,7 +196,8 @@ def run(cfg: Mapping[str, Any]) -> Path:
             "eval_envs": int(cfg.get("train", {}).get("eval_envs", strat_cfg["train"].get("eval_envs", 64))),
             "progress": bool(cfg.get("train", {}).get("progress", True)),
         }
-        runner = StrategyOverSkillsRunner(strat_cfg, skills_policy(skills_ckpt, device), strategy_ckpt)
+        skills = skills_policy(skills_ckpt, device, skills_task_name)
+        runner = StrategyOverSkillsRunner(strat_cfg, skills, strategy_ckpt)
         runner.learn()
         strategy_ckpt = runner.ckpt_dir / "best.pt"
         log.append(_phase_row(cycle, "strategy", runner, t0))

@@ -22,7 +22,7 @@ How an episode is measured (task-generic; the task supplies ``env.step_metrics()
   breakdown ``termination[reason]`` is the fraction of episodes whose terminal step raised that
   reason (several may be raised at once, so they can sum to more than ``crash_rate``).
 - ``success_rate``: fraction of episodes that did not terminate and whose window mean of every
-  metric in the task's :data:`SUCCESS_CRITERIA` is below its threshold (cable_load: mean
+  metric in the task's ``success_criteria`` (its env class) is below its threshold (cable_load: mean
   position error < 0.1 m and mean orientation error < 10 deg over the last ``window_s``).
 - ``episode_return``: sum over the survived steps of the step reward averaged over agents and
   groups; ``survival_s``: time until termination (the full episode length when none).
@@ -34,6 +34,7 @@ Wilson score intervals for rates. Everything runs batched on the env's device un
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,9 +43,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from policies.export import onnx_runtime_session
+from policies import StatefulActor
+from policies.export import ONNX_METADATA_KEY, onnx_runtime_session
 from sim.core.env import MultiAgentEnv, Obs
 
 Policy = Callable[[Obs], dict[str, Tensor]]
@@ -54,15 +56,16 @@ Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
 POLICY_ENTRY = "policy"  # the observation entry an actor reads
 _ROUND_SEED_STRIDE = 1_000_003
 
-# Success: every listed window-mean metric below its threshold (and no termination). Per task name.
-SUCCESS_CRITERIA: dict[str, dict[str, float]] = {
-    "cable_load": {"pos_err_m": 0.1, "ori_err_deg": 10.0},
-}
+def success_criteria(task: str | MultiAgentEnv | type[MultiAgentEnv]) -> dict[str, float]:
+    """The task's success thresholds (its env class's ``success_criteria``): window-mean metric name
+    -> upper bound; success is every one below its bound and no termination (``{}``: not defined).
+    ``task``: a task name, an env or an env class."""
+    if isinstance(task, str):
+        from sim.core.registry import task_class
 
-
-def success_criteria(task: str) -> dict[str, float]:
-    """The task's success thresholds, metric name -> upper bound (``{}``: success is not defined)."""
-    return dict(SUCCESS_CRITERIA.get(task, {}))
+        task = task_class(task)
+    cls = task if isinstance(task, type) else type(task)
+    return dict(cls.success_criteria)
 
 
 # --------------------------------------------------------------------------- confidence intervals
@@ -116,13 +119,30 @@ def prior_policy(env: MultiAgentEnv, entry: str = POLICY_ENTRY) -> Policy | None
     return lambda obs: {group: (obs[group][entry] @ p).clamp(-1.0, 1.0) for group, p in priors.items()}
 
 
-def actor_policy(actors: Mapping[str, nn.Module], env: MultiAgentEnv, entry: str = POLICY_ENTRY) -> Policy:
-    """Deterministic actors, one per group: ``obs[group][entry] [E, A, obs_dim] -> [E, A, act_dim]``."""
+class ActorsPolicy:
+    """Deterministic actors, one per group: ``obs[group] -> [E, A, act_dim]`` (each actor picks its
+    entries from the group's observation dict). ``reset()`` restarts recurrent actors' memory;
+    the episode runner calls it at the start of every round."""
+
+    def __init__(self, actors: Mapping[str, Any]) -> None:
+        self.actors = dict(actors)
+
+    def __call__(self, obs: Obs) -> dict[str, Tensor]:
+        return {group: actor(obs[group]) for group, actor in self.actors.items()}
+
+    def reset(self) -> None:
+        for actor in self.actors.values():
+            if isinstance(actor, StatefulActor):
+                actor.reset()
+
+
+def actor_policy(actors: Mapping[str, Any], env: MultiAgentEnv) -> Policy:
+    """The deterministic actors of every group of ``env`` as one :class:`ActorsPolicy`."""
     if set(actors) != set(env.spec.groups):
         raise ValueError(f"the policy has actors for groups {sorted(actors)}, the env has {sorted(env.spec.groups)}")
     for actor in actors.values():
         actor.eval()
-    return lambda obs: {group: actor(obs[group][entry]) for group, actor in actors.items()}
+    return ActorsPolicy(actors)
 
 
 def onnx_session(path: str | Path) -> Any:
@@ -133,38 +153,62 @@ def onnx_session(path: str | Path) -> Any:
         raise ImportError("evaluating an ONNX model needs onnxruntime: pip install -e '.[onnx]'") from err
 
 
-def onnx_policy(session: Any, env: MultiAgentEnv, group: str | None = None, entry: str = POLICY_ENTRY) -> Policy:
-    """An exported actor run by onnxruntime: input ``obs``, output ``action``.
+class OnnxPolicy:
+    """An exported actor (``covey-onnx-v2``) run by onnxruntime on one group of ``env``.
 
-    The model takes ``obs [B, obs_dim]`` for a flattened batch ``B = E * A`` (shared weights), or
-    ``obs [E, A, obs_dim]`` when its input has rank 3 (per-agent weights); it returns the action
-    with the same leading axes. One model drives one group, so the env must have a single group
-    (``group``, from the model's metadata, defaults to it).
+    Inputs are the model's observation entries (by name, from ``obs[group]``) and, for a recurrent
+    model, its state (``h_in``...; zeros after :meth:`reset`, then fed back from ``h_out``). A
+    shared-weights model takes each entry as ``[E * A, *shape]``; a per-agent one as ``[E, A, *shape]``.
     """
-    groups = env.spec.groups
-    if len(groups) != 1:
-        raise ValueError(f"one ONNX model drives one group; the env has groups {sorted(groups)}")
-    group = group if group is not None else next(iter(groups))
-    if group not in groups:
-        raise ValueError(f"the ONNX model's group {group!r} is not a group of the env ({sorted(groups)})")
-    inputs = {i.name: i for i in session.get_inputs()}
-    if "obs" not in inputs or "action" not in {o.name for o in session.get_outputs()}:
-        raise ValueError(f"the ONNX model must map input 'obs' to output 'action'; its inputs are {sorted(inputs)}")
-    rank = len(inputs["obs"].shape)
-    spec = groups[group]
-    obs_dim = spec.observations[entry].shape[-1]
-    if rank not in (2, 3):
-        raise ValueError(f"the ONNX input 'obs' must have rank 2 [B, {obs_dim}] or 3 [E, A, {obs_dim}], got {rank}")
 
-    def act(obs: Obs) -> dict[str, Tensor]:
-        x = obs[group][entry]
-        e, a = x.shape[:2]
-        arr = x.detach().to("cpu", torch.float32).numpy()
-        arr = arr.reshape(e * a, -1) if rank == 2 else arr
-        y = session.run(["action"], {"obs": np.ascontiguousarray(arr)})[0]
-        return {group: torch.from_numpy(np.asarray(y, dtype=np.float32)).reshape(e, a, spec.action_dim).to(env.device)}
+    def __init__(self, session: Any, env: MultiAgentEnv, group: str | None = None) -> None:
+        groups = env.spec.groups
+        if len(groups) != 1:
+            raise ValueError(f"one ONNX model drives one group; the env has groups {sorted(groups)}")
+        group = group if group is not None else next(iter(groups))
+        if group not in groups:
+            raise ValueError(f"the ONNX model's group {group!r} is not a group of the env ({sorted(groups)})")
+        props = session.get_modelmeta().custom_metadata_map
+        meta = json.loads(props.get(ONNX_METADATA_KEY, "{}"))
+        memory = meta.get("memory") or {}
+        self.mem_in, self.mem_out = list(memory.get("inputs", [])), list(memory.get("outputs", []))
+        self.mem_shapes = [tuple(s) for s in memory.get("shapes", [])]
+        names = [i.name for i in session.get_inputs()]
+        self.entries = [n for n in names if n not in self.mem_in]
+        spec = groups[group]
+        unknown = [n for n in self.entries if n not in spec.observations]
+        if unknown or "action" not in {o.name for o in session.get_outputs()}:
+            raise ValueError(
+                f"the ONNX model's inputs {unknown} are not observation entries of group {group!r} "
+                f"({sorted(spec.observations)}), or it has no 'action' output: re-export it with export.py"
+            )
+        first = next(i for i in session.get_inputs() if i.name == self.entries[0])
+        self.per_agent = len(first.shape) == len(spec.observations[self.entries[0]].shape) + 2
+        self.session, self.env, self.group, self.spec = session, env, group, spec
+        self.state: list[np.ndarray] | None = None
 
-    return act
+    def reset(self) -> None:
+        self.state = None
+
+    def __call__(self, obs: Obs) -> dict[str, Tensor]:
+        xs = {n: obs[self.group][n] for n in self.entries}
+        e, a = next(iter(xs.values())).shape[:2]
+        lead = (e, a) if self.per_agent else (e * a,)
+        feed = {n: np.ascontiguousarray(x.detach().cpu().numpy().reshape(*lead, *x.shape[2:])) for n, x in xs.items()}
+        if self.mem_in:
+            if self.state is None:
+                self.state = [np.zeros((*lead, *s), np.float32) for s in self.mem_shapes]
+            feed.update(zip(self.mem_in, self.state, strict=True))
+        out = self.session.run(["action", *self.mem_out], feed)
+        if self.mem_in:
+            self.state = list(out[1:])
+        y = torch.from_numpy(np.asarray(out[0], dtype=np.float32))
+        return {self.group: y.reshape(e, a, self.spec.action_dim).to(self.env.device)}
+
+
+def onnx_policy(session: Any, env: MultiAgentEnv, group: str | None = None) -> Policy:
+    """An exported actor run by onnxruntime (:class:`OnnxPolicy`)."""
+    return OnnxPolicy(session, env, group)
 
 
 # --------------------------------------------------------------------------- episode runner
@@ -244,6 +288,8 @@ def _run_round(
     """One round: all envs from reset for ``steps`` control steps; window sums on the env device."""
     dev, n = env.device, env.num_envs
     obs = env.reset(seed=seed)
+    if callable(getattr(policy, "reset", None)):
+        policy.reset()  # recurrent policies start every round from a zero state
     alive = torch.ones(n, dtype=torch.bool, device=dev)
     terminated = torch.zeros(n, dtype=torch.bool, device=dev)
     length = torch.zeros(n, dtype=torch.long, device=dev)

@@ -1,12 +1,14 @@
-"""Two-team matches (drone_volleyball now, robot soccer later): play games, report win rates.
+"""Two-team matches (any task whose env class has ``match_teams()``): play games, report win rates.
 
-    results = play_matches(env, flat_team(actor), scripted_team(env), games=200, seed=0)
+    team_a = build_team(env, "runs/x/best.pt", load)    # or a team the task names, e.g. "scripted"
+    results = play_matches(env, team_a, build_team(env, "scripted", load), games=200, seed=0)
     summary = summarize_matches(results)     # {"win_rate_a": ..., "win_rate_ci95": [lo, hi], ...}
 
 A *team policy* is ``team(env, obs, team_index) -> actions [E, n, act_dim]`` for its group
-(``team_a`` = 0, ``team_b`` = 1). It may set its own drones' skill commands first (hierarchical
+(``team_a`` = 0, ``team_b`` = 1). It may set its own agents' commands first (hierarchical
 teams) and read the refreshed observation with ``env.observe()``. Observations are in each team's
-own frame, so any team policy plays either side.
+own frame, so any team policy plays either side. The task builds its teams
+(:class:`sim.core.teams.MatchTeams`); this module only plays them.
 
 Games: all ``num_envs`` envs reset together with one seed per round (``training.evaluation.round_seed``)
 and step until every env finished its first game; later games in the same round are ignored, so
@@ -22,12 +24,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from sim.core.teams import GROUPS, MatchTeams, PolicyLoader, TeamPolicy, TeamSpec, flat_team
 from training.evaluation import round_seed, wilson_ci95
 
-GROUPS = ("team_a", "team_b")
-TeamPolicy = Callable[[object, dict, int], Tensor]
+__all__ = [
+    "GROUPS",
+    "MatchResults",
+    "TeamPolicy",
+    "build_team",
+    "flat_team",
+    "match_teams",
+    "play_matches",
+    "summarize_matches",
+]
 
 
 @dataclass
@@ -42,104 +53,27 @@ class MatchResults:
         return int(self.result.numel())
 
 
-def hover_team(env, obs: dict, team: int) -> Tensor:
-    """Every drone hovers in place (the trivial baseline)."""
-    return env.hover_actions()[GROUPS[team]]
+def match_teams(env) -> MatchTeams:
+    """The team builders of ``env``'s task (its class's ``match_teams()``).
+
+    Raises:
+        ValueError: the task is not a two-team task.
+    """
+    teams = type(env).match_teams()
+    if teams is None:
+        raise ValueError(f"task {env.task_name!r} is not a two-team task (its env class has no match_teams())")
+    return teams
 
 
-def flat_team(actor: nn.Module, entry: str = "policy") -> TeamPolicy:
-    """A flat policy (e.g. MAPPO self-play): ``actor(obs[group][entry]) -> [E, n, act_dim]``."""
+def build_team(env, spec: str, load: PolicyLoader) -> TeamPolicy:
+    """The team policy named by ``spec`` (``sim.core.teams.TeamSpec``: a task-named team such as a
+    scripted baseline, or ``<checkpoint.pt>[@<arg>]``) on the match ``env``; ``load(path)`` reads a
+    checkpoint (``training.checkpoint.load_policy``).
 
-    def team_policy(env, obs: dict, team: int) -> Tensor:
-        return actor(obs[GROUPS[team]][entry])
-
-    return team_policy
-
-
-SkillActors = dict[str, nn.Module] | nn.Module | None
-
-
-def skill_layer(env, skill_actors: SkillActors = None) -> Callable[[dict, int], Tensor]:
-    """The skills of a hierarchical team: ``act(obs, team) -> [E, n, 4]`` for the team's drones, from
-    the skill commands already set on ``env``. ``skill_actors`` is one skill-conditioned actor for
-    every skill (HCSP stage 3, ``drone_volleyball_coplay``), or skill name -> actor on the ``skill``
-    observation (e.g. trained in the solo skill modes): a drone whose commanded skill has one flies
-    it (``policies.SkillDispatcher``), the others fly the scripted skill."""
-    from policies import SkillDispatcher
-    from sim.tasks.drone_volleyball import SKILLS
-    from sim.tasks.drone_volleyball.scripted import ScriptedSkills
-
-    if isinstance(skill_actors, nn.Module):
-        actor = skill_actors
-        return lambda obs, team: actor(env.skill_observation()[:, team * env.n : (team + 1) * env.n])
-    skill_actors = dict(skill_actors or {})
-    scripted = ScriptedSkills(env)
-    if not skill_actors:
-        return lambda obs, team: scripted(obs)[GROUPS[team]]
-    entry = env.spec.groups["team_a"].observations["skill"]
-    sl = entry.slices()["skill"]
-    low = SkillDispatcher(skill_actors, SKILLS, sl, env.spec.groups["team_a"].action_dim)
-    learned = torch.tensor([name in skill_actors for name in SKILLS], dtype=torch.float32, device=env.device)
-
-    def act(obs: dict, team: int) -> Tensor:
-        group = GROUPS[team]
-        skill_obs = env.observe()[group]["skill"]
-        use = (skill_obs[..., sl] * learned).sum(-1, keepdim=True)  # 1 where the drone's skill is learned
-        return use * low(skill_obs) + (1.0 - use) * scripted(obs)[group]
-
-    return act
-
-
-def rule_based_team(env, skill_actors: SkillActors = None) -> TeamPolicy:
-    """The rule-based hierarchical team: the scripted strategy (``RuleBasedStrategy``) commands each
-    drone's skill and target; :func:`skill_layer` flies them (learned skills where given)."""
-    from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy
-
-    strategy, skills = RuleBasedStrategy(env), skill_layer(env, skill_actors)
-
-    def team_policy(env_, obs: dict, team: int) -> Tensor:
-        n = env.n
-        skill_id, target = strategy(obs)
-        drones = slice(team * n, (team + 1) * n)
-        env.set_skill_commands(skill_id[:, drones], target[:, drones], team_frame=False, team=team)
-        return skills(obs, team)
-
-    return team_policy
-
-
-def strategy_team(env, actor: nn.Module, decision_steps: int, skill_actors: SkillActors = None) -> TeamPolicy:
-    """HCSP's hierarchical team on a match env: a strategy ``actor`` trained on
-    ``drone_volleyball_strategy`` (its team observation -> discrete choices) decides every
-    ``decision_steps`` control steps of each game (on the match's episode clock), the rule layer turns
-    the choices into skill commands, and :func:`skill_layer` flies them: the scripted skills it was
-    trained over, or learned ones (``skill_actors``)."""
-    from sim.core.spec import choices_from_actions
-    from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy
-    from sim.tasks.drone_volleyball.strategy import (
-        choice_sizes,
-        default_choices,
-        plan_from_choices,
-        strategy_observation,
-    )
-
-    layer, skills = RuleBasedStrategy(env), skill_layer(env, skill_actors)
-    nvec = choice_sizes(env.n)
-    choices = default_choices(env)  # [E, 2, 4]; only this team's row is used for its drones
-
-    def team_policy(env_, obs: dict, team: int) -> Tensor:
-        nonlocal choices
-        due = env.episode_step % decision_steps == 0  # [E]
-        if bool(due.any()):
-            action = actor(strategy_observation(env, layer.interception_point())[:, team : team + 1])[:, 0]
-            new = choices_from_actions(action, nvec)
-            choices = choices.clone()
-            choices[:, team] = torch.where(due.unsqueeze(-1), new, choices[:, team])
-        skill_id, target = layer(plan=plan_from_choices(env, choices))
-        drones = slice(team * env.n, (team + 1) * env.n)
-        env.set_skill_commands(skill_id[:, drones], target[:, drones], team_frame=False, team=team)
-        return skills(obs, team)
-
-    return team_policy
+    Raises:
+        ValueError: a team the task does not know, or a checkpoint that cannot play it.
+    """
+    return match_teams(env).build(env, TeamSpec.parse(spec), load)
 
 
 @torch.inference_mode()

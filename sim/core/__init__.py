@@ -1,7 +1,7 @@
 """Environment API: specs, the batched multi-agent base class, configs and the task registry."""
 
 from sim.core.env import MultiAgentEnv, Obs
-from sim.core.registry import evaluation_overrides, make, register, registered_tasks
+from sim.core.registry import evaluation_overrides, make, register, registered_tasks, task_class
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
 
 __all__ = [
@@ -15,4 +15,5 @@ __all__ = [
     "make",
     "register",
     "registered_tasks",
+    "task_class",
 ]

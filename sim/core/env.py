@@ -23,6 +23,9 @@ loop (controllers and physics, the hot path) runs through ``torch.compile``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -30,13 +33,16 @@ from torch import Tensor
 from sim.core.config import resolve_device
 from sim.core.spec import EnvSpec
 
+if TYPE_CHECKING:
+    from sim.core.teams import MatchTeams
+
 Obs = dict[str, dict[str, Tensor]]
 
 
 class MultiAgentEnv(ABC):
     """Base class: seeding, action validation, the step loop, auto-reset and episode statistics."""
 
-    task_name: str = "unnamed"
+    task_name: ClassVar[str] = "unnamed"  # the registry name (sim.tasks.TASKS); each task class declares it
 
     def __init__(
         self, cfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False
@@ -154,6 +160,26 @@ class MultiAgentEnv(ABC):
         ``{}`` here: a task that does not say how to deploy it; the policy node refuses its models.
         """
         return {}
+
+    # ----------------------------------------------------------------- task metadata (class level)
+    # What the generic layers (training/, evaluate.py, export.py, sim.render) know about a task,
+    # reached through its class (sim.core.registry.task_class(name)); each task overrides what differs.
+    cfg_class: ClassVar[type | None] = None  # the config dataclass sim.make builds
+    best_metric: ClassVar[tuple[str, str]] = ("return", "max")  # (episode metric, "min" | "max") picking best.pt
+    # Success of an evaluated episode: every listed window-mean metric below its bound (training.evaluation).
+    success_criteria: ClassVar[Mapping[str, float]] = MappingProxyType({})
+    renderer: ClassVar[str | None] = None  # "module:Class" of its sim.render.MujocoRenderer (None: no video)
+
+    @classmethod
+    def evaluation_overrides(cls) -> dict[str, Any]:
+        """Config overrides for evaluation and deployment (noise and randomisation off); none here."""
+        return {}
+
+    @classmethod
+    def match_teams(cls) -> MatchTeams | None:
+        """Two-team tasks: how ``evaluate.py match=/league=`` and ``training.matches`` build teams
+        (:class:`sim.core.teams.MatchTeams`); None for other tasks."""
+        return None
 
     # ----------------------------------------------------------------- task hooks
     decimation: int = 1

@@ -1,32 +1,87 @@
-"""Task registry: ``sim.make("cable_load", num_envs=4096, device="cpu", seed=0, **overrides)``."""
+"""Task registry: ``sim.make("cable_load", num_envs=4096, device="cpu", seed=0, **overrides)``.
+
+The table of built-in tasks is :data:`sim.tasks.TASKS`, one line per task: name ->
+``"module:Class"``. Nothing is imported until a task is made (or its class is asked for), so
+importing ``sim`` stays cheap and a broken task module breaks only that task. Everything the
+generic layers need about a task is reached through its class (:func:`task_class`): the config
+dataclass (``cfg_class``), ``best_metric``, ``success_criteria``, ``evaluation_overrides()``,
+``renderer``, ``match_teams()`` (see :class:`sim.core.env.MultiAgentEnv`).
+
+Tasks outside this repository add themselves with :func:`register` (``"module:Class"`` too).
+"""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
-from typing import Any
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from sim.core.config import build_config, to_plain
 
-_TASKS: dict[str, tuple[type, type]] = {}
+if TYPE_CHECKING:
+    from sim.core.env import MultiAgentEnv
+
+_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_EXTRA: dict[str, str] = {}  # tasks registered at run time (register()), beside sim.tasks.TASKS
+_LOADED: dict[str, type] = {}
 
 
-def register(name: str, cfg_cls: type) -> Callable[[type], type]:
-    """Class decorator registering a task class with its config dataclass under ``name``."""
+def _table() -> dict[str, str]:
+    from sim.tasks import TASKS  # the table only: sim.tasks imports no task module
 
-    def wrap(env_cls: type) -> type:
-        if name in _TASKS:
-            raise ValueError(f"task {name!r} is registered twice")
-        _TASKS[name] = (env_cls, cfg_cls)
-        env_cls.task_name = name
-        return env_cls
+    return {**TASKS, **_EXTRA}
 
-    return wrap
+
+def register(name: str, target: str) -> None:
+    """Add a task at run time: ``name`` -> ``"module:Class"`` (imported when first made).
+
+    Raises:
+        ValueError: the name is taken or the target is not ``"module:Class"``.
+    """
+    if not _TARGET.match(target):
+        raise ValueError(f"task {name!r}: target must be 'module:Class', got {target!r}")
+    if name in _table():
+        raise ValueError(f"task {name!r} is registered twice")
+    _EXTRA[name] = target
 
 
 def registered_tasks() -> list[str]:
-    _import_builtin_tasks()
-    return sorted(_TASKS)
+    """Every task name, sorted; imports no task module."""
+    return sorted(_table())
+
+
+def task_target(name: str) -> str:
+    """The ``"module:Class"`` string of task ``name`` (no import)."""
+    table = _table()
+    if name not in table:
+        raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(table)}")
+    return table[name]
+
+
+def task_class(name: str) -> type[MultiAgentEnv]:
+    """The env class of task ``name``, importing only its module.
+
+    Raises:
+        ValueError: unknown name, or the task's module cannot be imported (one line naming the
+            task and the error; the original exception is chained).
+    """
+    if name in _LOADED:
+        return _LOADED[name]
+    target = task_target(name)
+    module_name, _, cls_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # any failure while importing a task module breaks only that task
+        raise ValueError(f"task {name!r} cannot be loaded from {module_name}: {type(err).__name__}: {err}") from err
+    cls = getattr(module, cls_name, None)
+    if not isinstance(cls, type):
+        raise ValueError(f"task {name!r}: {module_name} has no class {cls_name!r}")
+    own = cls.__dict__.get("task_name")
+    if own != name:
+        raise ValueError(f"task {name!r}: {target} must declare task_name = {name!r} (it has {own!r})")
+    _LOADED[name] = cls
+    return cls
 
 
 def make(
@@ -36,7 +91,7 @@ def make(
     seed: int | None = None,
     compile: bool | None = None,
     **overrides: Any,
-):
+) -> MultiAgentEnv:
     """Build a registered task.
 
     Args:
@@ -48,9 +103,8 @@ def make(
         **overrides: config fields, nested dataclasses as dicts or dotted keys.
 
     Raises:
-        ValueError: unknown task name or config key.
+        ValueError: unknown task name or config key, or a task module that fails to import.
     """
-    _import_builtin_tasks()
     if isinstance(task, str):
         name, node = task, {}
     else:
@@ -58,29 +112,19 @@ def make(
         if "name" not in node:
             raise ValueError("a task config node needs a 'name' key naming the task")
         name = node.pop("name")
-    if name not in _TASKS:
-        raise ValueError(f"unknown task {name!r}; registered tasks: {sorted(_TASKS)}")
+    env_cls = task_class(name)
     num_envs = num_envs if num_envs is not None else node.pop("num_envs", 1)
     device = device if device is not None else node.pop("device", "cpu")
     seed = seed if seed is not None else node.pop("seed", 0)
     compile = compile if compile is not None else node.pop("compile", False)
     for key in ("num_envs", "device", "seed", "compile"):
         node.pop(key, None)
-    env_cls, cfg_cls = _TASKS[name]
-    cfg = build_config(cfg_cls, {**node, **overrides})
+    if env_cls.cfg_class is None:
+        raise ValueError(f"task {name!r}: {env_cls.__name__} declares no cfg_class")
+    cfg = build_config(env_cls.cfg_class, {**node, **overrides}, where="task")  # errors name task.<key>
     return env_cls(cfg, num_envs=int(num_envs), device=device, seed=int(seed), compile=bool(compile))
 
 
 def evaluation_overrides(task: str) -> dict[str, Any]:
     """The task's ``evaluation_overrides()`` (noise and randomisation off); ``{}`` if it defines none."""
-    _import_builtin_tasks()
-    if task not in _TASKS:
-        raise ValueError(f"unknown task {task!r}; registered tasks: {sorted(_TASKS)}")
-    module = importlib.import_module(_TASKS[task][0].__module__.rsplit(".", 1)[0])
-    fn = getattr(module, "evaluation_overrides", None)
-    return fn() if callable(fn) else {}
-
-
-def _import_builtin_tasks() -> None:
-    # Importing the package registers every built-in task.
-    import sim.tasks  # noqa: F401
+    return task_class(task).evaluation_overrides()

@@ -1,7 +1,7 @@
 """Roll out an env and write a video of one of its envs.
 
     python -m sim.render --task cable_load --steps 300 --env-id 0 --out runs/cable_load.gif
-    python -m sim.render --policy random --fps 50 --width 320 --height 240 --out runs/random.mp4
+    python -m sim.render --task cable_load --policy random --fps 50 --width 320 --height 240 --out runs/random.mp4
 
 Actions come from ``--policy`` (``zero``: the low-level controller holds hover; ``random``:
 uniform in [-1, 1]). Every k-th control step is drawn, k = round(control rate / fps); the file
@@ -27,7 +27,7 @@ Policy = Callable[[Obs], dict[str, Tensor]]
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m sim.render", description=__doc__.split("\n\n")[0])
-    p.add_argument("--task", default="cable_load", help="registered task name")
+    p.add_argument("--task", required=True, help="registered task name (sim.registered_tasks())")
     p.add_argument("--steps", type=int, default=300, help="control steps to roll out")
     p.add_argument("--env-id", type=int, default=0, help="which env of the batch to film")
     p.add_argument("--num-envs", type=int, default=1)

@@ -9,28 +9,28 @@ GL backend: an existing ``MUJOCO_GL`` is respected; otherwise ``egl`` is tried, 
 so child processes skip the probe. Headless Debian needs ``libegl1 libopengl0 libgl1-mesa-dri``
 for EGL (software llvmpipe without a GPU) or ``libosmesa6`` for OSMesa.
 
-A new task adds a subclass of :class:`MujocoRenderer` (``_build_xml``, ``_fetch``, ``_set_data``)
-and registers it with :func:`register_renderer`.
+A new task adds a subclass of :class:`MujocoRenderer` (``_build_xml``, ``_fetch``, ``_set_data``),
+usually in its own package, and names it in its env class: ``renderer = "module:Class"``
+(:func:`make_renderer` imports it on first use).
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes.util
+import importlib
 import os
 import subprocess
 import sys
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
-
-from sim.mujoco.mjcf import cable_load_model, camera_xml
 
 if TYPE_CHECKING:
     import mujoco
@@ -283,88 +283,23 @@ class MujocoRenderer(ABC):
         self.close()
 
 
-_RENDERERS: dict[str, type[MujocoRenderer]] = {}
-
-
-def register_renderer(task: str) -> Callable[[type[MujocoRenderer]], type[MujocoRenderer]]:
-    """Class decorator: the renderer used by :func:`make_renderer` for envs of ``task``."""
-
-    def wrap(cls: type[MujocoRenderer]) -> type[MujocoRenderer]:
-        _RENDERERS[task] = cls
-        return cls
-
-    return wrap
-
-
 def make_renderer(env: MultiAgentEnv, **kwargs: Any) -> MujocoRenderer:
-    """The registered renderer for ``env.task_name``; ``kwargs`` go to its constructor."""
-    cls = _RENDERERS.get(env.task_name)
-    if cls is None:
-        raise ValueError(f"no renderer for task {env.task_name!r}; renderers exist for {sorted(_RENDERERS)}")
-    return cls(env, **kwargs)
+    """The task's renderer (its class attribute ``renderer``, ``"module:Class"``); ``kwargs`` go to
+    its constructor.
 
-
-@register_renderer("cable_load")
-class CableLoadRenderer(MujocoRenderer):
-    """The cable_load team: MAVs ``mav{i}``, the load, cables, and a translucent goal box (mocap).
-
-    The camera tracks the load. Drawn per env: MAV and load poses, goal pose. Cable rest lengths
-    and masses do not affect the picture (the cables are drawn between their attachment sites).
+    Raises:
+        ValueError: the task has no renderer, or its renderer cannot be imported.
     """
-
-    goal_rgba = "0.1 0.9 0.3 0.35"
-
-    def _build_xml(self) -> str:
-        env, cfg = self.env, self.env.cfg
-        n = env.n
-        sx, sy, sz = (s / 2 for s in cfg.load_size)
-        goal = (
-            '<body name="goal" mocap="true" pos="0 0 1">'
-            f'<geom name="goal_box" type="box" size="{sx:.6g} {sy:.6g} {sz:.6g}" rgba="{self.goal_rgba}"'
-            ' contype="0" conaffinity="0" group="1"/>'
-            f'<geom name="goal_x" type="capsule" fromto="0 0 0 {1.6 * sx:.6g} 0 0" size="0.008"'
-            ' rgba="0.1 0.9 0.3 0.6" contype="0" conaffinity="0" group="1"/>'
-            "</body>"
-        )
-        lookat = (0.0, 0.0, cfg.start_height + 0.5)
-        cam = camera_xml(self.fixed_camera, (3.5, -3.5, cfg.start_height + 2.5), lookat)
-        xml = cable_load_model(
-            env.params,
-            n,
-            cfg.load_mass,
-            cfg.load_size,
-            env.attach.detach().cpu().tolist(),
-            [cfg.cable_length] * n,
-            cfg.cable_stiffness,
-            cfg.cable_damping,
-            env.phys_dt,
-            extra_world_xml=f"{goal}\n{cam}",
-        )
-        return xml
-
-    def _fetch(self, env_ids: torch.Tensor) -> dict[str, np.ndarray]:
-        env = self.env
-        with torch.no_grad():
-            parts = {
-                "drone_pos": env.drones.pos[env_ids],
-                "drone_quat": env.drones.quat[env_ids],
-                "load_pos": env.load.pos[env_ids],
-                "load_quat": env.load.quat[env_ids],
-                "goal_pos": env.goal_pos[env_ids],
-                "goal_quat": env.goal_quat[env_ids],
-            }
-            return self._to_numpy(parts)
-
-    def _set_data(self, state: dict[str, np.ndarray], b: int) -> np.ndarray:
-        n = self.env.n
-        qpos = self.data.qpos.reshape(n + 1, 7)
-        qpos[:n, :3] = state["drone_pos"][b]
-        qpos[:n, 3:] = state["drone_quat"][b]
-        qpos[n, :3] = state["load_pos"][b]
-        qpos[n, 3:] = state["load_quat"][b]
-        self.data.mocap_pos[0] = state["goal_pos"][b]
-        self.data.mocap_quat[0] = state["goal_quat"][b]
-        return state["load_pos"][b]
+    target = getattr(type(env), "renderer", None)
+    name = getattr(env, "task_name", type(env).__name__)
+    if not target:
+        raise ValueError(f"no renderer for task {name!r} (its env class sets no 'renderer')")
+    module_name, _, cls_name = target.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), cls_name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"task {name!r}: cannot load its renderer {target!r}: {err}") from err
+    return cls(env, **kwargs)
 
 
 # --------------------------------------------------------------------------- video files

@@ -18,7 +18,6 @@ from torch import Tensor
 
 from sim.core.env import MultiAgentEnv, Obs
 from sim.core.randomization import DelayBuffer, uniform
-from sim.core.registry import register
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
 from sim.physics.cable import cable_tension
 from sim.physics.contact import ground_contact
@@ -36,7 +35,7 @@ from sim.physics.quaternion import (
     quat_yaw,
 )
 from sim.physics.rigid_body import RigidBodyState, point_velocity, rigid_body_step, wrench_at_point
-from sim.tasks.cable_load.config import CableLoadCfg
+from sim.tasks.cable_load.config import CableLoadCfg, evaluation_overrides
 from sim.tasks.cable_load.geometry import box_inertia, hover_equilibrium, load_attach_points
 
 GROUP = "mavs"
@@ -67,9 +66,21 @@ def _policy_terms() -> tuple[ObsTerm, ...]:
     )
 
 
-@register("cable_load", CableLoadCfg)
 class CableLoadEnv(MultiAgentEnv):
     """Batched cable-suspended load transport; see the module docstring."""
+
+    task_name = "cable_load"
+    cfg_class = CableLoadCfg
+    # Evaluation return: it weighs position and orientation tracking as training does (the final
+    # position error alone chose checkpoints that traded orientation for position).
+    best_metric = ("return", "max")
+    success_criteria = {"pos_err_m": 0.1, "ori_err_deg": 10.0}  # window means (training.evaluation)
+    renderer = "sim.tasks.cable_load.render:CableLoadRenderer"
+
+    @classmethod
+    def evaluation_overrides(cls) -> dict:
+        """Randomisation and observation noise off (:func:`~sim.tasks.cable_load.config.evaluation_overrides`)."""
+        return evaluation_overrides()
 
     def __init__(
         self, cfg: CableLoadCfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False

@@ -16,6 +16,7 @@ from sim.tasks.drone_volleyball.rules import RulesCfg
 SKILLS = ("goto", "serve", "pass", "set", "attack")
 SKILL_IDS = {name: i for i, name in enumerate(SKILLS)}  # skill name -> the id in observations and commands
 MATCHES = {"1v1": 1, "2v2": 2, "3v3": 3}
+GROUPS = ("team_a", "team_b")  # agent groups of a match; solo skills have team_a only
 MODES = SKILLS + tuple(MATCHES)
 
 

@@ -11,16 +11,22 @@ given with :meth:`VolleyballCoplayEnv.set_strategy` (e.g. the stage-2 checkpoint
 ``strategy.random_choice_prob`` of the decisions are drawn uniformly instead, so that the skills
 learn every command and not only the few a deterministic strategy gives.
 
-Skill outcomes are scored in the match (what a skill is for in a game): a touch made under a
-``pass`` or ``set`` command succeeds when the ball then passes within 1 m of the commanded
-target before the next touch or the rally's end; under ``serve`` or ``attack`` when the ball
-then crosses the net legally and the opponents touch it or it lands in their court. A flight cut
-short by the rally's time limit or a drone's crash is not scored.
+Skill outcomes are scored in the match (what a skill is for in a game, :class:`TouchScores`): a
+touch made under a ``pass`` or ``set`` command succeeds when the ball then passes within 1 m of
+the commanded target before the next touch or the rally's end; under ``serve`` or ``attack`` when
+the ball then crosses the net legally and the opponents touch it or it lands in their court. A
+flight cut short by the rally's time limit or a drone's crash is not scored.
 Episode metrics ``metrics/<skill>_success`` (successes / attempts of the episodes that ended)
-and ``metrics/skill_success`` (their mean over the four skills) measure it; the touching drone is rewarded when its
-touch resolves (the solo skills' delivery and in-court terms) on top of the match rewards.
+and ``metrics/skill_success`` (their mean over the four skills) measure it; the touching drone is
+rewarded when its touch resolves (reward term ``delivery``: the solo skills' delivery and in-court
+terms) on top of the match rewards.
 
-The expert for imitation (``expert_policy``) is the scripted skills on the same commands.
+The env wraps a :class:`~sim.tasks.drone_volleyball.match_env.VolleyballMatchEnv` (``self.match``,
+the physics and rules) and joins its steps through the match's public hooks
+(:class:`~sim.tasks.drone_volleyball.match_env.MatchHooks`): scoring and commanding after the
+rules, the delivery reward term, the success metrics and the new games' first commands. It only
+regroups the match's two team groups into one. The expert for imitation (``expert_policy``) is
+the scripted skills on the same commands.
 """
 
 from __future__ import annotations
@@ -30,14 +36,12 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from sim.core.config import resolve_device
-from sim.core.env import Obs
-from sim.core.registry import register
+from sim.core.env import MultiAgentEnv, Obs
 from sim.core.spec import EnvSpec, GroupSpec, choices_from_actions
 from sim.tasks.drone_volleyball import rules as R
-from sim.tasks.drone_volleyball.config import SKILLS, VolleyballCfg
-from sim.tasks.drone_volleyball.env import DroneVolleyballEnv
-from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy
+from sim.tasks.drone_volleyball.config import GROUPS, SKILLS, VolleyballCfg, evaluation_overrides
+from sim.tasks.drone_volleyball.match_env import MatchHooks, VolleyballMatchEnv
+from sim.tasks.drone_volleyball.rule_strategy import RuleBasedStrategy
 from sim.tasks.drone_volleyball.strategy import choice_sizes, default_choices, plan_from_choices, strategy_observation
 
 GROUP = "drones"
@@ -48,12 +52,114 @@ DELIVERY_RADIUS = 1.0  # m: a pass or set within this of its target succeeds (th
 Strategy = Callable[[Tensor], Tensor]
 
 
-@register("drone_volleyball_coplay", VolleyballCfg)
-class VolleyballCoplayEnv(DroneVolleyballEnv):
+class TouchScores:
+    """Each env's pending touch (its outcome is decided by what the ball does next) and the
+    episode's attempts / successes per skill; ``delivery [E, D]`` is the step's per-drone reward."""
+
+    def __init__(self, match: VolleyballMatchEnv) -> None:
+        E, dev, S = match.num_envs, match.device, len(SKILLS)
+        self.pend_skill = torch.full((E,), -1, dtype=torch.long, device=dev)
+        self.pend_drone = torch.zeros(E, dtype=torch.long, device=dev)
+        self.pend_target = torch.zeros(E, 3, device=dev)
+        self.pend_miss = torch.full((E,), torch.inf, device=dev)
+        self.pend_crossed = torch.zeros(E, dtype=torch.bool, device=dev)
+        self.attempts = torch.zeros(E, S, device=dev)  # this episode's, per skill
+        self.successes = torch.zeros(E, S, device=dev)
+        self.delivery = torch.zeros(E, match.num_drones, device=dev)  # this step's per-drone delivery reward
+        self._unscored = torch.tensor((R.TIMEOUT, R.DRONE_CRASH, R.DRONE_OUT), device=dev)
+
+    def reset(self, env_ids: Tensor) -> None:
+        """A new episode in ``env_ids``: nothing pending, no attempts."""
+        self.pend_skill = self.pend_skill.index_fill(0, env_ids, -1)
+        self.attempts = self.attempts.index_fill(0, env_ids, 0.0)
+        self.successes = self.successes.index_fill(0, env_ids, 0.0)
+
+    def update(self, match: VolleyballMatchEnv) -> None:
+        """Resolve the pending touch on a new touch or the rally's end; start a new pending touch
+        (from the match's step ``events`` and the commands its drones flew)."""
+        ev, E, dev = match.events, match.num_envs, match.device
+        new_touch = ev.valid_hit.any(-1)
+        toucher = ev.valid_hit.long().argmax(-1)
+        self.delivery = torch.zeros_like(self.delivery)
+        # 1) A new touch resolves the pending one (its flight ended at this touch).
+        opponent = new_touch & (match.team_of[toucher] != match.team_of[self.pend_drone])
+        self._resolve(match, new_touch, opponent_touched=opponent)
+        # 2) Record the new touch under the command its drone flew this step.
+        idx = torch.arange(E, device=dev)
+        skill_now = match.skill_id[idx, toucher]
+        ball_skill = (skill_now != SKILLS.index("goto")) & new_touch
+        self.pend_skill = torch.where(new_touch, torch.where(ball_skill, skill_now, -1), self.pend_skill)
+        self.pend_drone = torch.where(new_touch, toucher, self.pend_drone)
+        self.pend_target = torch.where(new_touch.unsqueeze(-1), match.skill_target[idx, toucher], self.pend_target)
+        self.pend_miss = torch.where(new_touch, torch.inf, self.pend_miss)
+        self.pend_crossed = self.pend_crossed & ~new_touch
+        # 3) The flight so far.
+        dist = torch.linalg.vector_norm(match.ball_pos - self.pend_target, dim=-1)
+        self.pend_miss = torch.minimum(self.pend_miss, dist)
+        self.pend_crossed = self.pend_crossed | ev.crossed
+        # 4) The rally's end by a ball event resolves what is pending (a touch this step included);
+        # a timeout or a drone's crash cuts the flight short: that touch is not scored.
+        ball_end = ev.rally_over & ~torch.isin(ev.outcome, self._unscored)
+        self._resolve(match, ball_end, opponent_touched=torch.zeros(E, dtype=torch.bool, device=dev))
+        self.pend_skill = torch.where(ev.rally_over, -1, self.pend_skill)
+
+    def _resolve(self, match: VolleyballMatchEnv, now: Tensor, opponent_touched: Tensor) -> None:
+        """Score the pending touches of envs ``now [E]`` into ``attempts``/``successes`` and ``delivery``."""
+        sk = self.pend_skill
+        active = now & (sk >= 0)
+        if not bool(active.any()):
+            return
+        ev, rc = match.events, match.cfg.skill_rewards
+        team = match.team_of[self.pend_drone]
+        delivered = self.pend_miss < DELIVERY_RADIUS
+        over = self.pend_crossed & (opponent_touched | (ev.point_to == team))
+        ok = torch.where((sk == PASS) | (sk == SET), delivered, over) & active
+        onehot = torch.nn.functional.one_hot(sk.clamp(min=0), len(SKILLS)).float() * active.float().unsqueeze(-1)
+        self.attempts = self.attempts + onehot
+        self.successes = self.successes + onehot * ok.float().unsqueeze(-1)
+        reward = torch.where(
+            (sk == PASS) | (sk == SET),
+            rc.delivery * torch.exp(-self.pend_miss.clamp(max=1e3) / rc.delivery_sigma),
+            rc.in_court * ok.float(),
+        )
+        reward = torch.where(active, reward, 0.0)
+        drone = torch.nn.functional.one_hot(self.pend_drone, match.num_drones).float()
+        self.delivery = self.delivery + drone * reward.unsqueeze(-1)
+        self.pend_skill = torch.where(active, -1, sk)
+
+
+def success_rates(attempts: Tensor, successes: Tensor) -> dict[str, Tensor]:
+    """``metrics/<skill>_success`` and ``metrics/skill_success`` from per-env counts ``[k, S]``
+    (NaN-free: a skill nobody attempted reads 0 with ``<skill>_attempts`` 0).
+
+    ``skill_success`` is the mean of the four skills' rates: pooled over touches, serves and
+    passes (the most frequent) would hide a failing set or attack."""
+    a, s = attempts.sum(0), successes.sum(0)
+    out = {}
+    for name in BALL_SKILLS:
+        i = SKILLS.index(name)
+        out[f"metrics/{name}_success"] = s[i] / a[i].clamp(min=1.0)
+        out[f"metrics/{name}_attempts"] = a[i] / attempts.shape[0]
+    out["metrics/skill_success"] = torch.stack([out[f"metrics/{k}_success"] for k in BALL_SKILLS]).mean()
+    return out
+
+
+class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
     """A match whose drones are one group flying the skills; see the module docstring.
 
-    Shapes: ``E`` envs, ``D = 2 n`` drones (the agents of group ``drones``).
+    Shapes: ``E`` envs, ``D = 2 n`` drones (the agents of group ``drones``). The match's clock
+    (``episode_step``) and generator (``rng``) are this env's.
     """
+
+    task_name = "drone_volleyball_coplay"
+    cfg_class = VolleyballCfg
+    best_metric = ("metrics/skill_success", "max")  # skills scored in matches
+    renderer = "sim.tasks.drone_volleyball.render:VolleyballRenderer"  # draws self.match
+
+    @classmethod
+    def evaluation_overrides(cls) -> dict:
+        """Observation noise off."""
+        return evaluation_overrides()
 
     def __init__(
         self,
@@ -67,28 +173,28 @@ class VolleyballCoplayEnv(DroneVolleyballEnv):
             raise ValueError(f"the coplay level plays matches (1v1, 2v2, 3v3); mode {cfg.mode!r} is a skill")
         if compile:
             raise ValueError("drone_volleyball_coplay runs the strategies in Python each step: use sim.compile=false")
-        dev, E = resolve_device(device), num_envs
-        self._strategies: list[Strategy | None] = [None, None]
-        S = len(SKILLS)
-        # The pending touch per env (its outcome is decided by what the ball does next).
-        self.pend_skill = torch.full((E,), -1, dtype=torch.long, device=dev)
-        self.pend_drone = torch.zeros(E, dtype=torch.long, device=dev)
-        self.pend_target = torch.zeros(E, 3, device=dev)
-        self.pend_miss = torch.full((E,), torch.inf, device=dev)
-        self.pend_crossed = torch.zeros(E, dtype=torch.bool, device=dev)
-        self.attempts = torch.zeros(E, S, device=dev)  # this episode's, per skill
-        self.successes = torch.zeros(E, S, device=dev)
-        self.delivery = torch.zeros(E, 2 * cfg.drones_per_team, device=dev)  # this step's per-drone delivery reward
-        self._ready = False
+        self.match = VolleyballMatchEnv(cfg, num_envs, device, seed, compile=False)
+        self.n, self.num_drones = self.match.n, self.match.num_drones
         super().__init__(cfg, num_envs, device, seed, compile=False)
-        self._unscored = torch.tensor((R.TIMEOUT, R.DRONE_CRASH, R.DRONE_OUT), device=self.device)
-        self.rules_layer = RuleBasedStrategy(self)
-        self.choices = default_choices(self)
-        self._ready = True
+        self.rng = self.match.rng  # one generator: the match's resets and the random choices draw from it
+        self._strategies: list[Strategy | None] = [None, None]
+        self.scores = TouchScores(self.match)
+        self.rules_layer = RuleBasedStrategy(self.match)
+        self.choices = default_choices(self.match)
+        self.match.attach(self)
         self.reset()
 
+    @property
+    def episode_step(self) -> Tensor:
+        """``[E]`` long: the match's clock."""
+        return self.match.episode_step
+
+    @episode_step.setter
+    def episode_step(self, value: Tensor) -> None:
+        self.match.episode_step = value
+
     def _build_spec(self) -> EnvSpec:
-        match = super()._build_spec()
+        match = self.match.spec
         g = match.groups["team_a"]
         group = GroupSpec(
             n_agents=2 * self.n,
@@ -99,7 +205,7 @@ class VolleyballCoplayEnv(DroneVolleyballEnv):
             action_scale=g.action_scale,
         )
         return EnvSpec(
-            task="drone_volleyball_coplay",
+            task=self.task_name,
             groups={GROUP: group},
             control_dt=match.control_dt,
             physics_dt=match.physics_dt,
@@ -108,138 +214,115 @@ class VolleyballCoplayEnv(DroneVolleyballEnv):
         )
 
     # ----------------------------------------------------------------- API
+    def reset(self, seed: int | None = None) -> Obs:
+        return self._drones_obs(self.match.reset(seed))
+
+    def randomize_episode_progress(self) -> Obs:
+        return self._drones_obs(self.match.randomize_episode_progress())
+
+    def step(self, actions: dict[str, Tensor]) -> tuple[Obs, dict[str, Tensor], Tensor, Tensor, dict]:
+        """One match step with every drone's action ``actions["drones"] [E, 2n, 4]`` (team A's first);
+        shapes as in :class:`~sim.core.env.MultiAgentEnv`, the match's episode statistics."""
+        self._check_actions(actions)
+        act, n = actions[GROUP], self.n
+        obs, reward, terminated, truncated, info = self.match.step({"team_a": act[:, :n], "team_b": act[:, n:]})
+        info["final_obs"] = self._drones_obs(info["final_obs"])
+        reward = {GROUP: torch.cat([reward[g] for g in GROUPS], 1)}
+        return self._drones_obs(obs), reward, terminated, truncated, info
+
+    def step_metrics(self) -> dict[str, Tensor]:
+        return self.match.step_metrics()
+
+    def hover_actions(self) -> dict[str, Tensor]:
+        """Every drone at hover thrust with zero body rates, ``{"drones": [E, 2n, 4]}``."""
+        act = self.match.hover_actions()
+        return {GROUP: torch.cat([act[g] for g in GROUPS], 1)}
+
     def set_strategy(self, team: int, strategy: Strategy | None) -> None:
         """Team ``team`` (0 A, 1 B) follows ``strategy`` (None: the rule-based choice)."""
         if team not in (0, 1):
             raise ValueError(f"team must be 0 or 1, got {team}")
         self._strategies[team] = strategy
-        self.choices = default_choices(self)
+        self.choices = default_choices(self.match)
         self._command(force=True)
 
     def expert_policy(self):
         """The scripted skills on the current commands, ``obs -> {"drones": [E, D, 4]}``."""
-        from sim.tasks.drone_volleyball.scripted import ScriptedSkills
+        from sim.tasks.drone_volleyball.skills import ScriptedSkills
 
-        return ScriptedSkills(self)
+        skills = ScriptedSkills(self.match)
+        return lambda obs: {GROUP: torch.cat([a for a in skills(obs).values()], 1)}
 
-    def success_rates(self, attempts: Tensor, successes: Tensor) -> dict[str, Tensor]:
-        """``metrics/<skill>_success`` and ``metrics/skill_success`` from per-env counts ``[k, S]``
-        (NaN-free: a skill nobody attempted reads 0 with ``<skill>_attempts`` 0).
+    # ----------------------------------------------------------------- the match's hooks (MatchHooks)
+    def after_rules(self, match: VolleyballMatchEnv) -> None:
+        self.scores.update(match)
+        self._command()
 
-        ``skill_success`` is the mean of the four skills' rates: pooled over touches, serves and
-        passes (the most frequent) would hide a failing set or attack."""
-        a, s = attempts.sum(0), successes.sum(0)
-        out = {}
-        for name in BALL_SKILLS:
-            i = SKILLS.index(name)
-            out[f"metrics/{name}_success"] = s[i] / a[i].clamp(min=1.0)
-            out[f"metrics/{name}_attempts"] = a[i] / attempts.shape[0]
-        out["metrics/skill_success"] = torch.stack([out[f"metrics/{k}_success"] for k in BALL_SKILLS]).mean()
-        return out
+    def after_reset(self, match: VolleyballMatchEnv, env_ids: Tensor) -> None:
+        self.scores.reset(env_ids)
+        self.choices = self.choices.index_copy(0, env_ids, default_choices(match)[env_ids])
+        self._command()  # the new episodes' first commands (episode_step 0: the strategies decide)
+
+    def reward_terms(self, match: VolleyballMatchEnv) -> dict[str, Tensor]:
+        return {"delivery": self.scores.delivery}
+
+    def episode_metrics(self, match: VolleyballMatchEnv, env_ids: Tensor) -> dict[str, Tensor]:
+        return success_rates(self.scores.attempts[env_ids], self.scores.successes[env_ids])
 
     # ----------------------------------------------------------------- commands
     def _command(self, force: bool = False) -> None:
         """Strategies decide where due (every ``decision_steps`` of an episode), the rule layer
         turns the choices into every drone's skill and target."""
-        sc = self.cfg.strategy
-        due = (self.episode_step % sc.decision_steps == 0) | force
+        m, sc = self.match, self.cfg.strategy
+        due = (m.episode_step % sc.decision_steps == 0) | force
         learned = any(s is not None for s in self._strategies)
         if (learned or sc.random_choice_prob > 0) and bool(due.any()):
-            obs = strategy_observation(self, self.rules_layer.interception_point()) if learned else None
+            obs = strategy_observation(m, self.rules_layer.interception_point()) if learned else None
             nvec = choice_sizes(self.n)
             new = self.choices.clone()
             for t, strategy in enumerate(self._strategies):
                 if strategy is None:
-                    picked = default_choices(self)[:, t]
+                    picked = default_choices(m)[:, t]
                 else:
                     picked = choices_from_actions(strategy(obs[:, t]), nvec)
                 if sc.random_choice_prob > 0:
-                    rand = torch.rand(self.num_envs, 1, generator=self.rng, device=self.device)
-                    uniform = torch.rand(self.num_envs, len(nvec), generator=self.rng, device=self.device)
+                    rand = torch.rand(self.num_envs, 1, generator=m.rng, device=self.device)
+                    uniform = torch.rand(self.num_envs, len(nvec), generator=m.rng, device=self.device)
                     drawn = (uniform * torch.tensor(nvec, device=self.device)).long()
                     picked = torch.where(rand < sc.random_choice_prob, drawn, picked)
                 new[:, t] = torch.where(due.unsqueeze(-1), picked, new[:, t])
             self.choices = new
-        skill, target = self.rules_layer(plan=plan_from_choices(self, self.choices))
-        self.set_skill_commands(skill, target, team_frame=False)
+        skill, target = self.rules_layer(plan=plan_from_choices(m, self.choices))
+        m.set_skill_commands(skill, target, team_frame=False)
 
-    # ----------------------------------------------------------------- hooks
-    def _reset_all_idx(self, env_ids: Tensor) -> None:
-        super()._reset_all_idx(env_ids)
-        if not self._ready:
-            return
-        self.pend_skill = self.pend_skill.index_fill(0, env_ids, -1)
-        self.attempts = self.attempts.index_fill(0, env_ids, 0.0)
-        self.successes = self.successes.index_fill(0, env_ids, 0.0)
-        self.choices = self.choices.index_copy(0, env_ids, default_choices(self)[env_ids])
-        self._command()  # the new episodes' first commands (episode_step 0: the strategies decide)
-
-    def _update_observation_buffers(self) -> None:
-        super()._update_observation_buffers()
-        self._score_touches()
-        self._command()
-
-    def _score_touches(self) -> None:
-        """Resolve the pending touch on a new touch or the rally's end; start a new pending touch."""
-        ev, E, dev = self.events, self.num_envs, self.device
-        new_touch = ev.valid_hit.any(-1)
-        toucher = ev.valid_hit.long().argmax(-1)
-        self.delivery = torch.zeros_like(self.delivery)
-        # 1) A new touch resolves the pending one (its flight ended at this touch).
-        self._resolve(new_touch, opponent_touched=new_touch & (self.team_of[toucher] != self.team_of[self.pend_drone]))
-        # 2) Record the new touch under the command its drone flew this step.
-        idx = torch.arange(E, device=dev)
-        skill_now = self.skill_id[idx, toucher]
-        ball_skill = (skill_now != SKILLS.index("goto")) & new_touch
-        self.pend_skill = torch.where(new_touch, torch.where(ball_skill, skill_now, -1), self.pend_skill)
-        self.pend_drone = torch.where(new_touch, toucher, self.pend_drone)
-        self.pend_target = torch.where(new_touch.unsqueeze(-1), self.skill_target[idx, toucher], self.pend_target)
-        self.pend_miss = torch.where(new_touch, torch.inf, self.pend_miss)
-        self.pend_crossed = self.pend_crossed & ~new_touch
-        # 3) The flight so far.
-        dist = torch.linalg.vector_norm(self.ball_pos - self.pend_target, dim=-1)
-        self.pend_miss = torch.minimum(self.pend_miss, dist)
-        self.pend_crossed = self.pend_crossed | ev.crossed
-        # 4) The rally's end by a ball event resolves what is pending (a touch this step included);
-        # a timeout or a drone's crash cuts the flight short: that touch is not scored.
-        ball_end = ev.rally_over & ~torch.isin(ev.outcome, self._unscored)
-        self._resolve(ball_end, opponent_touched=torch.zeros(E, dtype=torch.bool, device=dev))
-        self.pend_skill = torch.where(ev.rally_over, -1, self.pend_skill)
-
-    def _resolve(self, now: Tensor, opponent_touched: Tensor) -> None:
-        """Score the pending touches of envs ``now [E]`` into ``attempts``/``successes`` and ``delivery``."""
-        sk = self.pend_skill
-        active = now & (sk >= 0)
-        if not bool(active.any()):
-            return
-        ev, rc = self.events, self.cfg.skill_rewards
-        team = self.team_of[self.pend_drone]
-        delivered = self.pend_miss < DELIVERY_RADIUS
-        over = self.pend_crossed & (opponent_touched | (ev.point_to == team))
-        ok = torch.where((sk == PASS) | (sk == SET), delivered, over) & active
-        onehot = torch.nn.functional.one_hot(sk.clamp(min=0), len(SKILLS)).float() * active.float().unsqueeze(-1)
-        self.attempts = self.attempts + onehot
-        self.successes = self.successes + onehot * ok.float().unsqueeze(-1)
-        reward = torch.where(
-            (sk == PASS) | (sk == SET),
-            rc.delivery * torch.exp(-self.pend_miss.clamp(max=1e3) / rc.delivery_sigma),
-            rc.in_court * ok.float(),
-        )
-        reward = torch.where(active, reward, 0.0)
-        drone = torch.nn.functional.one_hot(self.pend_drone, self.num_drones).float()
-        self.delivery = self.delivery + drone * reward.unsqueeze(-1)
-        self.pend_skill = torch.where(active, -1, sk)
+    # ----------------------------------------------------------------- observations
+    def _drones_obs(self, obs: Obs) -> Obs:
+        """The match's per-team observations as this env's one group: ``skill`` -> ``policy``, ``state``."""
+        return {
+            GROUP: {
+                "policy": torch.cat([obs[g]["skill"] for g in GROUPS], 1),
+                "state": torch.cat([obs[g]["state"] for g in GROUPS], 1),
+            }
+        }
 
     def _observations(self) -> Obs:
-        skill, _ = self._team_obs()
-        return {GROUP: {"policy": skill, "state": self._state()}}
+        return self._drones_obs(self.match.observe())
+
+    # The match steps and resets (step() and reset() above drive it); these hooks never run.
+    def _reset_idx(self, env_ids: Tensor) -> None:
+        raise NotImplementedError("the match resets its own envs")
+
+    def _apply_actions(self, actions: dict[str, Tensor]) -> None:
+        raise NotImplementedError("step() hands the actions to the match")
+
+    def _control_step(self) -> None:
+        raise NotImplementedError("the match runs the control loop")
+
+    def _update_observation_buffers(self) -> None:
+        raise NotImplementedError("the match updates its buffers")
 
     def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-        match, terms = self._match_rewards()
-        reward = torch.cat((match["team_a"], match["team_b"]), 1) + self.delivery
-        return {GROUP: reward}, {**terms, "delivery": self.delivery.mean(-1)}
+        raise NotImplementedError("the match computes the rewards (with this env's delivery term)")
 
-    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
-        out = super()._episode_metrics(env_ids)
-        out.update(self.success_rates(self.attempts[env_ids], self.successes[env_ids]))
-        return out
+    def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
+        raise NotImplementedError("the match decides terminations")

@@ -97,3 +97,10 @@ def net_crossing(pos_prev: Tensor, pos: Tensor, court: CourtCfg) -> tuple[Tensor
     at = pos_prev + alpha.unsqueeze(-1) * (pos - pos_prev)
     legal = crossed & (at[..., 2] > court.net_height) & (at[..., 1].abs() <= court.antenna_y)
     return crossed, legal
+
+
+def mirror(v: Tensor, flip: Tensor) -> Tensor:
+    """Rotate world vectors ``[..., 3]`` by 180 deg about z where ``flip [...]``: team B's frame
+    (its own half at x < 0, like team A's); its own inverse."""
+    sign = torch.where(flip, -1.0, 1.0).unsqueeze(-1)
+    return torch.cat((v[..., :2] * sign, v[..., 2:]), dim=-1)

@@ -1,8 +1,10 @@
 """Drone volleyball drawn with MuJoCo: the court (lines, net, antennas), both teams' drones with
 their hitting discs (team A blue, team B red), and the ball. A fixed side camera sees the whole court.
 
-    renderer = make_renderer(env)          # env: sim.make("drone_volleyball", mode="3v3", ...)
-    frame = renderer.render([0])[0]        # uint8 [H, W, 3]
+    renderer = sim.render.make_renderer(env)   # env: sim.make("drone_volleyball", mode="3v3", ...)
+    frame = renderer.render([0])[0]            # uint8 [H, W, 3]
+
+The strategy and coplay levels draw the match they own (``env.match``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import numpy as np
 import torch
 
 from sim.mujoco.mjcf import camera_xml, volleyball_model
-from sim.render.mujoco_renderer import MujocoRenderer, register_renderer
+from sim.render.mujoco_renderer import MujocoRenderer
 
 TEAM_RGBA = ("0.15 0.35 0.9 1", "0.9 0.2 0.15 1")
 
@@ -45,15 +47,18 @@ def court_xml(length: float, width: float, net_height: float) -> str:
     return "\n".join(boxes)
 
 
-@register_renderer("drone_volleyball")
 class VolleyballRenderer(MujocoRenderer):
-    """The match (or skill task) of each env; defaults to the fixed side camera ``overview``."""
+    """The match (or skill task) of each env; defaults to the fixed side camera ``overview``.
+
+    ``env`` is a volleyball env, or a level that owns one as ``env.match`` (strategy, coplay): the
+    court and drones drawn are that env's (``self.world``)."""
 
     def __init__(self, env, width: int = 640, height: int = 480, camera: str = "fixed", **kwargs) -> None:
+        self.world = getattr(env, "match", env)
         super().__init__(env, width=width, height=height, camera=camera, **kwargs)
 
     def _build_xml(self) -> str:
-        env, cfg = self.env, self.env.cfg
+        env, cfg = self.world, self.world.cfg
         court, D = cfg.court, env.num_drones
         team = env.team_of.detach().cpu().tolist()
         cam = camera_xml(self.fixed_camera, (-5.0, -10.5, 6.5), (0.0, 0.0, 1.8))  # oblique: the net shows
@@ -72,7 +77,7 @@ class VolleyballRenderer(MujocoRenderer):
         )
 
     def _fetch(self, env_ids: torch.Tensor) -> dict[str, np.ndarray]:
-        env = self.env
+        env = self.world
         with torch.no_grad():
             parts = {
                 "drone_pos": env.drones.pos[env_ids],
@@ -82,7 +87,7 @@ class VolleyballRenderer(MujocoRenderer):
             return self._to_numpy(parts)
 
     def _set_data(self, state: dict[str, np.ndarray], b: int) -> np.ndarray:
-        D = self.env.num_drones
+        D = self.world.num_drones
         qpos = self.data.qpos.reshape(D + 1, 7)
         qpos[:D, :3] = state["drone_pos"][b]
         qpos[:D, 3:] = state["drone_quat"][b]

@@ -4,9 +4,9 @@
 (same config as ``drone_volleyball``, ``VolleyballCfg``, with its ``strategy`` node):
 groups ``team_a`` and ``team_b`` hold one agent each, the team's centralised strategy. One
 ``env.step`` lasts ``strategy.decision_steps`` control steps of the match, during which the skills fly the
-drones: the rule layer (:class:`~sim.tasks.drone_volleyball.scripted.RuleBasedStrategy`) turns the
+drones: the rule layer (:class:`~sim.tasks.drone_volleyball.rule_strategy.RuleBasedStrategy`) turns the
 team's choices into each drone's skill and target, and the skill controllers
-(:class:`~sim.tasks.drone_volleyball.scripted.ScriptedSkills`, or learned ones given with
+(:class:`~sim.tasks.drone_volleyball.skills.ScriptedSkills`, or learned ones given with
 :meth:`VolleyballStrategyEnv.set_skills`) act. The skills are frozen here, as in HCSP's stage 2.
 
 Choices per team (discrete, ``GroupSpec.action_nvec``; REFERENCES.md: HCSP's high level is a
@@ -34,11 +34,14 @@ import torch
 from torch import Tensor
 
 from sim.core.env import MultiAgentEnv, Obs
-from sim.core.registry import register
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm, choices_from_actions
-from sim.tasks.drone_volleyball.config import VolleyballCfg
-from sim.tasks.drone_volleyball.env import GROUPS, DroneVolleyballEnv, mirror
-from sim.tasks.drone_volleyball.scripted import RuleBasedStrategy, ScriptedSkills, TeamPlan
+from sim.core.teams import MatchTeams
+from sim.tasks.drone_volleyball.config import GROUPS, VolleyballCfg, evaluation_overrides
+from sim.tasks.drone_volleyball.court import mirror
+from sim.tasks.drone_volleyball.env import DroneVolleyballEnv
+from sim.tasks.drone_volleyball.match_env import VolleyballMatchEnv
+from sim.tasks.drone_volleyball.rule_strategy import RuleBasedStrategy, TeamPlan
+from sim.tasks.drone_volleyball.skills import ScriptedSkills
 
 CHOICE_NAMES = ("player", "play", "hit_target", "formation")
 # Landing points (team frame, opponent half x > 0): depth-major 3 x 3 grid; index 4 = (3.5, 0) is
@@ -145,9 +148,24 @@ def strategy_observation(env: DroneVolleyballEnv, interception: tuple[Tensor, Te
     return torch.stack(out, 1)
 
 
-@register("drone_volleyball_strategy", VolleyballCfg)
 class VolleyballStrategyEnv(MultiAgentEnv):
     """Team strategies over frozen skills; see the module docstring. Shapes: ``E`` envs, 1 agent per group."""
+
+    task_name = "drone_volleyball_strategy"
+    cfg_class = VolleyballCfg
+    best_metric = ("metrics/win_a", "max")  # against the league's first (scripted) snapshot
+    renderer = "sim.tasks.drone_volleyball.render:VolleyballRenderer"  # draws self.match
+    skills_task = "drone_volleyball_coplay"  # HCSP: the task whose checkpoints are this level's learned skills
+
+    @classmethod
+    def evaluation_overrides(cls) -> dict:
+        """Observation noise off."""
+        return evaluation_overrides()
+
+    @classmethod
+    def match_teams(cls) -> MatchTeams:
+        """Its checkpoints play on the match env (``teams.VolleyballTeams.match_task``)."""
+        return DroneVolleyballEnv.match_teams()
 
     def __init__(
         self,
@@ -160,7 +178,7 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         if not cfg.is_match:
             raise ValueError(f"the strategy level plays matches (1v1, 2v2, 3v3); mode {cfg.mode!r} is a skill")
         # The match runs the physics (compiled if asked); this level is Python bookkeeping around it.
-        self.match = DroneVolleyballEnv(cfg, num_envs, device, seed, compile)
+        self.match = VolleyballMatchEnv(cfg, num_envs, device, seed, compile)
         self.rules_layer = RuleBasedStrategy(self.match)
         self.skills = ScriptedSkills(self.match)
         self.skill_policy: Callable[[Tensor], Tensor] | None = None  # learned skills (set_skills)
@@ -188,7 +206,7 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         )
         K, inner = self.cfg.strategy.decision_steps, self.match.spec
         return EnvSpec(
-            task="drone_volleyball_strategy",
+            task=self.task_name,
             groups={g: group for g in GROUPS},
             control_dt=inner.control_dt * K,
             physics_dt=inner.physics_dt,

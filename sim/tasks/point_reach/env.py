@@ -18,17 +18,24 @@ from torch import Tensor
 
 from sim.core.env import MultiAgentEnv, Obs
 from sim.core.randomization import uniform
-from sim.core.registry import register
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
-from sim.tasks.point_reach.config import PointReachCfg
+from sim.tasks.point_reach.config import PointReachCfg, evaluation_overrides
 
 GROUP = "agents"
 AXES = ("x", "y", "z")
 
 
-@register("point_reach", PointReachCfg)
 class PointReachEnv(MultiAgentEnv):
     """Batched point-mass goal reaching; see the module docstring."""
+
+    task_name = "point_reach"
+    cfg_class = PointReachCfg
+    best_metric = ("metrics/final_dist_m", "min")
+
+    @classmethod
+    def evaluation_overrides(cls) -> dict:
+        """Randomisation and observation noise off (:func:`~sim.tasks.point_reach.config.evaluation_overrides`)."""
+        return evaluation_overrides()
 
     def __init__(
         self,

@@ -1,0 +1,208 @@
+"""drone_volleyball matches (modes ``1v1``, ``2v2``, ``3v3``): two teams of ``n`` drones.
+
+Groups ``team_a`` (drones ``0..n-1``) and ``team_b`` (``n..2n-1``), each seeing the court in its own
+frame (team B's observations are rotated 180 deg about z), so one policy plays both sides. The
+``policy`` observation adds teammates, opponents and the rally state to the ``skill`` one. A new
+game starts with a random serving team; after a point the next rally starts from the serve (the
+rules pick the server); the episode ends with the game (``rules.points_to_win``, 0: one rally).
+Hierarchical teams command their drones' skills with ``set_skill_commands`` before acting.
+
+Levels built on a match (HCSP's skills in matches, :mod:`~sim.tasks.drone_volleyball.coplay`) own
+one and hook into its step through :class:`MatchHooks` (:meth:`VolleyballMatchEnv.attach`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from sim.core.randomization import uniform
+from sim.core.spec import ObsTerm
+from sim.tasks.drone_volleyball.config import SKILL_IDS, VolleyballCfg
+from sim.tasks.drone_volleyball.court import mirror
+from sim.tasks.drone_volleyball.env import DroneVolleyballEnv
+
+
+def match_terms(n: int) -> tuple[ObsTerm, ...]:
+    """The extra ``policy`` terms of a match drone."""
+    return (
+        ObsTerm("teammates_rel", 3 * (n - 1), "m", "team", "teammates minus own position"),
+        ObsTerm("opponents_rel", 3 * n, "m", "team", "opponents minus own position"),
+        ObsTerm(
+            "rally",
+            5,
+            "",
+            "",
+            "my team's touches / max, I touched last, my team serves next hit, I serve, ball in my half",
+        ),
+    )
+
+
+class MatchHooks:
+    """Where a level built on a match (it owns the match env) joins each step; no-ops here.
+
+    Called by the match: :meth:`after_rules` once per step right after the rules judged it (the
+    step's ``events`` are set; skill commands set here are in this step's observation);
+    :meth:`after_reset` when games restart (before their first observation); :meth:`reward_terms`
+    per-drone reward terms ``[E, D]`` added after the match's own; :meth:`episode_metrics` at the
+    end of episodes ``env_ids`` (before their reset).
+    """
+
+    def after_rules(self, match: VolleyballMatchEnv) -> None:
+        pass
+
+    def after_reset(self, match: VolleyballMatchEnv, env_ids: Tensor) -> None:
+        pass
+
+    def reward_terms(self, match: VolleyballMatchEnv) -> dict[str, Tensor]:
+        return {}
+
+    def episode_metrics(self, match: VolleyballMatchEnv, env_ids: Tensor) -> dict[str, Tensor]:
+        return {}
+
+
+class VolleyballMatchEnv(DroneVolleyballEnv):
+    """A match (modes 1v1, 2v2, 3v3); see the module docstring. ``D = 2 n``."""
+
+    def __init__(
+        self,
+        cfg: VolleyballCfg,
+        num_envs: int,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        compile: bool = False,
+    ) -> None:
+        if not cfg.is_match:
+            raise ValueError(f"mode {cfg.mode!r} is a solo skill: VolleyballSkillEnv plays it")
+        self.num_drones = D = 2 * cfg.drones_per_team
+        self.hooks = MatchHooks()
+        super().__init__(cfg, num_envs, device, seed, compile)
+        dev = self.device
+        # Per drone: its teammates, then its opponents, in drone order ([D, D - 1] indices).
+        others = [
+            [j for j in range(D) if self.team_of[j] == self.team_of[i] and j != i]
+            + [j for j in range(D) if self.team_of[j] != self.team_of[i]]
+            for i in range(D)
+        ]
+        self.others_idx = torch.tensor(others, dtype=torch.long, device=dev).reshape(D, D - 1)
+        # Result of each env's last finished game: 1 team A won, 0 team B won, 0.5 neither
+        # (a timeout or a truncated game); NaN before the first one. Kept across the auto-reset.
+        self.game_result = torch.full((num_envs,), math.nan, device=dev)
+        self.reset()
+
+    def attach(self, hooks: MatchHooks) -> None:
+        """Let a level built on this match join its steps (see :class:`MatchHooks`); one at a time."""
+        self.hooks = hooks
+
+    def expert_policy(self):
+        """Two rule-based scripted teams, ``obs -> {"team_a": [E, n, 4], "team_b": [E, n, 4]}``."""
+        from sim.tasks.drone_volleyball.teams import scripted_team
+
+        teams = [scripted_team(self), scripted_team(self)]
+        return lambda obs: {g: teams[i](self, obs, i) for i, g in enumerate(self.spec.groups)}
+
+    def _extra_policy_terms(self) -> tuple[ObsTerm, ...]:
+        return match_terms(self.n)
+
+    # ----------------------------------------------------------------- reset
+    def _reset_idx(self, env_ids: Tensor) -> None:
+        # A random serving team per game: with a fixed one, rally-mode training would only
+        # ever see one side serve.
+        team = torch.randint(0, 2, (env_ids.numel(),), generator=self.rng, device=self.device)
+        self.rules.reset(env_ids, serving_team=team, server=team * self.n)
+        self._start_rally(env_ids)
+        self._reset_actuators(env_ids)
+        self.landed_at[env_ids] = 0.0
+        self.hooks.after_reset(self, env_ids)
+
+    def _start_rally(self, env_ids: Tensor) -> None:
+        """Match: drones in formation in their halves, the ball above the server's paddle."""
+        cfg, n, k, dev = self.cfg, self.n, env_ids.numel(), self.device
+        L, W = cfg.court.length, cfg.court.width
+        slot = torch.arange(n, device=dev, dtype=torch.float32)
+        # Team A in its half (x < 0), spread across y; team B mirrored.
+        xa = torch.full((n,), -L / 4, device=dev) - 0.5 * (slot % 2)
+        ya = (slot - (n - 1) / 2) * (W / max(n, 1)) * 0.8
+        base = torch.stack((xa, ya, torch.full((n,), cfg.serve_height, device=dev)), -1)
+        pos = torch.cat((base, mirror(base, torch.ones(n, dtype=torch.bool, device=dev))), 0).expand(k, -1, -1).clone()
+        server = self.rules.server[env_ids]
+        # The server moves back to the service area of its half.
+        serve_pos = torch.tensor((cfg.launch.serve_x, 0.0, cfg.serve_height), device=dev).expand(k, 3)
+        serve_pos = mirror(serve_pos, self.rules.serving_team[env_ids] == 1)
+        pos[torch.arange(k, device=dev), server] = serve_pos
+        self._place_drones(env_ids, pos)
+        self._reset_actuators(env_ids)
+        drop = uniform(*cfg.launch.serve_height, (k,), self.rng, dev)
+        self.ball_pos[env_ids] = serve_pos + torch.stack(
+            (torch.zeros_like(drop), torch.zeros_like(drop), cfg.paddle_offset + drop), -1
+        )
+        self.ball_vel[env_ids] = 0.0
+        self.ball_prev[env_ids] = self.ball_pos[env_ids]
+        self.skill_id[env_ids] = SKILL_IDS["goto"]
+        self.skill_target[env_ids] = pos
+
+    # ----------------------------------------------------------------- after the physics
+    def _after_rules(self) -> None:
+        # Game mode: after a point the next rally starts from the serve (the rules picked the server).
+        again = (self.events.rally_over & ~self.events.game_over).nonzero().squeeze(-1)
+        if again.numel() > 0:
+            self.rules.new_rally(again)
+            self._start_rally(again)
+        self.hooks.after_rules(self)
+
+    def _policy_obs(self, skill: Tensor) -> Tensor:
+        """``[E, D, p]``: ``skill`` + teammates and opponents (relative, team frame) + the rally state."""
+        d, flip, E, D = self.drones, self.flip, self.num_envs, self.num_drones
+        rel = d.pos.unsqueeze(1) - d.pos.unsqueeze(2)  # [E, i, j, 3]: drone j minus drone i
+        rel = mirror(rel, flip.unsqueeze(-1).expand(E, D, D))
+        rows = torch.arange(D, device=self.device).unsqueeze(-1)
+        others_t = rel[:, rows, self.others_idx].flatten(2)  # teammates then opponents, [E, D, 3 (D - 1)]
+        return torch.cat((skill, others_t, self._rally_features()), -1)
+
+    # ----------------------------------------------------------------- rewards, terminations
+    def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
+        ev = self.events
+        out = self.drone_out.any(-1)
+        # Drone faults are points for the other team (the rules); only the game's end (or
+        # non-finite physics) ends an episode, so a game to N points survives a crash.
+        finite = torch.isfinite(self.drones.pos).all(-1).all(-1) & torch.isfinite(self.ball_pos).all(-1)
+        reasons = {"crash": self.drone_crash.any(-1), "out": out, "game_over": ev.game_over, "non_finite": ~finite}
+        return ev.game_over | ~finite, reasons
+
+    def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        rc, ev, team = self.cfg.match_rewards, self.events, self.team_of
+        point = torch.where(
+            ev.point_to.unsqueeze(-1) == team, 1.0, torch.where(ev.point_to.unsqueeze(-1) >= 0, -1.0, 0.0)
+        )
+        crash = (self.drone_crash | self.drone_out).float()
+        gap = torch.linalg.vector_norm(self.ball_pos.unsqueeze(1) - self.drones.pos, dim=-1)
+        my_half = (self.ball_pos[:, 0:1] >= 0).long() == team
+        nearest = gap == torch.where(my_half, gap, math.inf).min(-1, keepdim=True).values
+        terms = {
+            "point": rc.point * point,
+            "hit": rc.hit * ev.valid_hit.float(),
+            "approach": rc.approach * torch.exp(-gap) * (nearest & my_half).float(),
+            "crash": rc.crash * crash,
+        }
+        reward = torch.stack(list(terms.values())).sum(0)
+        logged = {k: v.mean(-1) for k, v in terms.items()}
+        for k, v in self.hooks.reward_terms(self).items():  # a level's terms, after the match's own
+            reward = reward + v
+            logged[k] = v.mean(-1)
+        n = self.n
+        return {"team_a": reward[:, :n], "team_b": reward[:, n:]}, logged
+
+    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
+        score = self.rules.score[env_ids].float()
+        result = torch.where(score[:, 0] > score[:, 1], 1.0, torch.where(score[:, 0] < score[:, 1], 0.0, 0.5))
+        self.game_result = self.game_result.index_put((env_ids,), result)
+        out = self._event_metrics(env_ids)
+        out["metrics/win_a"] = (self.game_result[env_ids] == 1.0).float().mean()
+        out.update(self.hooks.episode_metrics(self, env_ids))
+        return out
+
+    def step_metrics(self) -> dict[str, Tensor]:
+        """Per-env score now: ``score_a``, ``score_b``."""
+        return {"score_a": self.rules.score[:, 0].float(), "score_b": self.rules.score[:, 1].float()}
