@@ -95,6 +95,15 @@ def _action_meta(names: list[str], scale: list[float]) -> dict:
     return {"names": names, "units": ["m/s"] * len(names), "scale": scale, "low": -1.0, "high": 1.0}
 
 
+def _export_cli():
+    """The export.py module (its ``group_metadata`` is what the CLI writes), loaded once."""
+    spec = importlib.util.spec_from_file_location("covey_export_cli", ROOT / "export.py")
+    if spec.name not in sys.modules:
+        sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
+        spec.loader.exec_module(sys.modules[spec.name])
+    return sys.modules[spec.name]
+
+
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> tuple[Path, dict, RobotInputs]:
     """A freshly initialised cable_load policy exported with export.py's metadata, and robot inputs for agent 1."""
@@ -106,12 +115,7 @@ def model(tmp_path_factory) -> tuple[Path, dict, RobotInputs]:
     ac.set_action_prior(g.action_prior_matrix())
     with torch.no_grad():
         ac.actor[-1].weight.mul_(30.0)  # non-trivial but mostly unsaturated actions
-    spec = importlib.util.spec_from_file_location("covey_export_cli", ROOT / "export.py")
-    if spec.name not in sys.modules:
-        sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
-        spec.loader.exec_module(sys.modules[spec.name])
-    export_cli = sys.modules[spec.name]
-    meta = export_cli.group_metadata(env, "mavs", {"name": "cable_load"}, {"run_id": "test-node"})
+    meta = _export_cli().group_metadata(env, "mavs", {"name": "cable_load"}, {"run_id": "test-node"})
     path = tmp_path_factory.mktemp("node") / "mavs.onnx"
     export_onnx(ac.eval(), path, meta, torch.tensor(g.action_scale), random_samples=256)
     # A moving, tilted state (velocities on every axis) so the body -> world velocity rotation matters.
@@ -628,3 +632,64 @@ def test_per_agent_recurrent_model_reads_its_own_row_and_carries_its_own_state(t
         np.testing.assert_array_equal(policy.memory[0], np.zeros((1, 2), np.float32))
     with pytest.raises(ValueError, match="shape"):
         policy.run({"policy": obs[:2]})
+
+
+# --------------------------------------------------------------------------- the example tasks, end to end
+
+
+def _export_task(task: str, path: Path, cfg: PolicyCfg) -> tuple[Path, dict, object]:
+    """A fresh policy of ``task``'s only group exported by export.py's metadata and ``export_onnx``, and its env."""
+    from training.runner import input_specs
+
+    env = sim.make(task, num_envs=1, seed=0)
+    ((group, g),) = env.spec.groups.items()
+    dims = GroupDims(
+        g.n_agents,
+        action_dim=g.action_dim,
+        actor_inputs=input_specs(g.inputs("actor")),
+        critic_inputs=input_specs(g.inputs("critic")),
+    )
+    torch.manual_seed(0)
+    ac = ActorCritic(dims, cfg).eval()
+    meta = _export_cli().group_metadata(env, group, {"name": task}, {"run_id": "test-node"})
+    export_onnx(ac, path, meta, torch.tensor(g.action_scale), random_samples=64)
+    return path, load_policy(path)[1], env
+
+
+def test_pixel_reach_policy_runs_from_a_camera_topic(make_harness, tmp_path: Path) -> None:
+    path, meta, env = _export_task("pixel_reach", tmp_path / "pixel.onnx", PolicyCfg(actor_hidden=(32,)))
+    assert [e["name"] for e in meta["inputs"]] == ["image"] and meta["ros"]["observations"]["image"][
+        "builder"
+    ] == "image"
+    obs = env.reset()
+    (group,) = env.spec.groups
+    pixels = obs[group]["image"][0, 0].numpy()  # [H, W, 3] uint8, what the robot's camera should see
+    msg = Image(height=pixels.shape[0], width=pixels.shape[1], encoding="rgb8", step=pixels.shape[1] * 3)
+    msg.data = pixels.tobytes()
+    h = make_harness(path, {"camera": (Image, "camera/image")}, agent=0)
+    h.outgoing = {"camera": msg}
+    assert h.spin_until(lambda: ok_count(h) >= 1)
+    session, _ = load_policy(path)
+    _, expected = session.run(["action", "command"], {"image": pixels[None]})
+    np.testing.assert_allclose(h.commands[h.statuses.index("ok")], expected[0], atol=1e-5)
+
+
+def test_memory_reach_gru_policy_carries_its_state_between_ticks(make_harness, tmp_path: Path) -> None:
+    cfg = PolicyCfg(actor_hidden=(32,), memory="gru", memory_hidden=16)
+    path, meta, env = _export_task("memory_reach", tmp_path / "memory.onnx", cfg)
+    mem = meta["memory"]
+    assert mem["inputs"] == ["h_in"] and meta["ros"]["observations"]["policy"]["builder"] == "vector"
+    (group,) = env.spec.groups
+    frame = env.reset()[group]["policy"][0, 0].numpy()  # the cue is shown: the state must remember it
+    session, _ = load_policy(path)
+    state, expected = np.zeros((1, *mem["shapes"][0]), np.float32), []
+    for _ in range(3):
+        _, command, state = session.run(["action", "command", "h_out"], {"policy": frame[None], "h_in": state})
+        expected.append(command[0])
+    assert np.abs(expected[2] - expected[0]).max() > 1e-5  # the carried state changes the command
+    h = make_harness(path, {"obs": (Float32MultiArray, "obs")}, agent=0)
+    h.outgoing = {"obs": Float32MultiArray(data=frame.tolist())}
+    assert h.spin_until(lambda: ok_count(h) >= 3)
+    first = h.statuses.index("ok")
+    for k in range(3):
+        np.testing.assert_allclose(h.commands[first + k], expected[k], atol=1e-5, err_msg=f"tick {k}")

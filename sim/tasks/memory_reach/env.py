@@ -138,6 +138,16 @@ class MemoryReachEnv(MultiAgentEnv):
         dist = self.distance()[env_ids]
         return {"metrics/final_dist_m": dist.mean(), "metrics/success": (dist < self.cfg.success_radius).float().mean()}
 
+    def deployment_profile(self, group: str = GROUP) -> dict:
+        """ROS deployment (:mod:`deploy_ros.profile`): the robot publishes its ``policy`` frame (own
+        position, the cue and the cue flag, in the entry's term order) as a ``Float32MultiArray``;
+        the node carries the GRU state between ticks. The command is the velocity in m/s, safe = stop."""
+        return {
+            "inputs": {"obs": {"msg": "std_msgs/Float32MultiArray", "topic": "obs", "qos": "sensor", "stale": True}},
+            "observations": {"policy": {"builder": "vector", "from": ["obs"]}},
+            "command": {"msg": "std_msgs/Float32MultiArray", "topic": "command", "safe": [0.0, 0.0]},
+        }
+
     def expert_policy(self):
         """The privileged straight-line controller (hand-written baseline: it reads the true target
         at every step, which the learned policy sees only during the cue)."""

@@ -160,6 +160,16 @@ class PixelReachEnv(MultiAgentEnv):
         dist = self.distance()[env_ids]
         return {"metrics/final_dist_m": dist.mean(), "metrics/success": (dist < self.cfg.success_radius).float().mean()}
 
+    def deployment_profile(self, group: str = GROUP) -> dict:
+        """ROS deployment (:mod:`deploy_ros.profile`): the ``image`` entry straight from the robot's
+        camera (``sensor_msgs/Image``, rgb8/bgr8 of the trained size); the command is the velocity in
+        m/s, safe = stop."""
+        return {
+            "inputs": {"camera": {"msg": "sensor_msgs/Image", "topic": "camera/image", "qos": "sensor", "stale": True}},
+            "observations": {"image": {"builder": "image", "from": ["camera"]}},
+            "command": {"msg": "std_msgs/Float32MultiArray", "topic": "command", "safe": [0.0, 0.0]},
+        }
+
     def expert_policy(self):
         """The privileged straight-line controller (the hand-written baseline: it reads the true
         target, which the learned policy must find in the image)."""
