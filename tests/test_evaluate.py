@@ -64,14 +64,14 @@ def cable_env(num_envs: int = 4, seed: int = 0, **overrides) -> MultiAgentEnv:
 
 
 class ConstantActor(torch.nn.Module):
-    """Stand-in actor ``[E, A, obs_dim] -> [E, A, act_dim]`` returning one fixed action."""
+    """Stand-in actor ``obs[group] -> [E, A, act_dim]`` returning one fixed action."""
 
     def __init__(self, action: list[float]) -> None:
         super().__init__()
         self.register_buffer("action", torch.tensor(action))
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.action.expand(*obs.shape[:-1], -1)
+    def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.action.expand(*obs["policy"].shape[:-1], -1)
 
 
 # --------------------------------------------------------------------------- fixtures

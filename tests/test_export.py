@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _export_cli():
     spec = importlib.util.spec_from_file_location("covey_export_cli_v2", ROOT / "export.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses (ExportArgs) look their module up while building the class
     spec.loader.exec_module(module)
     return module
 

@@ -60,8 +60,11 @@ def dagger(
     groups = list(models)
     if any(models[g].cfg.sharing != "shared" for g in groups):
         raise ValueError("imitation needs algo.policy.sharing=shared (one actor fitted on every agent's samples)")
-    data: dict[str, tuple[list[Tensor], list[Tensor]]] = {g: ([], []) for g in groups}
-    params = [p for g in groups for p in models[g].actor.parameters()]
+    if any(models[g].recurrent for g in groups):
+        raise ValueError("imitation fits feed-forward actors only (algo.policy.memory=none)")
+    # Per group: every actor entry's samples [n, *shape] (images stay uint8) and the expert's labels.
+    data: dict[str, tuple[dict[str, list[Tensor]], list[Tensor]]] = {g: ({}, []) for g in groups}
+    params = [p for g in groups for m in (models[g].actor_encoder, models[g].actor) for p in m.parameters()]
     optimizer = torch.optim.Adam(params, lr=cfg.lr)
     stats = []
     obs = env.reset()
@@ -72,39 +75,46 @@ def dagger(
                 labels = expert(obs)
                 actions = dict(labels)
                 for g in groups:
-                    student = models[g].act_deterministic(obs[g]["policy"])
+                    student = models[g].act_deterministic(obs[g])
                     gap[g] += float((student - labels[g]).abs().mean()) / cfg.steps
-                    data[g][0].append(obs[g]["policy"].flatten(0, 1).clone())
+                    for k in env.spec.groups[g].actor_obs:
+                        data[g][0].setdefault(k, []).append(obs[g][k].flatten(0, 1).clone())
                     data[g][1].append(labels[g].flatten(0, 1).clone())
                     if r > 0:
                         actions[g] = student
                 obs, *_ = env.step(actions)
         row = {"round": float(r)}
         for g in groups:
-            x, y = torch.cat(data[g][0]), torch.cat(data[g][1])
-            if x.shape[0] > cfg.max_samples:
-                x, y = x[-cfg.max_samples :], y[-cfg.max_samples :]
-            data[g] = ([x], [y])
+            x = {k: torch.cat(v)[-cfg.max_samples :] for k, v in data[g][0].items()}
+            y = torch.cat(data[g][1])[-cfg.max_samples :]  # the aggregate keeps the newest samples
+            data[g] = ({k: [v] for k, v in x.items()}, [y])
             ac: ActorCritic = models[g]
-            ac.obs_norm.update(x[-cfg.steps * env.num_envs * env.spec.groups[g].n_agents :])
+            newest = cfg.steps * env.num_envs * env.spec.groups[g].n_agents
+            ac.actor_encoder.update_normalizers([x[i.name][-newest:] for i in ac.dims.actor_inputs])
             mse = _fit(ac, x, y, optimizer, cfg, generator)
-            row.update({f"{g}/mse": mse, f"{g}/agreement": gap[g], f"{g}/samples": float(x.shape[0])})
+            row.update({f"{g}/mse": mse, f"{g}/agreement": gap[g], f"{g}/samples": float(y.shape[0])})
         stats.append(row)
         log("dagger round " + " ".join(f"{k} {v:.4g}" for k, v in row.items()))
     return stats
 
 
 def _fit(
-    ac: ActorCritic, x: Tensor, y: Tensor, optimizer: torch.optim.Optimizer, cfg: ImitationCfg, gen: torch.Generator
+    ac: ActorCritic,
+    x: dict[str, Tensor],
+    y: Tensor,
+    optimizer: torch.optim.Optimizer,
+    cfg: ImitationCfg,
+    gen: torch.Generator,
 ) -> float:
-    """Epochs of minibatch MSE between the actor's mean (shared weights: samples of every agent) and ``y``."""
-    n = x.shape[0]
+    """Epochs of minibatch MSE between the actor's mean (shared weights: samples of every agent,
+    entries ``x[name] [n, *shape]``) and ``y [n, act_dim]``."""
+    n = y.shape[0]
     total, count = 0.0, 0
     for _ in range(cfg.epochs):
-        perm = torch.randperm(n, generator=gen, device=gen.device).to(x.device)
+        perm = torch.randperm(n, generator=gen, device=gen.device).to(y.device)
         for start in range(0, n, cfg.batch_size):
             idx = perm[start : start + cfg.batch_size]
-            pred = ac.action_mean(x[idx].unsqueeze(1)).squeeze(1)
+            pred = ac.action_mean({k: v[idx].unsqueeze(1) for k, v in x.items()}).squeeze(1)
             loss = (pred - y[idx]).square().mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
