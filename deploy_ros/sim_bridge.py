@@ -112,10 +112,17 @@ def pose_msg(stamp: Time, pos: Sequence[float], quat_wxyz: Sequence[float], fram
 
 
 class SimBridge(Node):
-    """Steps the task's env on a wall-clock timer; see the module docstring for topics and parameters."""
+    """Steps the task's env on a wall-clock timer; see the module docstring for topics and parameters.
 
-    def __init__(self) -> None:
-        super().__init__("covey_sim_bridge")
+    Args:
+        **kwargs: passed to ``rclpy.node.Node`` (``context``, ``parameter_overrides``...).
+
+    Raises:
+        ValueError, FileNotFoundError: no model, or one without a task config or bridge adapter.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("covey_sim_bridge", **kwargs)
         model = self.declare_parameter("model", "").value
         seed = int(self.declare_parameter("seed", 0).value)
         if not model:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("rclpy")
+rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("onnxruntime")
 
 from deploy_ros.launch import node_commands, params_file  # noqa: E402
@@ -84,3 +84,43 @@ def test_bridge_and_three_policy_nodes_fly_the_shipped_policy(tmp_path: Path) ->
     # And the policy did fly somewhere: well below the start error.
     start_err = math.dist([0, 0, 0], GOAL[:3])
     assert ref_pos < 0.5 * start_err and np.isfinite(out["pos_err_m"])
+
+
+def test_bridge_in_process_steps_with_stale_commands_and_refuses_models_without_an_adapter(tmp_path: Path) -> None:
+    """Without commands the bridge steps on the profile's safe command and counts every agent-step as stale."""
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    from deploy_ros.sim_bridge import SimBridge
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=62)
+    result = tmp_path / "result.json"
+    params = {"model": str(MODEL), "wait_for_commands": False, "realtime_factor": 50.0, "duration_s": 0.05}
+    params["result_file"] = str(result)
+    try:
+        node = SimBridge(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+        assert node.adapter.command_topics == {"mavs": ["/mav0/command", "/mav1/command", "/mav2/command"]}
+        executor = SingleThreadedExecutor(context=ctx)
+        executor.add_node(node)
+        while not node.done:
+            executor.spin_once(timeout_sec=0.1)
+        executor.shutdown()
+        out = json.loads(result.read_text())
+        assert out["steps"] == 5 and out["stale_command_steps"] == 5 * 3
+        assert {"pos_err_m", "ori_err_deg", "sim_time_s"} <= set(out)
+        node.destroy_node()
+        bad = tmp_path / "no_bridge.onnx"
+        import onnx
+
+        from policies.export import ONNX_METADATA_KEY
+
+        m = onnx.load(str(MODEL))
+        meta = json.loads(next(p.value for p in m.metadata_props if p.key == ONNX_METADATA_KEY))
+        meta["ros"].pop("bridge")
+        onnx.helper.set_model_props(m, {ONNX_METADATA_KEY: json.dumps(meta)})
+        onnx.save(m, str(bad))
+        with pytest.raises(ValueError, match="names no sim bridge adapter"):
+            SimBridge(context=ctx, parameter_overrides=[Parameter("model", value=str(bad))])
+    finally:
+        rclpy.shutdown(context=ctx)
