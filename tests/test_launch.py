@@ -57,3 +57,26 @@ def test_ros2_launch_file_builds_its_nodes_from_the_shared_definition() -> None:
     funcs = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     assert "generate_launch_description" in funcs
     assert {"node_commands", "params_file", "ExecuteProcess"} <= names
+
+
+def test_deploy_ros_code_names_no_task() -> None:
+    """Tasks own their deployment (profile, builders, bridge adapter); deploy_ros's code (docstrings and
+    the per-deployment parameter files aside) names none of them."""
+    from sim.tasks import TASKS
+
+    found = []
+    for path in sorted((ROOT / "deploy_ros").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef) and ast.get_docstring(node) is not None
+        }
+        for node in ast.walk(tree):
+            text = None
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                text = node.value
+            elif isinstance(node, ast.Name | ast.alias):
+                text = getattr(node, "id", None) or node.name
+            found += [(path.name, task) for task in TASKS if text and task in text]
+    assert found == []
