@@ -370,10 +370,16 @@ def test_main_exits_with_an_error_on_missing_parameters(model) -> None:
 
 
 def test_deploy_ros_and_the_robot_side_builders_run_without_torch() -> None:
-    """With torch made unimportable, the node and cable_load's robot-side builder still import."""
+    """With torch made unimportable (a robot), the node starts on the shipped cable_load model, importing
+    the task's robot-side builder by name."""
+    shipped = ROOT / "assets" / "policies" / "cable_load" / "policy.onnx"
     code = (
         "import sys; sys.modules['torch'] = None; "
-        "import deploy_ros.observation, deploy_ros.policy_node, sim.tasks.cable_load.robot_observation; "
+        "import rclpy; from rclpy.parameter import Parameter; from deploy_ros.policy_node import PolicyNode; "
+        "rclpy.init(); "
+        f"node = PolicyNode(parameter_overrides=[Parameter('model', value='{shipped}'), "
+        "Parameter('agent_index', value=1)]); "
+        "assert type(node.builders['policy']).__name__ == 'PolicyObservation'; node.destroy_node(); rclpy.shutdown(); "
         "print(sorted(m for m, v in sys.modules.items() if m.split('.')[0] == 'torch' and v is not None))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
