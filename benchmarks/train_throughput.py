@@ -48,9 +48,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def build_runner(args: argparse.Namespace, num_envs: int, runs_dir: str):
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    from training.config import compose  # train.py's typed config (the structured configs registered)
     from training.runner import Runner
 
     overrides = [
@@ -64,9 +64,7 @@ def build_runner(args: argparse.Namespace, num_envs: int, runs_dir: str):
         *([f"train.rollout_steps={args.rollout_steps}"] if args.rollout_steps else []),
         *args.override,
     ]
-    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
-        cfg = compose(config_name="config", overrides=overrides)
-    return Runner(OmegaConf.to_container(cfg, resolve=True))
+    return Runner(OmegaConf.to_container(compose(overrides), resolve=True))
 
 
 def _sync(device: torch.device) -> None:

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 
 from policies.encoders import EncoderCfg, InputSpec, ObsEncoder, pick
 from policies.memory import MEMORY_KINDS, RecurrentMemory
-from policies.mlp import build_mlp
+from policies.mlp import ACTIVATIONS, build_mlp
 from policies.normalizer import RunningNorm
 
 SHARING = ("shared", "per_agent")
@@ -126,6 +126,18 @@ class PolicyCfg:
             raise ValueError("policy.memory needs policy.sharing=shared (no recurrent per-agent weights)")
         if self.memory_hidden < 1 or self.memory_layers < 1:
             raise ValueError("policy.memory_hidden and policy.memory_layers must be >= 1")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"policy.activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        for key in ("actor_hidden", "critic_hidden", "cnn_channels", "cnn_kernels", "cnn_strides", "graph_hidden"):
+            if any(n < 1 for n in getattr(self, key)):
+                raise ValueError(f"policy.{key} needs sizes >= 1, got {getattr(self, key)}")
+        for key in ("image_features", "graph_features"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"policy.{key} must be >= 1, got {getattr(self, key)}")
+        if not len(self.cnn_channels) == len(self.cnn_kernels) == len(self.cnn_strides):
+            raise ValueError("policy.cnn_channels, cnn_kernels and cnn_strides need one entry per layer each")
+        if self.obs_clip <= 0:
+            raise ValueError(f"policy.obs_clip must be > 0, got {self.obs_clip}")
 
     @classmethod
     def from_dict(cls, node: Mapping[str, Any] | None) -> PolicyCfg:
