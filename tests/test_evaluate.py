@@ -321,9 +321,9 @@ def test_zero_policy_alone(capsys) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["policy=zero", "task=cable_load", "episods=3"], "unknown key 'episods'"),
+        (["policy=zero", "task=cable_load", "episods=3"], "episods: unknown argument"),
         (["policy=zero", "task=cable_load", "task.num_mav=4"], "num_mav"),
-        (["policy=zero", "task=cable_load", "episodes=many"], "episodes expects"),
+        (["policy=zero", "task=cable_load", "episodes=many"], "episodes: expects an int"),
         (["policy=zero", "episodes=3"], "task="),
         (["episodes"], "key=value"),
         (["policy=zero", "task=cable_load", "success.pos_err=0.1", *SHORT_ARGS], "pos_err"),
