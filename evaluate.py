@@ -73,7 +73,10 @@ class EvalArgs:
         default=None, metadata={"help": f"parallel envs (default min(episodes, {DEFAULT_MAX_ENVS}))"}
     )
     eval_mode: bool = field(default=False, metadata={"help": "apply the task's evaluation_overrides()"})
-    window_s: float = field(default=5.0, metadata={"help": "metrics average over the last window_s of an episode"})
+    window_s: float = field(
+        default=0.0,
+        metadata={"help": "metrics average over the last window_s of an episode; 0 = the task's evaluation_window_s"},
+    )
     baseline: bool = field(default=True, metadata={"help": "also evaluate zero actions with the same seed"})
     video: str | None = field(default=None, metadata={"help": "write env 0 of the policy run (.gif or .mp4)"})
     video_fps: float = field(default=25.0, metadata={"help": "video frame rate (every k-th control step)"})
@@ -96,10 +99,12 @@ class EvalArgs:
     def __post_init__(self) -> None:
         if self.policy not in ("auto", "zero"):
             raise ValueError(f"policy must be auto or zero, got {self.policy!r}")
-        for key in ("episodes", "games", "num_envs", "video_width", "video_height", "window_s", "video_fps"):
+        for key in ("episodes", "games", "num_envs", "video_width", "video_height", "video_fps"):
             val = getattr(self, key)
             if val is not None and val <= 0:
                 raise ValueError(f"{key} must be > 0, got {val!r}")
+        if self.window_s < 0:
+            raise ValueError(f"window_s must be >= 0 (0 = the task's default), got {self.window_s!r}")
 
 
 # --------------------------------------------------------------------------- arguments
@@ -306,7 +311,8 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     for name, pol, hook in runs:
         start = time.perf_counter()
         try:  # the env rejects NaN/inf or misshaped actions, summarize unknown success metrics
-            results = run_episodes(env, pol, args.episodes, args.seed, args.window_s, on_step=hook)
+            window = args.window_s or type(env).evaluation_window_s
+            results = run_episodes(env, pol, args.episodes, args.seed, window, on_step=hook)
             summaries[name] = summarize(results, criteria)
         except ValueError as err:
             raise EvalError(f"{name} evaluation failed: {err}") from err
@@ -335,7 +341,7 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         "prior_baseline": summaries.get("prior_baseline"),
         "seed": args.seed,
         "eval_mode": args.eval_mode,
-        "window_s": args.window_s,
+        "window_s": window_s,
         "num_envs": num_envs,
         "device": str(env.device),
         "torch": torch.__version__,

@@ -64,3 +64,16 @@ def test_onnx_latency_smoke():
     assert any("onnx " in line for line in lines[1:-1]) and any("torch " in line for line in lines[1:-1])
     ratio = float(lines[-1].split("=")[1])
     assert math.isfinite(ratio) and ratio > 0
+
+
+def test_image_ppo_smoke():
+    """The image benchmark runs end to end and reports uint8 storage 4x smaller than float32 frames."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "image_ppo.py"
+    args = ["--num-envs", "8", "--rollout-steps", "4", "--repeats", "1", "--image-size", "48"]
+    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1].startswith("image_train_ratio=") and float(lines[-1].split("=")[1]) > 0
+    image_row = next(line for line in lines if line.startswith("image "))
+    mib, f32 = (float(v) for v in image_row.split()[1:3])
+    assert f32 > 3.0 * mib

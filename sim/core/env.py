@@ -168,6 +168,8 @@ class MultiAgentEnv(ABC):
     best_metric: ClassVar[tuple[str, str]] = ("return", "max")  # (episode metric, "min" | "max") picking best.pt
     # Success of an evaluated episode: every listed window-mean metric below its bound (training.evaluation).
     success_criteria: ClassVar[Mapping[str, float]] = MappingProxyType({})
+    # Seconds at the end of an episode that evaluation metrics average over (evaluate.py window_s=0).
+    evaluation_window_s: ClassVar[float] = 5.0
     renderer: ClassVar[str | None] = None  # "module:Class" of its sim.render.MujocoRenderer (None: no video)
 
     @classmethod

@@ -119,7 +119,8 @@ class GroupSpec:
 
     ``actor_obs`` names the observation entries the actor sees (default: the one vector
     ``"policy"``); ``critic_obs`` those of a centralised/privileged critic (default: ``"state"``,
-    the global state). An IPPO critic (``algo.critic_input=policy``) sees ``actor_obs`` instead. Actions are ``[num_envs, n_agents, action_dim]`` in [-1, 1];
+    the global state). An IPPO critic (``algo.critic_input=policy``) sees ``actor_obs`` instead.
+    Actions are ``[num_envs, n_agents, action_dim]`` in [-1, 1];
     ``action_scale``/``action_names``/``action_units`` say what +-1 means physically.
 
     ``action_prior`` is an optional fixed linear map the task suggests to policies (residual
@@ -149,7 +150,8 @@ class GroupSpec:
         for which in ("actor_obs", "critic_obs"):
             missing = [k for k in getattr(self, which) if k not in self.observations]
             if missing:
-                raise ValueError(f"GroupSpec.{which} names {missing}, not among the entries {sorted(self.observations)}")
+                entries = sorted(self.observations)
+                raise ValueError(f"GroupSpec.{which} names {missing}, not among the entries {entries}")
 
     def action_prior_matrix(self) -> torch.Tensor:
         """``action_prior`` as a dense ``[obs_dim, action_dim]`` matrix over the first actor entry

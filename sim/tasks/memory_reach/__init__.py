@@ -14,5 +14,5 @@ if TYPE_CHECKING:
     from sim.tasks.memory_reach.env import MemoryReachEnv
 
 _EXPORTS = {"MemoryReachCfg": "sim.tasks.memory_reach.config", "MemoryReachEnv": "sim.tasks.memory_reach.env"}
-__all__ = sorted(_EXPORTS)
+__all__ = ["MemoryReachCfg", "MemoryReachEnv"]  # noqa: F822 - loaded by __getattr__
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -14,5 +14,5 @@ if TYPE_CHECKING:
     from sim.tasks.pixel_reach.env import PixelReachEnv
 
 _EXPORTS = {"PixelReachCfg": "sim.tasks.pixel_reach.config", "PixelReachEnv": "sim.tasks.pixel_reach.env"}
-__all__ = sorted(_EXPORTS)
+__all__ = ["PixelReachCfg", "PixelReachEnv"]  # noqa: F822 - loaded by __getattr__
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -39,10 +39,16 @@ class PixelReachEnv(MultiAgentEnv):
     task_name = "pixel_reach"
     cfg_class = PixelReachCfg
     best_metric = ("metrics/success", "max")
-    success_criteria: ClassVar = {"dist_m": 0.1}  # = PixelReachCfg.success_radius (last-step window)
+    success_criteria: ClassVar = {"dist_m": 0.1}  # = PixelReachCfg.success_radius
+    evaluation_window_s = 0.1  # the last step: success is where the robot ends, not how it got there
 
     def __init__(
-        self, cfg: PixelReachCfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False
+        self,
+        cfg: PixelReachCfg,
+        num_envs: int,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        compile: bool = False,
     ) -> None:
         super().__init__(cfg, num_envs, device, seed, compile)
         E, dev = num_envs, self.device
