@@ -66,7 +66,7 @@ class CoSelfPlayCfg:
     """Hydra node ``coselfplay``."""
 
     strategy: str = ""  # the stage-2 strategy checkpoint to start from (required)
-    skills: str = ""  # a drone_volleyball_coplay checkpoint to start the skills from ("" = a fresh network)
+    skills: str = ""  # a checkpoint of the skills task to start the skills from ("" = a fresh network)
     cycles: int = at_least(1, 1)
     skills_minutes: float = non_negative(20.0)  # wall-clock budget per skills phase (0 = none)
     strategy_minutes: float = non_negative(20.0)  # per strategy phase
@@ -96,7 +96,8 @@ def skills_policy(path: str | Path, device: str | torch.device, task: str) -> Ca
 
 
 class SkillsInMatchRunner(Runner):
-    """Phase 1: PPO (after DAgger) on ``drone_volleyball_coplay``, both teams commanded by one strategy."""
+    """Phase 1: PPO (after DAgger) on the skills task (e.g. ``drone_volleyball_coplay``), both teams
+    commanded by one strategy."""
 
     def __init__(self, cfg: Mapping[str, Any], strategy: Callable[[Tensor], Tensor] | None) -> None:
         self._strategy = strategy
