@@ -158,7 +158,8 @@ def test_make_renderer_rejects_a_task_without_renderer():
 def test_cli_writes_gif_with_expected_frame_count(tmp_path: Path):
     _backend_or_skip()  # also exports MUJOCO_GL, so the child skips the probe
     out = tmp_path / "clip.gif"
-    cmd = [sys.executable, "-m", "sim.render", "--task", "cable_load", "--steps", "20", "--fps", "25", "--width", "96", "--height", "72"]
+    cmd = [sys.executable, "-m", "sim.render", "--task", "cable_load", "--steps", "20", "--fps", "25"]
+    cmd += ["--width", "96", "--height", "72"]
     proc = subprocess.run(
         [*cmd, "--out", str(out)], capture_output=True, text=True, timeout=120, env=os.environ.copy(), check=False
     )
@@ -198,3 +199,14 @@ def test_volleyball_renderer_draws_both_teams_and_follows_the_state():
         env.drones.pos[0, :3, 2] -= 50.0
         blue2, red2 = _team_pixels(renderer.render([0])[0])
         assert blue2 < blue // 4 and red2 > red // 2, (blue2, red2)
+
+
+def test_hcsp_levels_draw_the_match_they_own():
+    """The strategy and coplay levels name the volleyball renderer; it draws their ``env.match``."""
+    _backend_or_skip()
+    for task in ("drone_volleyball_strategy", "drone_volleyball_coplay"):
+        env = sim.make(task, num_envs=1, seed=0)
+        env.reset(seed=0)
+        with make_renderer(env, width=320, height=240) as renderer:
+            blue, red = _team_pixels(renderer.render([0])[0])
+            assert blue > 20 and red > 20, (task, blue, red)
