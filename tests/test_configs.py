@@ -65,6 +65,16 @@ def test_no_task_yaml_shadows_a_registered_task() -> None:
     assert not shadowing
 
 
+def test_a_broken_task_module_fails_only_its_own_task_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sim.core import registry
+
+    monkeypatch.setitem(registry._EXTRA, "broken_task", "sim.tasks.no_such_family.env:BrokenEnv")
+    with pytest.raises(ConfigError) as err:
+        compose(["task=broken_task"])
+    assert "broken_task" in str(err.value) and "ModuleNotFoundError" in str(err.value) and "\n" not in str(err.value)
+    assert compose(["task=point_reach"]).task.name == "point_reach"
+
+
 def test_cable_load_defaults_are_the_shipped_policys_training_settings() -> None:
     """The shipped policy was trained with ``train.py task=cable_load``: every value its checkpoint
     recorded is now the dataclass default."""

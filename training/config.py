@@ -122,8 +122,12 @@ def register_configs() -> None:
     A task whose module fails to import is left out (``BROKEN_TASKS`` says why); the others work.
     """
     cs = ConfigStore.instance()
-    cs.store(name="covey_schema", node=_writable(OmegaConf.structured(CoveyCfg)))
+    if "covey_schema.yaml" not in cs.repo:
+        cs.store(name="covey_schema", node=_writable(OmegaConf.structured(CoveyCfg)))
+    stored = cs.repo.get("task", {})
     for name in registered_tasks():
+        if f"{name}.yaml" in stored or name in BROKEN_TASKS:
+            continue
         try:
             cs.store(group="task", name=name, node=task_node(name))
         except ValueError as err:
@@ -166,6 +170,7 @@ def compose(overrides: Sequence[str] = (), config_name: str = "config") -> DictC
     Raises:
         ConfigError: a malformed override, an unknown key or group option, a value of the wrong type.
     """
+    register_configs()  # again: tasks registered (sim.core.registry.register) after this module's import
     with _hydra_errors_as_config_errors(overrides):
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
             return hydra_compose(config_name=config_name, overrides=list(overrides))
