@@ -1,6 +1,6 @@
 """cable_load drawn with MuJoCo: the MAVs, the load, the cables and the goal box (``sim.render``).
 
-    renderer = sim.render.make_renderer(env)   # this class, from CableLoadEnv.renderer
+renderer = sim.render.make_renderer(env)   # this class, from CableLoadEnv.renderer
 """
 
 from __future__ import annotations

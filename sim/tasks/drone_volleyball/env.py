@@ -76,7 +76,6 @@ def skill_terms() -> tuple[ObsTerm, ...]:
     )
 
 
-
 class DroneVolleyballEnv(MultiAgentEnv):
     """Batched multi-drone volleyball; see the module docstring. Abstract: the mode's subclass
     implements the episode start (``_reset_idx``), ``_after_rules``, ``_policy_obs``, rewards,
@@ -246,7 +245,6 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self.drones.ang_vel[env_ids] = 0.0
         self.touched[env_ids] = False
 
-
     # ----------------------------------------------------------------- step
     def _apply_actions(self, actions: dict[str, Tensor]) -> None:
         act = torch.cat([actions[g] for g in self.spec.groups], dim=1).clamp(-1.0, 1.0)  # [E, D, 4]
@@ -311,7 +309,6 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self.hits = self.hits | hit_one
         self.ball_net = self.ball_net | net_hit
         self.ball_ground = self.ball_ground | ground_hit
-
 
     # ----------------------------------------------------------------- after the physics
     def _update_observation_buffers(self) -> None:
@@ -406,11 +403,6 @@ class DroneVolleyballEnv(MultiAgentEnv):
         time_left = (1.0 - self.episode_step.float() / self.max_episode_steps).view(E, 1, 1).expand(E, D, 1)
         agent_id = torch.eye(n, device=self.device).repeat(D // n, 1).expand(E, D, n)
         return torch.cat((glob, self._rally_features(), time_left, agent_id), -1)
-
-
-    def _upright(self) -> Tensor:
-        q = self.drones.quat
-        return 1 - 2 * (q[..., 1].square() + q[..., 2].square())  # R[2, 2], [E, D]
 
     def _event_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
         """The rules' event counts of the episodes ``env_ids`` that ended (popped; kept per env in

@@ -124,7 +124,6 @@ class VolleyballSkillEnv(DroneVolleyballEnv):
         y = uniform(-lc.lateral, lc.lateral, (k,), self.rng, dev)
         return torch.stack((x, y, torch.zeros_like(x)), -1)
 
-
     # ----------------------------------------------------------------- after the physics
     def _after_rules(self) -> None:
         if self.cfg.mode in ("pass", "set"):
@@ -145,6 +144,10 @@ class VolleyballSkillEnv(DroneVolleyballEnv):
         double = self.hits.any(-1) & (self.touched & ~self.hits).any(-1)
         ended = self.ball_ground | ev.rally_over | double
         return crash | out | ended, {"crash": crash, "out": out, "ball_down": ended}
+
+    def _upright(self) -> Tensor:
+        q = self.drones.quat
+        return 1 - 2 * (q[..., 1].square() + q[..., 2].square())  # R[2, 2], [E, D]
 
     def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         rc, d, mode = self.cfg.skill_rewards, self.drones, self.cfg.mode
@@ -194,7 +197,6 @@ class VolleyballSkillEnv(DroneVolleyballEnv):
             miss = torch.where(hit, self.miss, torch.full((E,), 10.0, device=self.device)).clamp(max=10.0)
             return hit & (miss < 1.0), miss
         return torch.zeros(E, dtype=torch.bool, device=self.device), torch.zeros(E, device=self.device)
-
 
     def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
         out = self._event_metrics(env_ids)
