@@ -85,8 +85,8 @@ class DroneVolleyballEnv(MultiAgentEnv):
     cfg_class = VolleyballCfg
     renderer = "sim.tasks.drone_volleyball.render:VolleyballRenderer"
 
-    def __new__(cls, cfg: VolleyballCfg, *args, **kwargs) -> DroneVolleyballEnv:
-        if cls is DroneVolleyballEnv:  # the registered task: the mode picks the env
+    def __new__(cls, cfg: VolleyballCfg | None = None, *args, **kwargs) -> DroneVolleyballEnv:
+        if cls is DroneVolleyballEnv and cfg is not None:  # the registered task: the mode picks the env
             from sim.tasks.drone_volleyball.match_env import VolleyballMatchEnv
             from sim.tasks.drone_volleyball.skill_env import VolleyballSkillEnv
 
