@@ -94,8 +94,7 @@ BROKEN_TASKS: dict[str, str] = {}  # task name -> why its module could not be im
 def _writable(node: DictConfig) -> DictConfig:
     """Frozen dataclasses make read-only nodes, which hydra could not override: clear the flag."""
     OmegaConf.set_readonly(node, False)
-    for key in node:
-        child = node._get_node(key)
+    for child in node.values():
         if isinstance(child, DictConfig):
             _writable(child)
     return node
