@@ -53,7 +53,7 @@ DEFAULT_MAX_ENVS = 1024
 
 
 class EvalError(Exception):
-    """A problem with the user's input (arguments, files); printed as ``error: ...``, exit code 2."""
+    """A problem with the user's input (arguments, files); printed as ``evaluate.py: error: ...``, exit code 2."""
 
 
 @dataclass(frozen=True)
@@ -484,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, task_overrides, success = parse_args(argv)
         report = evaluate(args, task_overrides, success)
     except (EvalError, ConfigError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"evaluate.py: error: {err}", file=sys.stderr)  # one line, as train.py and export.py
         return 2
     line = json.dumps(report, default=str)
     if args.report:
