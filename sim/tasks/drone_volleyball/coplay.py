@@ -154,7 +154,7 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
     task_name = "drone_volleyball_coplay"
     cfg_class = VolleyballCfg
     best_metric = ("metrics/skill_success", "max")  # skills scored in matches
-    renderer = "sim.tasks.drone_volleyball.render:VolleyballRenderer"  # draws self.match
+    renderer = "sim.tasks.drone_volleyball.render:MatchLevelRenderer"  # draws self.match
 
     @classmethod
     def evaluation_overrides(cls) -> dict:

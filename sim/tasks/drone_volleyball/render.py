@@ -4,7 +4,7 @@ their hitting discs (team A blue, team B red), and the ball. A fixed side camera
     renderer = sim.render.make_renderer(env)   # env: sim.make("drone_volleyball", mode="3v3", ...)
     frame = renderer.render([0])[0]            # uint8 [H, W, 3]
 
-The strategy and coplay levels draw the match they own (``env.match``).
+The strategy and coplay levels draw the match they own (:class:`MatchLevelRenderer`).
 """
 
 from __future__ import annotations
@@ -50,12 +50,17 @@ def court_xml(length: float, width: float, net_height: float) -> str:
 class VolleyballRenderer(MujocoRenderer):
     """The match (or skill task) of each env; defaults to the fixed side camera ``overview``.
 
-    ``env`` is a volleyball env, or a level that owns one as ``env.match`` (strategy, coplay): the
-    court and drones drawn are that env's (``self.world``)."""
+    Draws ``self.world``: the volleyball env itself here, the match it owns for the HCSP levels
+    (:class:`MatchLevelRenderer`)."""
 
     def __init__(self, env, width: int = 640, height: int = 480, camera: str = "fixed", **kwargs) -> None:
-        self.world = getattr(env, "match", env)
+        self.world = self.world_of(env)
         super().__init__(env, width=width, height=height, camera=camera, **kwargs)
+
+    @staticmethod
+    def world_of(env):
+        """The volleyball env (bodies, court) whose state is drawn for ``env``."""
+        return env
 
     def _build_xml(self) -> str:
         env, cfg = self.world, self.world.cfg
@@ -94,3 +99,11 @@ class VolleyballRenderer(MujocoRenderer):
         qpos[D, :3] = state["ball_pos"][b]
         qpos[D, 3:] = (1.0, 0.0, 0.0, 0.0)
         return state["ball_pos"][b]
+
+
+class MatchLevelRenderer(VolleyballRenderer):
+    """An HCSP level that owns a match (strategy, coplay: ``env.match``) draws that match."""
+
+    @staticmethod
+    def world_of(env):
+        return env.match

@@ -154,7 +154,7 @@ class VolleyballStrategyEnv(MultiAgentEnv):
     task_name = "drone_volleyball_strategy"
     cfg_class = VolleyballCfg
     best_metric = ("metrics/win_a", "max")  # against the league's first (scripted) snapshot
-    renderer = "sim.tasks.drone_volleyball.render:VolleyballRenderer"  # draws self.match
+    renderer = "sim.tasks.drone_volleyball.render:MatchLevelRenderer"  # draws self.match
     skills_task = "drone_volleyball_coplay"  # HCSP: the task whose checkpoints are this level's learned skills
 
     @classmethod
