@@ -52,7 +52,10 @@ def run(plain: dict) -> None:
             sys.exit(130)
         print(f"done: co-self-play run dir {run_dir} (skills.pt, strategy.pt)")
         return
-    runner = SelfPlayRunner(plain) if kind == "selfplay" else Runner(plain)
+    # Building the runner checks what the config names (the task, resume=<run>, its checkpoint's fit):
+    # a failure there is the user's, one line; errors while training keep their traceback.
+    runner_cls = SelfPlayRunner if kind == "selfplay" else Runner
+    runner = typed.exit_on_user_error(PROG, lambda: runner_cls(plain), errors=(ValueError, FileNotFoundError))
     try:
         state = runner.learn()
     except KeyboardInterrupt:

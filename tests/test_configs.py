@@ -304,6 +304,7 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess:
         ("train.py", ["task=point_reach", "task.goal_rnage=0.5"], "goal_rnage"),
         ("train.py", ["task=point_reach", "task.control_dt=-0.1"], "task.control_dt"),
         ("train.py", ["task=point_reach", "train.rollout_steps=0"], "train.rollout_steps"),
+        ("train.py", ["task=point_reach", "resume=does/not/exist"], "resume=does/not/exist"),
         ("evaluate.py", ["policy=zero", "task=point_reach", "episodes=abc"], "episodes"),
         ("evaluate.py", ["policy=zero", "task=point_reach", "task.max_acc=0"], "task.max_acc"),
         ("export.py", ["checkpoint=x.pt", "record_stepz=3"], "record_stepz"),

@@ -21,6 +21,7 @@ hydra's grammar); evaluate.py and export.py describe theirs as a dataclass and r
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -274,10 +275,12 @@ def usage(cls: type) -> list[str]:
 
 def exit_on_user_error(prog: str, fn: Callable[[], T], errors: tuple[type[BaseException], ...] = ()) -> T:
     """Run ``fn``; a :class:`ConfigError` (or one of ``errors``) prints ``<prog>: error: <one line>``
-    to stderr and exits with code 2, without a traceback."""
+    to stderr and exits with code 2, without a traceback (with ``HYDRA_FULL_ERROR=1``: raised as is)."""
     try:
         return fn()
     except (ConfigError, *errors) as err:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
         msg = " ".join(str(err).split())  # one line, whatever the message held
         print(f"{prog}: error: {msg}", file=sys.stderr)
         raise SystemExit(2) from None
