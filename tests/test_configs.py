@@ -235,6 +235,7 @@ def test_impossible_task_values_are_rejected_naming_the_key(task: str, override:
         ("coselfplay.random_choice_prob=-0.1", "coselfplay.random_choice_prob"),
         ("wandb.mode=loud", "wandb.mode"),
         ("runner=sgd", "runner"),
+        ("device=gpu0", "device"),
         ("task.episode_length_s=0", "task.episode_length_s"),
         ("+task.foo=1", "task.foo"),  # hydra adds it; the task config rejects it
     ],

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import torch
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
@@ -86,6 +87,11 @@ class CoveyCfg:
     def __post_init__(self) -> None:
         if self.runner not in RUNNERS:
             raise ValueError(f"runner must be one of {RUNNERS}, got {self.runner!r}")
+        if self.device != "auto":
+            try:
+                torch.device(self.device)
+            except RuntimeError:
+                raise ValueError(f"device must be auto or a torch device (cpu, cuda:1), got {self.device!r}") from None
 
 
 # ----------------------------------------------------------------------------- registration
