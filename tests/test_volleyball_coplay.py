@@ -175,5 +175,9 @@ def test_coselfplay_runs_both_phases_from_the_stage2_strategy(tmp_path) -> None:
     pool = OpponentPool.load(Path(log[1]["run_dir"]) / "league")
     initial = pool.get(next(i for i, name in pool.names.items() if name == "initial"))
     stage2 = load_checkpoint(STRATEGY)["model"]
-    assert all(torch.equal(initial[k.removeprefix("team_a.")], v) for k, v in stage2.items() if k.startswith("team_a."))
+    # Every stage-2 tensor is in the snapshot (by value: the policy's parameter names may have moved on).
+    snapshot = list(initial.values())
+    for k, v in stage2.items():
+        if k.startswith("team_a."):
+            assert any(w.shape == v.shape and torch.equal(w, v) for w in snapshot), k
     assert load_checkpoint(run_dir / "strategy.pt")["task_cfg"]["name"] == "drone_volleyball_strategy"
