@@ -63,6 +63,9 @@ class EvalArgs:
     checkpoint: str | None = field(default=None, metadata={"help": "covey checkpoint (.pt) to evaluate"})
     onnx: str | None = field(default=None, metadata={"help": "exported ONNX actor, run with onnxruntime"})
     policy: str = field(default="auto", metadata={"help": "auto (checkpoint or onnx) | zero (the baseline alone)"})
+    expert: bool = field(
+        default=False, metadata={"help": "also run the task's scripted expert (env.expert_policy()) as a baseline"}
+    )
     task: str | None = field(
         default=None, metadata={"help": "task name when neither checkpoint nor ONNX metadata gives one"}
     )
@@ -307,6 +310,11 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         prior = prior_policy(env)
         if prior is not None:  # a residual policy: also the prior it was trained around
             runs.append(("prior_baseline", prior, None))
+    if args.expert:
+        try:
+            runs.append(("expert_baseline", env.expert_policy(), None))
+        except ValueError as err:
+            raise EvalError(f"expert=true: {err}") from err
     summaries: dict[str, dict[str, Any]] = {}
     for name, pol, hook in runs:
         start = time.perf_counter()
@@ -328,6 +336,8 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         columns["zero-action baseline"] = baseline
     if "prior_baseline" in summaries:
         columns["action-prior baseline"] = summaries["prior_baseline"]
+    if "expert_baseline" in summaries:
+        columns["scripted expert"] = summaries["expert_baseline"]
     episode_s = env.spec.control_dt * env.max_episode_steps
     window_s = results.window_steps * env.spec.control_dt
     print(
@@ -339,6 +349,7 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         **summaries[source.kind],
         "baseline": baseline,
         "prior_baseline": summaries.get("prior_baseline"),
+        "expert_baseline": summaries.get("expert_baseline"),
         "seed": args.seed,
         "eval_mode": args.eval_mode,
         "window_s": window_s,
