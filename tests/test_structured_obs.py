@@ -133,3 +133,33 @@ def test_spec_rejects_malformed_entries() -> None:
         ObsEntry((4,), kind="graph")
     with pytest.raises(ValueError, match="dtype"):
         ObsEntry((4, 2), torch.float32, kind="graph", graph="g", role="edge_index")
+
+
+def test_graph_and_image_policy_exports_with_one_onnx_input_per_entry(tmp_path) -> None:
+    """Graph parts (float, int64 types, bool masks) and an image in one policy: each its own ONNX
+    input in its dtype, parity within 1e-5."""
+    pytest.importorskip("onnxruntime")
+    from policies.export import export_onnx, onnx_runtime_session, read_metadata
+
+    n = 5
+    inputs = (
+        InputSpec("cam", (16, 16, 1), "uint8", kind="image"),
+        InputSpec("g_x", (n, 3), kind="graph", graph="g", role="node_features"),
+        InputSpec("g_t", (n,), "int64", kind="graph", graph="g", role="node_types"),
+        InputSpec("g_m", (n,), "bool", kind="graph", graph="g", role="node_mask"),
+    )
+    cfg = PolicyCfg(cnn_channels=(4,), cnn_kernels=(3,), cnn_strides=(2,), image_features=8, actor_hidden=(16,))
+    ac = ActorCritic(GroupDims(1, action_dim=2, actor_inputs=inputs, critic_inputs=(InputSpec("s", (2,)),)), cfg)
+    with torch.no_grad():
+        ac.actor[-1].weight.mul_(50.0)
+    path = tmp_path / "g.onnx"
+    report = export_onnx(ac, path, {"task": "test"}, torch.ones(2), random_samples=256)
+    assert report.max_action < 1e-5
+    session = onnx_runtime_session(path)
+    assert [(i.name, i.type) for i in session.get_inputs()] == [
+        ("cam", "tensor(uint8)"),
+        ("g_x", "tensor(float)"),
+        ("g_t", "tensor(int64)"),
+        ("g_m", "tensor(bool)"),
+    ]
+    assert [i["kind"] for i in read_metadata(path)["inputs"]] == ["image", "graph", "graph", "graph"]
