@@ -174,7 +174,7 @@ class PolicyNode(Node):
             callback = self._callback(name, PARSERS[spec.msg])
             sub = self.create_subscription(message_class(spec.msg), topics[name], callback, _qos(spec.qos))
             self._topics[name] = sub.topic_name
-        self.timer = self.create_timer(1.0 / rate, self._on_timer)
+        self.timer = self.create_timer(1.0 / rate, self.tick)
         self.get_logger().info(
             f"policy {model} ({meta.get('task')}/{meta.get('group')}, run {meta.get('run_id')}), agent "
             f"{agent_index}, {rate:g} Hz, inputs {self._topics}, recurrent {bool(self.policy.memory_inputs)}"
@@ -215,15 +215,16 @@ class PolicyNode(Node):
         return values, None
 
     # ----------------------------------------------------------------- control tick
-    def _on_timer(self) -> None:
+    def tick(self) -> None:
+        """One control tick (the timer's callback): the policy command, or the safe one with the reason."""
         try:
-            reason = self._tick()
+            reason = self._step()
         except Exception as err:  # the node must keep commanding something safe whatever happens
             reason = f"internal error ({type(err).__name__}: {err})"
         if reason is not None:
             self._publish_safe(reason)
 
-    def _tick(self) -> str | None:
+    def _step(self) -> str | None:
         """One control step; publishes the policy command and returns None, or returns why not."""
         values, reason = self._gather(self.get_clock().now())
         if values is None:

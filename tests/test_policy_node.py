@@ -699,3 +699,91 @@ def test_memory_reach_gru_policy_carries_its_state_between_ticks(make_harness, t
     first = h.statuses.index("ok")
     for k in range(3):
         np.testing.assert_allclose(h.commands[first + k], expected[k], atol=1e-5, err_msg=f"tick {k}")
+
+
+# --------------------------------------------------------------------------- shipped example policies, closed loop
+
+
+def _lockstep(h: Harness, key: str, msg: object) -> tuple[np.ndarray, str]:
+    """Publish ``msg`` on input ``key``, wait until the node has it, run one node tick; its command and status."""
+    before, n = h.node._latest.get(key), len(h.commands)
+    h.pubs[key].publish(msg)
+    assert h.spin_until(lambda: h.node._latest.get(key) is not before), f"the node never received {key}"
+    h.node.tick()
+    assert h.spin_until(lambda: len(h.commands) > n and len(h.statuses) > n)
+    return h.commands[-1], h.statuses[-1]
+
+
+def _episodes_through_the_node(task: str, h: Harness, key: str, to_msg: Callable, seeds: range) -> list[float]:
+    """Final distances of ``task`` episodes whose actions come from the node (command / scale) fed by ``to_msg``."""
+    out = []
+    for seed in seeds:
+        env = sim.make(task, num_envs=1, seed=seed)
+        ((group, g),) = env.spec.groups.items()
+        obs = env.reset(seed=seed)
+        h.node._needs_reset = True  # a new episode, as after a safe tick (fresh history and memory)
+        for k in range(env.max_episode_steps):
+            command, status = _lockstep(h, key, to_msg(obs[group], k))
+            assert status == "ok", status
+            action = torch.as_tensor(command / np.asarray(g.action_scale, np.float32)).view(1, 1, -1)
+            obs, _, _, _, info = env.step({group: action})
+        out.append(float(info["episode"]["metrics/final_dist_m"]))
+    return out
+
+
+def _episodes_in_process(task: str, path: Path, entry: str, seeds: range) -> list[float]:
+    """The same episodes with onnxruntime called directly (the recurrent state fed back by hand)."""
+    session, meta = load_policy(path)
+    mem = meta.get("memory") or {}
+    out = []
+    for seed in seeds:
+        env = sim.make(task, num_envs=1, seed=seed)
+        (group,) = env.spec.groups
+        obs = env.reset(seed=seed)
+        state = [np.zeros((1, *s), np.float32) for s in mem.get("shapes", [])]
+        for _ in range(env.max_episode_steps):
+            feed = {entry: obs[group][entry][:, 0].numpy(), **dict(zip(mem.get("inputs", []), state, strict=True))}
+            _, command, *state = session.run(["action", "command", *mem.get("outputs", [])], feed)
+            action = torch.as_tensor(command / np.asarray(meta["action"]["scale"], np.float32)).view(1, 1, -1)
+            obs, _, _, _, info = env.step({group: action})
+        out.append(float(info["episode"]["metrics/final_dist_m"]))
+    return out
+
+
+SHIPPED = ROOT / "assets" / "policies"
+SEEDS = range(3)
+
+
+@pytest.mark.skipif(not (SHIPPED / "pixel_reach" / "policy.onnx").is_file(), reason="no shipped pixel_reach policy")
+def test_shipped_pixel_reach_policy_reaches_targets_from_camera_images(make_harness) -> None:
+    path = SHIPPED / "pixel_reach" / "policy.onnx"
+
+    def image(obs: dict, k: int) -> Image:
+        pixels = obs["image"][0, 0].numpy()  # [48, 48, 3] RGB, what the camera sees
+        msg = Image(height=pixels.shape[0], width=pixels.shape[1], encoding="bgr8", step=pixels.shape[1] * 3)
+        msg.header.stamp.sec = k + 1  # a new frame: the node steps once per camera stamp
+        msg.data = pixels[..., ::-1].tobytes()
+        return msg
+
+    h = make_harness(path, {"camera": (Image, "camera/image")}, agent=0, stale_timeout_s=5.0)
+    h.node.timer.cancel()  # ticks in lockstep with the env below
+    ros = _episodes_through_the_node("pixel_reach", h, "camera", image, SEEDS)
+    direct = _episodes_in_process("pixel_reach", path, "image", SEEDS)
+    np.testing.assert_allclose(ros, direct, atol=1e-4)  # the same episodes, through ROS or not
+    assert sum(d < 0.1 for d in ros) >= len(SEEDS) - 1, ros  # success: final distance < 0.1 m
+
+
+@pytest.mark.skipif(not (SHIPPED / "memory_reach" / "policy.onnx").is_file(), reason="no shipped memory_reach policy")
+def test_shipped_memory_reach_gru_policy_remembers_the_cue_through_the_node(make_harness) -> None:
+    path = SHIPPED / "memory_reach" / "policy.onnx"
+    assert load_policy(path)[1]["memory"]["inputs"]  # recurrent: the node must carry h between ticks
+
+    def frame(obs: dict, k: int) -> Float32MultiArray:
+        return Float32MultiArray(data=obs["policy"][0, 0].tolist())
+
+    h = make_harness(path, {"obs": (Float32MultiArray, "obs")}, agent=0, stale_timeout_s=5.0)
+    h.node.timer.cancel()
+    ros = _episodes_through_the_node("memory_reach", h, "obs", frame, SEEDS)
+    direct = _episodes_in_process("memory_reach", path, "policy", SEEDS)
+    np.testing.assert_allclose(ros, direct, atol=1e-4)
+    assert sum(d < 0.1 for d in ros) >= len(SEEDS) - 1, ros  # the target is shown only in the first 2 steps
