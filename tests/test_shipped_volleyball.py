@@ -49,7 +49,7 @@ def test_shipped_onnx_matches_torch(name: str) -> None:
     env = sim.make(loaded.task_cfg, num_envs=16, seed=1)
     obs = env.reset()[group]["policy"]
     sess = ort.InferenceSession(str(SHIPPED / f"{name}.onnx"), providers=["CPUExecutionProvider"])
-    (got,) = sess.run(["action"], {"obs": obs.reshape(-1, obs.shape[-1]).numpy()})  # shared weights: rows
+    (got,) = sess.run(["action"], {"policy": obs.reshape(-1, obs.shape[-1]).numpy()})  # shared weights: rows
     torch.testing.assert_close(torch.from_numpy(got).reshape(*obs.shape[:2], -1), actor(obs), atol=1e-5, rtol=0)
 
 
