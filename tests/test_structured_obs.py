@@ -163,3 +163,14 @@ def test_graph_and_image_policy_exports_with_one_onnx_input_per_entry(tmp_path) 
         ("g_m", "tensor(bool)"),
     ]
     assert [i["kind"] for i in read_metadata(path)["inputs"]] == ["image", "graph", "graph", "graph"]
+
+
+def test_feed_forward_groups_take_env_sequence_minibatches() -> None:
+    """When some group is recurrent, minibatches are whole envs for every group: a feed-forward
+    group's replay on them reproduces its rollout (ratio 1: zero KL, nothing clipped)."""
+    env = sim.make("memory_reach", num_envs=4, seed=0)
+    ppo = PPO(_models(env), PPOCfg(minibatches=2), 4, 5, env.device, torch.Generator().manual_seed(0))
+    _rollout(env, ppo, 5)
+    adv = {"robot": ppo.storage["robot"].normalized_advantages()}
+    _, stats = ppo._minibatch_loss(torch.tensor([2, 0]), adv, by_env=True)
+    assert abs(stats["approx_kl"]) < 1e-7 and stats["clipfrac"] == 0.0

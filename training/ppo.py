@@ -204,7 +204,7 @@ class PPO:
             # Recurrent policies replay whole envs (sequences); feed-forward ones take (step, env) items.
             split = first.env_minibatch_indices if recurrent else first.minibatch_indices
             for idx in split(cfg.minibatches, self.generator):
-                loss, stats = self._minibatch_loss(idx, advantages, value_only)
+                loss, stats = self._minibatch_loss(idx, advantages, value_only, by_env=recurrent)
                 if not bool(torch.isfinite(loss)):
                     raise FloatingPointError(f"PPO loss is not finite ({stats}); lower algo.lr or check the task")
                 self.optimizer.zero_grad(set_to_none=True)
@@ -237,19 +237,23 @@ class PPO:
         return out
 
     def _minibatch_loss(
-        self, idx: Tensor, advantages: dict[str, Tensor], value_only: bool = False
+        self, idx: Tensor, advantages: dict[str, Tensor], value_only: bool = False, by_env: bool = False
     ) -> tuple[Tensor, dict[str, float]]:
-        """Summed loss of every group on minibatch ``idx`` (flat (step, env) indices)."""
+        """Summed loss of every group on minibatch ``idx``: flat (step, env) indices, or env indices
+        (``by_env``, when a group is recurrent; feed-forward groups then take the same envs' steps)."""
         cfg = self.cfg
         total = torch.zeros((), device=self.device)
         stats = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
         for name, ac in self.models.items():
             store = self.storage[name]
-            if ac.recurrent:
+            if by_env:
                 b = store.sequence_batch(idx, advantages[name])
-                log_prob, entropy, value = ac.evaluate_sequence(
-                    b["obs"], b["obs"], b["actions"], b["memory0"], b["resets"]
-                )
+                if ac.recurrent:
+                    log_prob, entropy, value = ac.evaluate_sequence(
+                        b["obs"], b["obs"], b["actions"], b["memory0"], b["resets"]
+                    )
+                else:  # [T, B, A, ...]: feed-forward networks take any leading axes
+                    log_prob, entropy, value = ac.evaluate(b["obs"], b["obs"], b["actions"])
             else:
                 b = store.batch(idx, advantages[name])
                 log_prob, entropy, value = ac.evaluate(b["obs"], b["obs"], b["actions"])
