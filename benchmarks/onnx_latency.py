@@ -67,8 +67,8 @@ def bench_model(path: Path, args: argparse.Namespace) -> dict[str, float]:
     one = (mean + std * rng.standard_normal(obs_dim)).astype(np.float32)[None]
     batch = (mean + std * rng.standard_normal((args.batch, obs_dim))).astype(np.float32)
     res: dict[str, float] = {}
-    ort_one = timed(lambda: session.run(["command"], {"obs": one}), args.samples)
-    ort_batch = timed(lambda: session.run(["command"], {"obs": batch}), args.batches)
+    ort_one = timed(lambda: session.run(["command"], {"policy": one}), args.samples)
+    ort_batch = timed(lambda: session.run(["command"], {"policy": batch}), args.batches)
     res["onnx_median_us"], res["onnx_p99_us"] = np.median(ort_one) * 1e6, np.percentile(ort_one, 99) * 1e6
     res["onnx_batch_samples_per_s"] = args.batch / np.median(ort_batch)
     if actor is not None:
