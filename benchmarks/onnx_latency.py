@@ -47,6 +47,12 @@ def timed(fn: Callable[[], object], n: int) -> np.ndarray:
     return out
 
 
+def onnx_input_types(path: Path) -> dict[str, str]:
+    from policies.export import onnx_runtime_session
+
+    return {i.name: i.type for i in onnx_runtime_session(path).get_inputs()}
+
+
 def bench_model(path: Path, args: argparse.Namespace) -> dict[str, float]:
     from policies.export import onnx_runtime_session
     from training.checkpoint import build_models_from_checkpoint, load_checkpoint
@@ -54,6 +60,7 @@ def bench_model(path: Path, args: argparse.Namespace) -> dict[str, float]:
     session = onnx_runtime_session(path)
     (inp,) = session.get_inputs()
     obs_dim = int(inp.shape[-1])
+    name = inp.name
     ckpt = path.with_suffix(".pt")
     actor = None
     if ckpt.is_file():
@@ -67,8 +74,8 @@ def bench_model(path: Path, args: argparse.Namespace) -> dict[str, float]:
     one = (mean + std * rng.standard_normal(obs_dim)).astype(np.float32)[None]
     batch = (mean + std * rng.standard_normal((args.batch, obs_dim))).astype(np.float32)
     res: dict[str, float] = {}
-    ort_one = timed(lambda: session.run(["command"], {"policy": one}), args.samples)
-    ort_batch = timed(lambda: session.run(["command"], {"policy": batch}), args.batches)
+    ort_one = timed(lambda: session.run(["command"], {name: one}), args.samples)
+    ort_batch = timed(lambda: session.run(["command"], {name: batch}), args.batches)
     res["onnx_median_us"], res["onnx_p99_us"] = np.median(ort_one) * 1e6, np.percentile(ort_one, 99) * 1e6
     res["onnx_batch_samples_per_s"] = args.batch / np.median(ort_batch)
     if actor is not None:
@@ -94,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{'model':40s} {'runtime':12s} {'median us':>10s} {'p99 us':>10s} {batch_col:>22s}")
     first_ratio = None
     for path in models:
+        inputs = onnx_input_types(path)
+        if list(inputs.values()) != ["tensor(float)"]:  # images and recurrent state: not this benchmark's case
+            print(f"skip {path}: inputs {inputs} (this benchmark times single float-vector models)")
+            continue
         r = bench_model(path, args)
         name = str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
         for rt in ("onnx", "torch"):
