@@ -19,6 +19,7 @@ image/vector ratios. The last line is ``image_train_ratio=<float>``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import time
@@ -48,18 +49,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def build(args: argparse.Namespace, actor_entry: str):
     import sim
-    from policies import ActorCritic, GroupDims, PolicyCfg
+    from policies import ActorCritic, PolicyCfg
     from training.ppo import PPO, PPOCfg
-    from training.runner import input_specs
+    from training.runner import group_dims
 
     env = sim.make("pixel_reach", num_envs=args.num_envs, seed=0, image_size=args.image_size)
     g = env.spec.groups["robot"]
-    dims = GroupDims(
-        1,
-        action_dim=2,
-        actor_inputs=input_specs({actor_entry: g.observations[actor_entry]}),
-        critic_inputs=input_specs(g.inputs("critic")),
-    )
+    dims = group_dims(dataclasses.replace(g, actor_obs=(actor_entry,)))
     models = torch.nn.ModuleDict({"robot": ActorCritic(dims, PolicyCfg())})
     cfg = PPOCfg(epochs=args.epochs, minibatches=args.minibatches)
     ppo = PPO(models, cfg, args.num_envs, args.rollout_steps, env.device, torch.Generator().manual_seed(0))

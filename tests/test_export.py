@@ -21,7 +21,7 @@ from policies import ActorCritic, GroupDims, PolicyCfg  # noqa: E402
 from policies.export import ExportError, export_onnx, onnx_runtime_session, read_metadata  # noqa: E402
 from sim.core.registry import registered_tasks  # noqa: E402
 from training.checkpoint import FORMAT, save_checkpoint  # noqa: E402
-from training.runner import input_specs  # noqa: E402
+from training.runner import group_dims  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,12 +42,7 @@ def fresh_models(env, sharing: str = "shared", **policy) -> dict[str, ActorCriti
     torch.manual_seed(0)
     models = {}
     for name, g in env.spec.groups.items():
-        dims = GroupDims(
-            g.n_agents,
-            action_dim=g.action_dim,
-            actor_inputs=input_specs(g.inputs("actor")),
-            critic_inputs=input_specs(g.inputs("critic")),
-        )
+        dims = group_dims(g)
         cfg = PolicyCfg(sharing=sharing, actor_hidden=(64, 64), critic_hidden=(32,), **policy)
         ac = ActorCritic(dims, cfg)
         ac.set_action_prior(g.action_prior_matrix())

@@ -9,20 +9,12 @@ import sim
 from policies import ActorCritic, GroupDims, InputSpec, PolicyCfg
 from policies.memory import RecurrentMemory
 from training.ppo import PPO, PPOCfg
-from training.runner import input_specs
+from training.runner import group_dims
 
 
 def _models(env, **policy) -> torch.nn.ModuleDict:
-    models = {}
-    for name, g in env.spec.groups.items():
-        dims = GroupDims(
-            g.n_agents,
-            action_dim=g.action_dim,
-            actor_inputs=input_specs(g.inputs("actor")),
-            critic_inputs=input_specs(g.inputs("critic")),
-        )
-        models[name] = ActorCritic(dims, PolicyCfg(actor_hidden=(32,), critic_hidden=(32,), **policy))
-    return torch.nn.ModuleDict(models)
+    cfg = PolicyCfg(actor_hidden=(32,), critic_hidden=(32,), **policy)
+    return torch.nn.ModuleDict({name: ActorCritic(group_dims(g), cfg) for name, g in env.spec.groups.items()})
 
 
 def _rollout(env, ppo: PPO, steps: int) -> dict:

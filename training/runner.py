@@ -124,6 +124,20 @@ def input_specs(entries: Mapping[str, Any]) -> tuple[InputSpec, ...]:
     )
 
 
+def group_dims(group: Any, critic_input: str = "state") -> GroupDims:
+    """The policy sizes of one ``GroupSpec``: the actor reads ``actor_obs``; the critic reads
+    ``critic_obs`` (``critic_input="state"``, MAPPO / asymmetric) or what the actor reads (``"policy"``, IPPO)."""
+    actor = input_specs(group.inputs("actor"))
+    critic = input_specs(group.inputs("critic")) if critic_input == "state" else actor
+    return GroupDims(
+        group.n_agents,
+        action_dim=group.action_dim,
+        action_nvec=group.action_nvec,
+        actor_inputs=actor,
+        critic_inputs=critic,
+    )
+
+
 class EpisodeStats:
     """Count-weighted means of ``info["episode"]`` entries over the steps they appear in."""
 
@@ -211,16 +225,8 @@ class Runner:
         """Hook: start the networks from other weights than a fresh init (HCSP stage 3); resume overrides it."""
 
     def _group_dims(self) -> dict[str, GroupDims]:
-        dims = {}
-        for name in self.trained_groups():
-            g = self.env.spec.groups[name]
-            actor = input_specs(g.inputs("actor"))
-            # IPPO (critic_input=policy): the critic reads what the actor reads.
-            critic = input_specs(g.inputs("critic")) if self.ppo_cfg.critic_input == "state" else actor
-            dims[name] = GroupDims(
-                g.n_agents, action_dim=g.action_dim, action_nvec=g.action_nvec, actor_inputs=actor, critic_inputs=critic
-            )
-        return dims
+        groups = self.env.spec.groups
+        return {name: group_dims(groups[name], self.ppo_cfg.critic_input) for name in self.trained_groups()}
 
     @staticmethod
     def _resume_paths(path: Path) -> tuple[Path, Path]:
