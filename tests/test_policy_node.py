@@ -645,16 +645,11 @@ def test_per_agent_recurrent_model_reads_its_own_row_and_carries_its_own_state(t
 
 def _export_task(task: str, path: Path, cfg: PolicyCfg) -> tuple[Path, dict, object]:
     """A fresh policy of ``task``'s only group exported by export.py's metadata and ``export_onnx``, and its env."""
-    from training.runner import input_specs
+    from training.runner import group_dims
 
     env = sim.make(task, num_envs=1, seed=0)
     ((group, g),) = env.spec.groups.items()
-    dims = GroupDims(
-        g.n_agents,
-        action_dim=g.action_dim,
-        actor_inputs=input_specs(g.inputs("actor")),
-        critic_inputs=input_specs(g.inputs("critic")),
-    )
+    dims = group_dims(g)
     torch.manual_seed(0)
     ac = ActorCritic(dims, cfg).eval()
     meta = _export_cli().group_metadata(env, group, {"name": task}, {"run_id": "test-node"})
