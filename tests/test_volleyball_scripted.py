@@ -1,5 +1,5 @@
-"""Scripted drone-volleyball skills (sim.tasks.drone_volleyball.skills, ballistics, rule_strategy): the ball maths, measured
-success rates of the batched controllers in the env, and the rule-based team in matches.
+"""Scripted drone-volleyball skills (sim.tasks.drone_volleyball: skills, ballistics, rule_strategy):
+the ball maths, measured success rates of the batched controllers in the env, and the rule-based team in matches.
 
 Measured on the default config (seed 0, 256 episodes each through ``training.evaluation.run_episodes``,
 ``pytest -s`` prints them): pass 100%, set 99.2%, attack 92.2%, serve 100% (mean landing miss
