@@ -261,15 +261,16 @@ class ActorCritic(nn.Module):
     def _upgrade_state_dict(self, state_dict: dict, prefix: str, *args: Any) -> None:
         """Checkpoints from before the encoders held ``obs_norm.*`` / ``critic_norm.*``: the one
         vector input of each side. Renamed in place so old checkpoints load unchanged."""
-        renames = {"obs_norm.": self.actor_encoder, "critic_norm.": self.critic_encoder}
-        for old, encoder in renames.items():
+        renames = {
+            "obs_norm.": ("actor_encoder", self.actor_encoder),
+            "critic_norm.": ("critic_encoder", self.critic_encoder),
+        }
+        for old, (new, encoder) in renames.items():
             keys = [k for k in state_dict if k.startswith(prefix + old)]
             if keys and len(encoder.norms) == 1:
                 (name,) = encoder.norms.keys()
                 for k in keys:
-                    state_dict[f"{prefix}{encoder_prefix(self, encoder)}norms.{name}.{k[len(prefix + old):]}"] = (
-                        state_dict.pop(k)
-                    )
+                    state_dict[f"{prefix}{new}.norms.{name}.{k[len(prefix + old) :]}"] = state_dict.pop(k)
 
     # ----------------------------------------------------------------- compatibility views
     @property
@@ -435,24 +436,30 @@ class ActorCritic(nn.Module):
         last.bias.copy_(bias)
 
     # ----------------------------------------------------------------- critic
-    def value_normalized(self, critic_obs: Any, memory: Tensor | None = None) -> Tensor:
-        """``[E, A]``: critic output in normalised return units (feed-forward critics)."""
+    def _critic_out(self, critic_obs: Any, memory: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """``(value [E, A] in normalised return units, next memory or None)`` of one step."""
         feat = self.critic_encoder(pick(critic_obs, self.dims.critic_inputs))
         if self.critic_memory is not None:
             if memory is None:
                 raise ValueError("a recurrent critic needs its memory state (see initial_memory)")
-            feat, _ = self.critic_memory(feat, memory)
-        return self.critic(feat).squeeze(-1)
+            feat, memory = self.critic_memory(feat, memory)
+        return self.critic(feat).squeeze(-1), memory
+
+    def _denormalize(self, value: Tensor) -> Tensor:
+        return self.value_norm.denormalize(value.unsqueeze(-1)).squeeze(-1)
+
+    def value_normalized(self, critic_obs: Any, memory: Tensor | None = None) -> Tensor:
+        """``[E, A]``: critic output in normalised return units."""
+        return self._critic_out(critic_obs, memory)[0]
 
     def value(self, critic_obs: Any, memory: Tensor | None = None) -> Tensor:
         """``[E, A]`` in return units (a recurrent critic reads ``memory`` without advancing it)."""
-        return self.value_norm.denormalize(self.value_normalized(critic_obs, memory).unsqueeze(-1)).squeeze(-1)
+        return self._denormalize(self._critic_out(critic_obs, memory)[0])
 
     def value_step(self, critic_obs: Any, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Recurrent critic: ``(value [E, A] in return units, next memory)``."""
-        feat, memory = self.critic_memory(self.critic_encoder(pick(critic_obs, self.dims.critic_inputs)), memory)
-        value = self.value_norm.denormalize(self.critic(feat).squeeze(-1).unsqueeze(-1)).squeeze(-1)
-        return value, memory
+        value, memory = self._critic_out(critic_obs, memory)
+        return self._denormalize(value), memory
 
     # ----------------------------------------------------------------- normalisers and export
     @torch.no_grad()
@@ -469,10 +476,6 @@ class ActorCritic(nn.Module):
         the traceable ``(inputs..., memory) -> (action, memory)`` graph.
         """
         return StatefulActor(self) if self.recurrent else DeterministicActor(self)
-
-
-def encoder_prefix(ac: ActorCritic, encoder: ObsEncoder) -> str:
-    return "actor_encoder." if encoder is ac.actor_encoder else "critic_encoder."
 
 
 def _single_norm(encoder: ObsEncoder, side: str) -> RunningNorm:
