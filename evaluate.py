@@ -316,10 +316,10 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         except ValueError as err:
             raise EvalError(f"expert=true: {err}") from err
     summaries: dict[str, dict[str, Any]] = {}
+    window = args.window_s or type(env).evaluation_window_s
     for name, pol, hook in runs:
         start = time.perf_counter()
         try:  # the env rejects NaN/inf or misshaped actions, summarize unknown success metrics
-            window = args.window_s or type(env).evaluation_window_s
             results = run_episodes(env, pol, args.episodes, args.seed, window, on_step=hook)
             summaries[name] = summarize(results, criteria)
         except ValueError as err:

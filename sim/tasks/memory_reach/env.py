@@ -90,8 +90,8 @@ class MemoryReachEnv(MultiAgentEnv):
         cfg, k, dev = self.cfg, env_ids.numel(), self.device
         a = cfg.arena_half
         pos = uniform(-a, a, (k, 2), self.rng, dev)
-        # Rejection-free: a random direction and a distance in [min_start_dist, 2a], clipped to the
-        # arena, redrawn a few times where clipping brought it too close (batched, fixed count).
+        # Targets closer than min_start_dist are redrawn a fixed number of times (batched, no Python
+        # loop over envs); what is still too close after 8 redraws is negligible.
         target = uniform(-a, a, (k, 2), self.rng, dev)
         for _ in range(8):
             close = torch.linalg.vector_norm(target - pos, dim=-1) < cfg.min_start_dist
