@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from policies.encoders import EncoderCfg, InputSpec, ObsEncoder, pick
-from policies.memory import MEMORY_KINDS, RecurrentMemory
+from policies.memory import MEMORY_KINDS, RecurrentMemory, zero_done
 from policies.mlp import ACTIVATIONS, build_mlp
 from policies.normalizer import RunningNorm
 
@@ -209,7 +209,7 @@ class StatefulActor:
         if done is None:
             self.memory = None
         else:
-            self.memory = self.memory * (~done).to(self.memory.dtype).view(-1, *([1] * (self.memory.dim() - 1)))
+            self.memory = zero_done(self.memory, done)
 
     def eval(self) -> StatefulActor:
         return self

@@ -19,6 +19,12 @@ from torch import Tensor, nn
 MEMORY_KINDS = ("none", "gru", "lstm")
 
 
+def zero_done(state: Tensor, done: Tensor) -> Tensor:
+    """``state [*B, ...]`` with the rows of ``done [*B]`` (bool) set to zero (episodes that ended)."""
+    keep = (~done).to(state.dtype)
+    return state * keep.reshape(*done.shape, *([1] * (state.dim() - done.dim())))
+
+
 class RecurrentMemory(nn.Module):
     """A GRU/LSTM with an explicit, batch-first state; see the module docstring."""
 
@@ -70,7 +76,6 @@ class RecurrentMemory(nn.Module):
         state = state0
         out = []
         for t in range(x.shape[0]):
-            keep = (~resets[t]).to(state.dtype).reshape(*resets[t].shape, *([1] * (state.dim() - resets[t].dim())))
-            y, state = self(x[t], state * keep)
+            y, state = self(x[t], zero_done(state, resets[t]))
             out.append(y)
         return torch.stack(out)

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from policies import PolicyCfg
 from policies.encoders import pick
+from policies.memory import zero_done
 from sim.core.config import at_least, fraction, non_negative, positive
 from training.storage import RolloutStorage
 
@@ -157,8 +158,7 @@ class PPO:
                 reward = reward.index_add(0, trunc_ids, self.cfg.gamma * final_value)
             self.storage[name].add(stored, action, log_prob, value, reward, done)
             if new_memory is not None:
-                keep = (~done).float().view(-1, 1, 1, 1)
-                self.memory[name] = {side: m * keep for side, m in new_memory.items()}
+                self.memory[name] = {side: zero_done(m, done) for side, m in new_memory.items()}
 
     def compute_returns(self, last_obs: dict[str, dict[str, Tensor]]) -> None:
         """GAE for every group from ``V(last_obs)``; checks the rollout for NaN/inf."""
