@@ -156,6 +156,7 @@ class BatchedMjWorld:
         self._mocap_quat = np.stack([self._mocap0[i][1] for i in index]).reshape(self.num_envs, self.nmocap, 4)
         self._ctrl = np.zeros((self.num_envs, self.nu))
         self._sensordata = np.zeros((self.num_envs, self.nsensordata))
+        self._diverged = np.zeros(self.num_envs, bool)
 
         nthread = self.cfg.nthread or len(os.sched_getaffinity(0))
         self._datas = [mujoco.MjData(m) for _ in range(max(1, nthread))]
@@ -203,7 +204,12 @@ class BatchedMjWorld:
             self._env_models, self._datas, self._state, full, control_spec=self._full_spec, nstep=nstep,
             persistent_pool=True,
         )  # fmt: skip
+        expected = self._state[:, self._slices["time"]][:, 0] + nstep * self._timestep()
         self._state = np.ascontiguousarray(state[:, -1])
+        # MuJoCo resets an unstable env to its initial state (with a warning) and restarts its clock:
+        # a clock that did not advance by nstep * dt marks an env that diverged.
+        clock = self._state[:, self._slices["time"]][:, 0]
+        self._diverged |= ~np.isclose(clock, expected, rtol=0.0, atol=1e-6) | ~np.isfinite(self._state).all(1)
         if self.cfg.exact_sensors:
             self._refresh_sensors(None)
         else:
@@ -256,6 +262,7 @@ class BatchedMjWorld:
                 quat0 if mocap_quat is None else _to_numpy(mocap_quat).reshape(len(ids), self.nmocap, 4)
             )
         self._ctrl[ids] = 0.0 if ctrl is None else _to_numpy(ctrl).reshape(len(ids), self.nu)
+        self._diverged[ids] = False
         self._refresh_sensors(ids)
 
     def set_model(self, env_ids: Tensor | np.ndarray | Sequence[int], model_index: Tensor | np.ndarray | int) -> None:
@@ -308,10 +315,15 @@ class BatchedMjWorld:
         """``[E, nsensordata]`` at the current state (see ``exact_sensors``)."""
         return self._tensor(self._sensordata)
 
-    def nonfinite(self) -> Tensor:
-        """``[E]`` bool: the env's state or sensors hold NaN or inf."""
-        bad = ~np.isfinite(self._state).all(1) | ~np.isfinite(self._sensordata).all(1)
+    def diverged(self) -> Tensor:
+        """``[E]`` bool: since its last :meth:`set_state` the env went unstable (MuJoCo reset it
+        mid-step, which also restarts its clock) or holds NaN/inf. Reset these envs."""
+        bad = self._diverged | ~np.isfinite(self._state).all(1) | ~np.isfinite(self._sensordata).all(1)
         return torch.as_tensor(bad, device=self.device)
+
+    def _timestep(self) -> np.ndarray:
+        """``[E]`` physics dt of each env's variant."""
+        return np.array([m.opt.timestep for m in self.models])[self._index]
 
     def sensor_slice(self, name: str) -> slice:
         """Where sensor ``name`` lies in :attr:`sensordata`."""
