@@ -17,7 +17,9 @@ Two details that matter:
 * ``rollout`` reports sensors computed inside ``mj_step``, i.e. at the state *before* the last
   integration (one physics step stale). With ``exact_sensors`` the world reads them again at the
   final state by a one-step rollout over zero-timestep copies of the models, which changes no state
-  (the same trick computes the sensors of freshly reset envs).
+  (the same trick computes the sensors of freshly reset envs). Those copies skip contacts and
+  constraints (most of a step's cost), so position and velocity sensors are exact and acceleration
+  or force sensors (touch, force, torque) read zero constraint force: tasks use the former.
 
 Backends (``MjWorldCfg.backend``): ``rollout`` (CPU threads, tested here) and ``warp`` (MuJoCo
 Warp on a GPU, same model and the same interface; needs ``pip install mujoco-warp``).
@@ -164,6 +166,9 @@ class BatchedMjWorld:
         for v in self.models:
             z = copy.copy(v)  # MjModel copies are deep
             z.opt.timestep = 0.0
+            # Position and velocity sensors do not depend on constraint forces: skip collision
+            # detection and the solver, most of a step's cost in contact-rich scenes.
+            z.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
             self._zero_dt.append(z)
         self._env_models = [self.models[i] for i in index]
         self._env_zero_dt = [self._zero_dt[i] for i in index]
