@@ -1,6 +1,6 @@
 """BatchedMjWorld against the two obvious ways of stepping many MuJoCo envs, in one run.
 
-    python benchmarks/mujoco_world.py                       # 40-link chain held by 2 mocap grippers
+    python benchmarks/mujoco_world.py                       # 40-particle chain held by 2 mocap grippers
     python benchmarks/mujoco_world.py --task hepi_insertion # + a task's env.step at its default size
 
 Each timing block steps E envs for ``--control-steps`` control steps of ``--decimation`` physics
@@ -32,26 +32,34 @@ from sim.mujoco.world import BatchedMjWorld, MjWorldCfg
 
 
 def chain_xml(links: int = 40, dt: float = 0.01) -> str:
-    """A rope-like chain of capsules with ball joints, both ends welded to mocap grippers, over a floor and
-    a bar; links collide with the floor and the bar, not with each other."""
-    seg = 0.025
-    body = ""
-    for i in reversed(range(links)):
-        joint = "" if i == 0 else '<joint type="ball" damping="0.002" stiffness="0.001"/>'
-        free = '<freejoint name="root"/>' if i == 0 else ""
-        inner = body
-        body = (
-            f'<body name="l{i}" pos="{seg if i else -0.5:.4f} 0 {0 if i else 0.4}">{free}{joint}'
-            f'<geom type="capsule" fromto="0 0 0 {seg:.4f} 0 0" size="0.006" mass="0.02" contype="2" conaffinity="1"/>{inner}</body>'
+    """A rope-like chain: ``links`` particles (3 slide dofs each, so the mass matrix is diagonal) joined
+    by spatial-tendon springs, both ends held by mocap grippers (connect constraints), over a floor
+    and a bar; particles collide with the floor and the bar, not with each other."""
+    seg, x0, z0 = 0.025, -0.5, 0.4
+    bodies, tendons = [], []
+    for i in range(links):
+        bodies.append(
+            f'<body name="p{i}" pos="{x0 + seg * i:.4f} 0 {z0}">'
+            '<joint type="slide" axis="1 0 0"/><joint type="slide" axis="0 1 0"/><joint type="slide" axis="0 0 1"/>'
+            f'<geom type="sphere" size="0.008" mass="0.02" contype="2" conaffinity="1"/><site name="s{i}"/></body>'
         )
-    return f"""<mujoco><option timestep="{dt}" integrator="implicitfast" iterations="20" ls_iterations="10"/>
+    for i in range(links - 1):
+        tendons.append(
+            f'<spatial stiffness="30" damping="0.3" springlength="{seg}"><site site="s{i}"/><site site="s{i + 1}"/>'
+            "</spatial>"
+        )
+    last = links - 1
+    return f"""<mujoco><option timestep="{dt}" integrator="implicitfast"/>
       <worldbody><geom type="plane" size="2 2 .1" contype="1" conaffinity="2"/>
-        <body name="g0" mocap="true" pos="-0.5 0 0.4"/><body name="g1" mocap="true" pos="{-0.5 + seg * links:.4f} 0 0.4"/>
+        <body name="g0" mocap="true" pos="{x0} 0 {z0}"/>
+        <body name="g1" mocap="true" pos="{x0 + seg * last:.4f} 0 {z0}"/>
         <geom type="cylinder" fromto="0 -0.3 0.3 0 0.3 0.3" size="0.01" contype="1" conaffinity="2"/>
-        {body}
+        {"".join(bodies)}
       </worldbody>
-      <equality><weld body1="g0" body2="l0"/><weld body1="g1" body2="l{links - 1}" relpose="{seg:.4f} 0 0 1 0 0 0"/></equality>
-      <sensor>{"".join(f'<framepos objtype="body" objname="l{i}"/>' for i in range(links))}</sensor>
+      <tendon>{"".join(tendons)}</tendon>
+      <equality><connect body1="g0" body2="p0" anchor="0 0 0"/><connect body1="g1" body2="p{last}" anchor="0 0 0"/>
+      </equality>
+      <sensor>{"".join(f'<framepos objtype="body" objname="p{i}"/>' for i in range(links))}</sensor>
     </mujoco>"""
 
 
@@ -132,9 +140,7 @@ def main() -> None:
         results["loop"].append(physics / time_loop(m, datas, ctrl, n))
         results["per_step"].append(physics / time_per_step(m, thread_datas, state, ctrl, n))
         results["world"].append(physics / time_world(world, ctrl, n))
-    print(
-        f"model: {args.links}-link chain + 2 mocap grippers, nv={m.nv}; E={E}, decimation={n}, threads={args.threads}"
-    )
+    print(f"model: {args.links}-particle chain + 2 grippers, nv={m.nv}; E={E}, decimation={n}, threads={args.threads}")
     print("| method | physics steps/s (median) | control steps/s |")
     print("|---|---:|---:|")
     med = {k: statistics.median(v) for k, v in results.items()}

@@ -168,7 +168,9 @@ class BatchedMjWorld:
             z.opt.timestep = 0.0
             # Position and velocity sensors do not depend on constraint forces: skip collision
             # detection and the solver, most of a step's cost in contact-rich scenes.
-            z.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONSTRAINT
+            z.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER  # no implicit-damping derivatives
+            for flag in ("CONTACT", "CONSTRAINT", "SPRING", "DAMPER", "GRAVITY", "ACTUATION", "WARMSTART"):
+                z.opt.disableflags |= int(getattr(mujoco.mjtDisableBit, f"mjDSBL_{flag}"))
             self._zero_dt.append(z)
         self._env_models = [self.models[i] for i in index]
         self._env_zero_dt = [self._zero_dt[i] for i in index]
