@@ -150,3 +150,36 @@ def test_a_diverging_env_is_flagged_although_mujoco_resets_it_silently() -> None
     assert world.diverged().tolist() == [True, False]
     world.set_state([0])
     assert world.diverged().tolist() == [False, False]
+
+
+def test_the_warp_backend_without_mujoco_warp_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mujoco_warp", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "sim.mujoco.warp_world", raising=False)
+    with pytest.raises(ImportError, match=r"pip install 'covey\[warp\]'.*mujoco.backend=rollout"):
+        BatchedMjWorld(_model(), 2, cfg=MjWorldCfg(backend="warp"))
+
+
+@pytest.mark.slow
+def test_warp_backend_matches_rollout_on_the_cpu_device() -> None:
+    """The config switch, not a fork: the same scene and controls on MuJoCo Warp (float32, CPU device
+    here; a GPU in production) and on rollout (float64) end in the same state. ~1-2 min of compile."""
+    pytest.importorskip("mujoco_warp")
+    rng = np.random.default_rng(1)
+    models, E = [_model(0.05), _model(0.08)], 4
+    kw = dict(model_index=[0, 1, 1, 0], control=("ctrl", "mocap_pos"))
+    ref = BatchedMjWorld(models, E, **kw)
+    warp = BatchedMjWorld(models, E, cfg=MjWorldCfg(backend="warp"), **kw)
+    assert type(warp).__name__ == "WarpMjWorld"
+    qpos = torch.tensor(np.tile(models[0].qpos0, (E, 1)), dtype=torch.float32)
+    qpos[:, 7] = torch.tensor(rng.uniform(-0.5, 0.5, E), dtype=torch.float32)
+    for w in (ref, warp):
+        w.set_state(range(E), qpos=qpos)
+    for _ in range(10):
+        c = torch.tensor(np.concatenate([rng.uniform(-0.2, 0.2, (E, 1)), [[0.0, 0.0, 0.45]] * E], -1))
+        ref.step(c, 3)
+        warp.step(c, 3)
+    assert torch.allclose(warp.qpos, ref.qpos, atol=2e-3), (warp.qpos - ref.qpos).abs().max()
+    assert torch.allclose(warp.sensordata, ref.sensordata, atol=5e-3)
+    assert torch.allclose(warp.time, ref.time)

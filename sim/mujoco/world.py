@@ -101,6 +101,49 @@ class BatchedMjWorld:
         cfg: MjWorldCfg | None = None,
         device: torch.device | str = "cpu",
     ) -> None:
+        self._init_common(models, num_envs, model_index, control, cfg, device)
+        index = self._index
+        self._state = np.stack([self._state0[i] for i in index])
+        self._mocap_pos = np.stack([self._mocap0[i][0] for i in index]).reshape(self.num_envs, self.nmocap, 3)
+        self._mocap_quat = np.stack([self._mocap0[i][1] for i in index]).reshape(self.num_envs, self.nmocap, 4)
+        self._ctrl = np.zeros((self.num_envs, self.nu))
+        self._sensordata = np.zeros((self.num_envs, self.nsensordata))
+        self._diverged = np.zeros(self.num_envs, bool)
+
+        nthread = self.cfg.nthread or len(os.sched_getaffinity(0))
+        self._datas = [mujoco.MjData(self.model) for _ in range(max(1, nthread))]
+        self._zero_dt = []
+        for v in self.models:
+            z = copy.copy(v)  # MjModel copies are deep
+            z.opt.timestep = 0.0
+            # Position and velocity sensors do not depend on constraint forces: skip collision
+            # detection and the solver, most of a step's cost in contact-rich scenes.
+            z.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER  # no implicit-damping derivatives
+            for flag in ("CONTACT", "CONSTRAINT", "SPRING", "DAMPER", "GRAVITY", "ACTUATION", "WARMSTART"):
+                z.opt.disableflags |= int(getattr(mujoco.mjtDisableBit, f"mjDSBL_{flag}"))
+            self._zero_dt.append(z)
+        self._env_models = [self.models[i] for i in index]
+        self._env_zero_dt = [self._zero_dt[i] for i in index]
+        self._refresh_sensors(np.arange(self.num_envs))
+
+    def __new__(cls, *args: object, **kwargs: object) -> BatchedMjWorld:
+        cfg = kwargs.get("cfg")
+        if cls is BatchedMjWorld and isinstance(cfg, MjWorldCfg) and cfg.backend == "warp":
+            from sim.mujoco.warp_world import WarpMjWorld  # optional dependency, imported on demand
+
+            return super().__new__(WarpMjWorld)
+        return super().__new__(cls)
+
+    def _init_common(
+        self,
+        models: mujoco.MjModel | Sequence[mujoco.MjModel],
+        num_envs: int,
+        model_index: Sequence[int] | np.ndarray | Tensor | None,
+        control: Sequence[str],
+        cfg: MjWorldCfg | None,
+        device: torch.device | str,
+    ) -> None:
+        """Checks and layouts shared by the backends: variants, sizes, control slices, initial states."""
         self.cfg = cfg or MjWorldCfg()
         self.models = [models] if isinstance(models, mujoco.MjModel) else list(models)
         if not self.models:
@@ -140,7 +183,7 @@ class BatchedMjWorld:
             start += sizes[c]
         self._nfull = start
 
-        # Per-env host state (float64, what MuJoCo reads) and initial values from each variant's MjData.
+        # Which variant each env uses, and each variant's initial state (float64, what MuJoCo reads).
         index = np.zeros(self.num_envs, np.int64) if model_index is None else _as_index(model_index, self.num_envs)
         if index.min() < 0 or index.max() >= len(self.models):
             raise ValueError(f"model_index must lie in [0, {len(self.models)}), got [{index.min()}, {index.max()}]")
@@ -153,30 +196,6 @@ class BatchedMjWorld:
             mujoco.mj_getState(v, d, s, STATE_SPEC)
             self._state0.append(s)
             self._mocap0.append((d.mocap_pos.copy(), d.mocap_quat.copy()))
-        self._state = np.stack([self._state0[i] for i in index])
-        self._mocap_pos = np.stack([self._mocap0[i][0] for i in index]).reshape(self.num_envs, self.nmocap, 3)
-        self._mocap_quat = np.stack([self._mocap0[i][1] for i in index]).reshape(self.num_envs, self.nmocap, 4)
-        self._ctrl = np.zeros((self.num_envs, self.nu))
-        self._sensordata = np.zeros((self.num_envs, self.nsensordata))
-        self._diverged = np.zeros(self.num_envs, bool)
-
-        nthread = self.cfg.nthread or len(os.sched_getaffinity(0))
-        self._datas = [mujoco.MjData(m) for _ in range(max(1, nthread))]
-        self._zero_dt = []
-        for v in self.models:
-            z = copy.copy(v)  # MjModel copies are deep
-            z.opt.timestep = 0.0
-            # Position and velocity sensors do not depend on constraint forces: skip collision
-            # detection and the solver, most of a step's cost in contact-rich scenes.
-            z.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER  # no implicit-damping derivatives
-            for flag in ("CONTACT", "CONSTRAINT", "SPRING", "DAMPER", "GRAVITY", "ACTUATION", "WARMSTART"):
-                z.opt.disableflags |= int(getattr(mujoco.mjtDisableBit, f"mjDSBL_{flag}"))
-            self._zero_dt.append(z)
-        self._env_models = [self.models[i] for i in index]
-        self._env_zero_dt = [self._zero_dt[i] for i in index]
-        if self.cfg.backend == "warp":
-            raise NotImplementedError(_WARP_HINT)
-        self._refresh_sensors(np.arange(self.num_envs))
 
     # ------------------------------------------------------------------ stepping
     def step(self, control: Tensor | np.ndarray | None = None, nstep: int = 1) -> None:
@@ -336,11 +355,6 @@ class BatchedMjWorld:
         """Where sensor ``name`` lies in :attr:`sensordata`."""
         s = self.model.sensor(name)
         return slice(int(s.adr[0]), int(s.adr[0]) + int(s.dim[0]))
-
-
-_WARP_HINT = (
-    "mujoco.backend=warp (MuJoCo Warp on a GPU) is not wired into BatchedMjWorld yet; use mujoco.backend=rollout"
-)
 
 
 def _to_numpy(x: Tensor | np.ndarray | Sequence[float] | int) -> np.ndarray:

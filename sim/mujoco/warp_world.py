@@ -1,0 +1,186 @@
+"""The MuJoCo Warp backend of :class:`~sim.mujoco.world.BatchedMjWorld` (``mujoco.backend=warp``).
+
+Same model, same interface, state kept on the torch device: ``mujoco_warp`` steps all envs in
+parallel kernels (one "world" per env) and the task reads and writes the Warp arrays through
+zero-copy torch views (``warp.to_torch``). Built for a GPU; it also runs on the CPU device (slowly,
+after a long first compile), which is how it is checked against the rollout backend here.
+
+Model variants (e.g. pegs of different shapes) become per-env rows of MuJoCo Warp's batched model
+fields: every MjModel array that differs between variants must be a batchable field (geom sizes,
+positions, orientations, masses, ...); others (mesh data) are a clear error. Warp computes in
+float32, the rollout backend in float64: trajectories agree to float32 precision, not bit for bit.
+
+Install: ``pip install "covey[warp]"`` (mujoco-warp and warp-lang).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mujoco
+import numpy as np
+import torch
+from torch import Tensor
+
+from sim.mujoco.world import BatchedMjWorld, MjWorldCfg, _as_index, _to_numpy
+
+try:  # optional dependency
+    import mujoco_warp as mjw
+    import warp as wp
+except ImportError as err:  # pragma: no cover - depends on the install
+    raise ImportError(
+        f"mujoco.backend=warp needs MuJoCo Warp: pip install 'covey[warp]' ({err}); or use mujoco.backend=rollout"
+    ) from err
+
+
+def _varying_fields(models: Sequence[mujoco.MjModel]) -> list[str]:
+    """Names of the MjModel arrays that differ between variants."""
+    out = []
+    for name in dir(models[0]):
+        ref = getattr(models[0], name, None)
+        if name.startswith("_") or not isinstance(ref, np.ndarray):
+            continue
+        if any(not np.array_equal(getattr(m, name), ref) for m in models[1:]):
+            out.append(name)
+    return out
+
+
+class WarpMjWorld(BatchedMjWorld):
+    """``num_envs`` MuJoCo Warp worlds; see :class:`BatchedMjWorld` for the interface."""
+
+    def __init__(
+        self,
+        models: mujoco.MjModel | Sequence[mujoco.MjModel],
+        num_envs: int,
+        *,
+        model_index: Sequence[int] | np.ndarray | Tensor | None = None,
+        control: Sequence[str] = ("ctrl",),
+        cfg: MjWorldCfg | None = None,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        self._init_common(models, num_envs, model_index, control, cfg, device)
+        wp.init()
+        self._wp_device = "cpu" if self.device.type == "cpu" else f"cuda:{self.device.index or 0}"
+        varying = _varying_fields(self.models)
+        E = self.num_envs
+        with wp.ScopedDevice(self._wp_device):
+            try:
+                self._m = mjw.put_model(self.model, batch_sizes={f: E for f in varying})
+            except ValueError as err:
+                raise ValueError(
+                    f"model variants differ in {varying}; MuJoCo Warp can batch only some model fields ({err})"
+                ) from err
+            self._d = mjw.put_data(self.model, mujoco.MjData(self.model), nworld=E)
+        self._varying = varying
+        self._fields = {f: wp.to_torch(getattr(self._m, f)) for f in varying}
+        self._view = {
+            k: wp.to_torch(getattr(self._d, k))
+            for k in ("qpos", "qvel", "act", "time", "ctrl", "mocap_pos", "mocap_quat", "sensordata")
+        }
+        self._diverged = torch.zeros(E, dtype=torch.bool, device=self.device)
+        self.set_model(np.arange(E), self._index.copy())
+        self.set_state(np.arange(E))
+
+    # ------------------------------------------------------------------ stepping
+    def step(self, control: Tensor | np.ndarray | None = None, nstep: int = 1) -> None:
+        if control is not None:
+            c = torch.as_tensor(control, dtype=torch.float32, device=self.device)
+            if c.ndim == 2:
+                c = c[:, None]
+            E = self.num_envs
+            if c.shape[0] != E or c.shape[-1] != self.ncontrol or c.shape[1] not in (1, nstep):
+                raise ValueError(
+                    f"control must be [{E}, {self.ncontrol}] or [{E}, {nstep}, {self.ncontrol}], got {tuple(c.shape)}"
+                )
+        with wp.ScopedDevice(self._wp_device):
+            for k in range(nstep):
+                if control is not None:
+                    self._write_controls(c[:, min(k, c.shape[1] - 1)])
+                mjw.step(self._m, self._d)
+            if self.cfg.exact_sensors:
+                mjw.forward(self._m, self._d)
+        v = self._view
+        self._diverged |= ~(torch.isfinite(v["qpos"]).all(1) & torch.isfinite(v["qvel"]).all(1))
+
+    def _write_controls(self, c: Tensor) -> None:
+        v, E = self._view, self.num_envs
+        for name, sl in self.control_slices.items():
+            if name == "ctrl":
+                v["ctrl"].copy_(c[:, sl])
+            else:
+                v[name].copy_(c[:, sl].reshape(E, self.nmocap, -1))
+
+    # ------------------------------------------------------------------ writing states
+    def set_state(
+        self,
+        env_ids: Tensor | np.ndarray | Sequence[int],
+        *,
+        qpos: Tensor | np.ndarray | None = None,
+        qvel: Tensor | np.ndarray | None = None,
+        mocap_pos: Tensor | np.ndarray | None = None,
+        mocap_quat: Tensor | np.ndarray | None = None,
+        ctrl: Tensor | np.ndarray | None = None,
+    ) -> None:
+        ids_np = _as_index(env_ids, None)
+        if len(ids_np) == 0:
+            return
+        ids = torch.as_tensor(ids_np, device=self.device)
+        v, n, sl = self._view, len(ids_np), self._slices
+        state0 = torch.as_tensor(np.stack([self._state0[i] for i in self._index[ids_np]]), device=self.device)
+
+        def put(name: str, value: Tensor | np.ndarray | None, default: Tensor) -> None:
+            x = default if value is None else torch.as_tensor(value, dtype=torch.float32, device=self.device)
+            v[name][ids] = x.reshape(n, *v[name].shape[1:]).to(v[name].dtype)
+
+        put("qpos", qpos, state0[:, sl["qpos"]])
+        put("qvel", qvel, state0[:, sl["qvel"]])
+        put("act", None, state0[:, sl["act"]])
+        put("time", None, state0[:, sl["time"]][:, 0])
+        put("ctrl", ctrl, torch.zeros(n, self.nu, device=self.device))
+        if self.nmocap:
+            pos0 = torch.as_tensor(np.stack([self._mocap0[i][0] for i in self._index[ids_np]]), device=self.device)
+            quat0 = torch.as_tensor(np.stack([self._mocap0[i][1] for i in self._index[ids_np]]), device=self.device)
+            put("mocap_pos", mocap_pos, pos0)
+            put("mocap_quat", mocap_quat, quat0)
+        self._diverged[ids] = False
+        with wp.ScopedDevice(self._wp_device):
+            mjw.forward(self._m, self._d)  # sensors (and everything derived) at the new states
+
+    def set_model(self, env_ids: Tensor | np.ndarray | Sequence[int], model_index: Tensor | np.ndarray | int) -> None:
+        ids = _as_index(env_ids, None)
+        new = np.broadcast_to(_to_numpy(model_index).astype(np.int64), ids.shape)
+        if len(ids) and (new.min() < 0 or new.max() >= len(self.models)):
+            raise ValueError(f"model_index must lie in [0, {len(self.models)})")
+        self._index[ids] = new
+        rows = torch.as_tensor(ids, device=self.device)
+        for f, view in self._fields.items():
+            values = np.stack([getattr(self.models[k], f) for k in new])
+            view[rows] = torch.as_tensor(values, device=self.device).reshape(len(ids), *view.shape[1:]).to(view.dtype)
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def qpos(self) -> Tensor:
+        return self._view["qpos"].float().clone()
+
+    @property
+    def qvel(self) -> Tensor:
+        return self._view["qvel"].float().clone()
+
+    @property
+    def time(self) -> Tensor:
+        return self._view["time"].float().clone()
+
+    @property
+    def mocap_pos(self) -> Tensor:
+        return self._view["mocap_pos"].float().clone()
+
+    @property
+    def mocap_quat(self) -> Tensor:
+        return self._view["mocap_quat"].float().clone()
+
+    @property
+    def sensordata(self) -> Tensor:
+        return self._view["sensordata"].float().clone()
+
+    def diverged(self) -> Tensor:
+        return self._diverged | ~torch.isfinite(self._view["sensordata"]).all(1)
