@@ -16,6 +16,7 @@ Conventions (ROS REP 103/105 and the ``nav_msgs/Odometry`` definition):
       normalised, and one whose norm is off by more than :data:`QUAT_NORM_TOL` (e.g. all zeros)
       makes the input invalid.
     * Images: ``rgb8``, ``bgr8`` (converted to RGB) and ``mono8``, to ``uint8 [H, W, C]``.
+    * Point clouds: the ``x, y, z`` fields of every point, in cloud order, to float32 ``[n, 3]``.
 """
 
 from __future__ import annotations
@@ -115,6 +116,42 @@ def parse_image(msg: Any) -> ImageFrame:
     return ImageFrame(np.ascontiguousarray(pixels), encoding)
 
 
+_POINT_FIELD_DTYPES = {7: "f4", 8: "f8"}  # sensor_msgs/PointField FLOAT32, FLOAT64
+
+
+def parse_point_cloud(msg: Any) -> np.ndarray:
+    """``sensor_msgs/PointCloud2`` -> its points' ``x, y, z`` as float32 ``[n, 3]`` in cloud order.
+
+    Reads the ``x``, ``y`` and ``z`` fields (FLOAT32 or FLOAT64, any offsets, either byte order) of
+    ``height * width`` points of ``point_step`` bytes, rows padded to ``row_step``; other fields are
+    ignored. A missing field, a buffer too short or a non-finite point makes the input invalid
+    (tasks take a fixed set of points in a known order, so a dropped point cannot be patched).
+    """
+    fields = {str(f.name): f for f in msg.fields}
+    missing = [k for k in "xyz" if k not in fields]
+    if missing:
+        raise InvalidInput(f"point cloud has no field(s) {missing} (fields: {sorted(fields)})")
+    h, w, step, row = int(msg.height), int(msg.width), int(msg.point_step), int(msg.row_step)
+    data = np.frombuffer(bytes(msg.data), dtype=np.uint8)
+    if h < 1 or w < 1 or step < 1 or row < w * step or data.size < h * row:
+        raise InvalidInput(f"point cloud buffer of {data.size} bytes does not hold {h}x{w} points of {step} bytes")
+    rows = data[: h * row].reshape(h, row)[:, : w * step].reshape(h * w, step)
+    order = ">" if msg.is_bigendian else "<"
+    out = np.empty((h * w, 3), np.float32)
+    for k, name in enumerate("xyz"):
+        f = fields[name]
+        kind = _POINT_FIELD_DTYPES.get(int(f.datatype))
+        if kind is None or int(f.count) != 1:
+            raise InvalidInput(f"point cloud field {name!r} must be one FLOAT32 or FLOAT64 (datatype {f.datatype})")
+        size, off = int(kind[1]), int(f.offset)
+        if off + size > step:
+            raise InvalidInput(f"point cloud field {name!r} at offset {off} overruns point_step {step}")
+        out[:, k] = np.ascontiguousarray(rows[:, off : off + size]).view(order + kind)[:, 0]
+    if not np.isfinite(out).all():
+        raise InvalidInput("non-finite point in the point cloud")
+    return out
+
+
 def parse_float_array(msg: Any) -> np.ndarray:
     """``std_msgs/Float32MultiArray`` -> its ``data`` as float32 ``[n]``; non-finite values are invalid."""
     data = np.asarray(msg.data, dtype=np.float32).reshape(-1)
@@ -128,6 +165,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "geometry_msgs/PoseStamped": parse_pose_stamped,
     "sensor_msgs/Image": parse_image,
     "std_msgs/Float32MultiArray": parse_float_array,
+    "sensor_msgs/PointCloud2": parse_point_cloud,
 }
 """Message type (``package/Type``) -> parser; a profile input may name any of these."""
 
