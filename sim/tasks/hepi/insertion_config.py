@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sim.core.config import at_least, non_negative, positive
+from sim.mujoco.world import MjWorldCfg
 
 TRAIN_SHAPES: tuple[str, ...] = ("plus", "pentagon", "tee", "diamond", "hexagon", "triangle")
 HELD_OUT_SHAPES: tuple[str, ...] = ("star", "heart")  # never sampled in training: the generalisation figure
@@ -53,12 +54,17 @@ class InsertionCfg:
     # Peg start, in the hole's frame: its bottom centre above the opening, offset and turned.
     start_height: tuple[float, float] = positive((0.03, 0.07), ordered=True)  # m, bottom above the opening
     start_lateral: float = non_negative(0.03)  # m, offset across the hole axis (each of x, y)
-    start_yaw_max: float = non_negative(0.6)  # rad about the hole axis
+    start_yaw_max: float = non_negative(0.5)  # rad about the hole axis (< half the hexagon's 60 deg symmetry)
     start_tilt_max: float = non_negative(0.2)  # rad
     workspace_margin: float = positive(0.15)  # m: grippers stay within the hole box grown by this
 
-    success_threshold: float = positive(0.01)  # m: mean keypoint error at the end, peg in the hole
+    # m: success = mean keypoint error below this at the end, with the peg bottom inside the hole. With
+    # 1.5 mm clearance the walls fix the peg's axis, so the error is mostly depth: < 1 cm means the
+    # peg sits more than 60% of the 2.5 cm hole deep (a peg resting on the rim scores ~2.5 cm).
+    success_threshold: float = positive(0.01)
     rewards: InsertionRewardCfg = field(default_factory=InsertionRewardCfg)
+    # Stepping (rollout threads); no sensors are read, so the exact-sensor pass is off.
+    mujoco: MjWorldCfg = field(default_factory=lambda: MjWorldCfg(exact_sensors=False))
 
     def __post_init__(self) -> None:
         from sim.tasks.hepi.shapes import SHAPES
