@@ -31,11 +31,21 @@ def load_policy(path: str | Path) -> tuple[Any, dict]:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1  # one robot, batch 1: threads only add latency jitter
     opts.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+    try:
+        session = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own types (InvalidProtobuf, Fail, ...) for a bad file
+        reason = " ".join(str(exc).split())
+        raise ValueError(f"{path} is not a loadable ONNX model (corrupt or truncated? re-export it): {reason}") from exc
     props = session.get_modelmeta().custom_metadata_map
     if ONNX_METADATA_KEY not in props:
         raise ValueError(f"{path} has no '{ONNX_METADATA_KEY}' metadata: not a covey export")
-    return session, json.loads(props[ONNX_METADATA_KEY])
+    try:
+        metadata = json.loads(props[ONNX_METADATA_KEY])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: its '{ONNX_METADATA_KEY}' metadata is not valid JSON ({exc})") from exc
+    if not isinstance(metadata, dict):
+        raise ValueError(f"{path}: its '{ONNX_METADATA_KEY}' metadata is not a JSON object")
+    return session, metadata
 
 
 class OnnxPolicy:

@@ -63,6 +63,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.time import Time
 from std_msgs.msg import Float32MultiArray, MultiArrayDimension, String
 
+from deploy_ros.cli import check_params_files, report
 from deploy_ros.messages import PARSERS, InvalidInput, message_class
 from deploy_ros.model import OnnxPolicy, load_policy
 from deploy_ros.profile import DeploymentProfile, EntryBuilder, make_builder
@@ -111,7 +112,6 @@ class PolicyNode(Node):
 
     def __init__(self, node_name: str = "covey_policy", **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        dyn = ParameterDescriptor(dynamic_typing=True)  # accept -p rate_hz:=100 (int) as well as 100.0
         model = self.declare_parameter("model", "").value
         agent_index = self.declare_parameter("agent_index", -1).value
         if not model:
@@ -141,14 +141,14 @@ class PolicyNode(Node):
         self.act_dim = len(self.action_names)
         self.safe_command = np.asarray(profile.command.safe, dtype=np.float32)
 
-        stale_default = float(self.declare_parameter("stale_timeout_s", 0.1, dyn).value)
-        self.max_abs_obs = float(self.declare_parameter("max_abs_obs", 100.0, dyn).value)
-        rate_param = float(self.declare_parameter("rate_hz", 0.0, dyn).value)
+        stale_default = self._float_param("stale_timeout_s", 0.1)
+        self.max_abs_obs = self._float_param("max_abs_obs", 100.0)
+        rate_param = self._float_param("rate_hz", 0.0)
         command_topic = self.declare_parameter("command_topic", profile.command.topic).value
         topics, self.timeouts = {}, {}
         for name, spec in profile.inputs.items():
             topics[name] = self.declare_parameter(f"{name}_topic", spec.topic).value
-            timeout = float(self.declare_parameter(f"{name}_timeout_s", -1.0, dyn).value)
+            timeout = self._float_param(f"{name}_timeout_s", -1.0)
             self.timeouts[name] = timeout if timeout >= 0 else (stale_default if spec.stale else 0.0)
         rate = rate_param if rate_param > 0 else float(meta["control_hz"])
         if not math.isfinite(rate) or rate <= 0:
@@ -181,6 +181,15 @@ class PolicyNode(Node):
         )
 
     # ----------------------------------------------------------------- inputs
+    def _float_param(self, name: str, default: float) -> float:
+        """A float parameter; ``-p rate_hz:=100`` (an int) is accepted too, anything else is a ValueError naming it."""
+        dyn = ParameterDescriptor(dynamic_typing=True)
+        value = self.declare_parameter(name, default, dyn).value
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"parameter {name!r} must be a number, got {value!r}") from None
+
     def _callback(self, key: str, parse: Callable[[Any], Any]) -> Callable[[Any], None]:
         def on_message(msg: Any) -> None:
             now = self.get_clock().now()
@@ -306,17 +315,21 @@ class PolicyNode(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m deploy_ros.policy_node --ros-args -p model:=<file.onnx> -p agent_index:=<i>``."""
-    rclpy.init(args=argv)
+    """Entry point: ``python -m deploy_ros.policy_node --ros-args -p model:=<file.onnx> -p agent_index:=<i>``.
+
+    Any error (bad arguments or parameters, a missing or corrupt model, an internal failure) is one
+    line on stderr and exit code 1 (``COVEY_DEBUG=1``: the traceback).
+    """
     node = None
     try:
+        check_params_files(argv)
+        rclpy.init(args=argv)
         node = PolicyNode()
         rclpy.spin(node)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"policy_node: {err}", file=sys.stderr)
-        return 1
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception as err:  # noqa: BLE001 - one line for the operator, whatever failed
+        return report("policy_node", err)
     finally:
         if node is not None:
             node.destroy_node()

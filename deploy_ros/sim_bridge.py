@@ -46,6 +46,7 @@ from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Float32MultiArray
 
+from deploy_ros.cli import check_params_files, report
 from deploy_ros.profile import import_object
 
 
@@ -55,7 +56,13 @@ def read_metadata(model: str | Path) -> dict:
 
     if not Path(model).is_file():
         raise FileNotFoundError(f"model file {model} does not exist")
-    return read(model)
+    try:
+        return read(model)
+    except ValueError:
+        raise
+    except Exception as exc:  # onnx raises protobuf's DecodeError (and others) for a corrupt file
+        reason = " ".join(str(exc).split())
+        raise ValueError(f"{model} is not a loadable ONNX model (corrupt or truncated? re-export): {reason}") from exc
 
 
 def read_task_cfg(model: str | Path) -> dict:
@@ -150,6 +157,7 @@ class SimBridge(Node):
         self.sim_time = 0.0
         self.steps = 0
         self.stale_count = 0
+        self.bad_commands = 0  # commands of the wrong size or non-finite (dropped; the agent gets the safe command)
         self.done = False
 
         topics: dict[str, list[str]] = dict(self.adapter.command_topics)
@@ -180,7 +188,10 @@ class SimBridge(Node):
         def callback(msg: Float32MultiArray) -> None:
             data = np.asarray(msg.data, dtype=np.float32)
             if data.shape != (self.commands[group].shape[1],) or not np.isfinite(data).all():
-                self.get_logger().warning(f"{topic}: bad command {list(msg.data)}", throttle_duration_sec=1.0)
+                # A bad command voids the last good one: this agent flies the safe command from the next tick.
+                self.command_time[group][i] = -math.inf
+                self.bad_commands += 1
+                self.get_logger().warning(f"{topic}: bad command {list(msg.data)[:8]}", throttle_duration_sec=1.0)
                 return
             self.commands[group][i] = data
             self.command_time[group][i] = time.monotonic()
@@ -220,7 +231,12 @@ class SimBridge(Node):
     def finish(self) -> None:
         self.done = True
         result: dict[str, Any] = dict(self.adapter.result())
-        result.update(sim_time_s=self.sim_time, steps=self.steps, stale_command_steps=self.stale_count)
+        result.update(
+            sim_time_s=self.sim_time,
+            steps=self.steps,
+            stale_command_steps=self.stale_count,
+            bad_commands=self.bad_commands,
+        )
         self.get_logger().info(f"done: {json.dumps(result)}")
         if self.result_file:
             Path(self.result_file).write_text(json.dumps(result))
@@ -232,18 +248,19 @@ class SimBridge(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
-    torch.set_num_threads(1)
-    rclpy.init(args=argv if argv is not None else sys.argv)
+    """Entry point; any error is one line on stderr and exit code 1 (``COVEY_DEBUG=1``: the traceback)."""
     node = None
     try:
+        torch.set_num_threads(1)
+        check_params_files(argv)
+        rclpy.init(args=argv if argv is not None else sys.argv)
         node = SimBridge()
         while rclpy.ok() and not node.done:
             rclpy.spin_once(node, timeout_sec=0.1)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"sim_bridge: {err}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         pass
+    except Exception as err:  # noqa: BLE001 - one line for the operator, whatever failed
+        return report("sim_bridge", err)
     finally:
         if node is not None:
             node.destroy_node()

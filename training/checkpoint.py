@@ -17,6 +17,14 @@ A checkpoint is ``torch.save`` of a plain dict (loaded with ``weights_only=True`
     meta         run_id, global_step, algo, covey_version, config (resolved hydra config),
                  groups ({group: GroupDims as dict}), time
     metrics      the last evaluation metrics, e.g. {"metrics/final_pos_err_m": 0.31}
+    schema       the payload layout version, :data:`SCHEMA` (absent in files written before it: 1)
+    content_hash "sha256:<hex>" of every other key's content (:func:`content_hash`), checked on load
+
+A file is complete or absent: ``save_checkpoint`` writes ``<path>.tmp``, fsyncs it, renames it over
+``path`` and fsyncs the directory, so a process killed at any moment (SIGKILL mid-write included)
+leaves the previous checkpoint intact plus at worst a stray ``.tmp``. Every problem reading one
+(:func:`load_checkpoint`) is a one-line ``ValueError``/``FileNotFoundError``:
+:class:`NoCheckpointError` when a run has not completed its first checkpoint yet.
 
 ``load_policy(path)`` rebuilds the deterministic actors from ``meta.groups`` and ``algo_cfg``
 without constructing an environment.
@@ -24,6 +32,7 @@ without constructing an environment.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +44,7 @@ from torch import nn
 from policies import GroupDims, PolicyCfg, build_actor_critics
 
 FORMAT = "covey-ckpt-v1"
+SCHEMA = 2  # 2: adds "schema" and "content_hash"; files without them (schema 1) still load
 REQUIRED_KEYS = (
     "format",
     "task_cfg",
@@ -66,14 +76,47 @@ class LoadedPolicy:
     meta: dict = field(default_factory=dict)
 
 
-def save_checkpoint(path: str | Path, payload: dict) -> None:
-    """Write ``payload`` to ``path`` atomically: ``<path>.tmp``, fsync, then ``os.replace``.
+class NoCheckpointError(FileNotFoundError):
+    """The path (a run's ``latest.pt``) holds no complete checkpoint: the run never finished its first one."""
 
-    A crash mid-write leaves the previous file intact (at worst a stray ``.tmp``).
+
+def content_hash(payload: dict) -> str:
+    """``"sha256:<hex>"`` over every key of ``payload`` but ``content_hash``: key names, tensor dtypes,
+    shapes and bytes, and the repr of other values, in a fixed order (independent of pickling)."""
+    h = hashlib.sha256()
+
+    def feed(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(value, dict):
+            h.update(f"D{len(value)}".encode())
+            for key in sorted(value, key=repr):
+                h.update(repr(key).encode())
+                feed(value[key])
+        elif isinstance(value, (list, tuple)):
+            h.update(f"L{len(value)}".encode())
+            for item in value:
+                feed(item)
+        else:
+            h.update(f"V{value!r}".encode())
+
+    feed({k: v for k, v in payload.items() if k != "content_hash"})
+    return "sha256:" + h.hexdigest()
+
+
+def save_checkpoint(path: str | Path, payload: dict) -> None:
+    """Write ``payload`` to ``path`` atomically, stamped with :data:`SCHEMA` and its :func:`content_hash`.
+
+    ``<path>.tmp``, fsync, ``os.replace``, fsync of the directory: a crash or SIGKILL at any moment
+    leaves the previous file intact (at worst a stray ``.tmp``, overwritten by the next save).
     """
     path = Path(path)
     if payload.get("format") != FORMAT:
         raise ValueError(f"checkpoint payload must have format={FORMAT!r}, got {payload.get('format')!r}")
+    payload = {**payload, "schema": SCHEMA}
+    payload["content_hash"] = content_hash(payload)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
@@ -81,28 +124,51 @@ def save_checkpoint(path: str | Path, payload: dict) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    # The rename itself must reach the disk, or a power cut could bring back the old name.
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
     """Read and validate a covey checkpoint.
 
     Raises:
-        FileNotFoundError: ``path`` does not exist.
-        ValueError: the file is truncated/corrupt, not a covey checkpoint, or lacks keys.
+        NoCheckpointError: ``path`` does not exist (a FileNotFoundError; the message says whether an
+            interrupted first write left a ``.tmp``).
+        ValueError: the file is truncated/corrupt, not a covey checkpoint, lacks keys, was written by
+            a newer schema, or its content does not match its hash. Every message is one line.
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
+        tmp = path.with_name(path.name + ".tmp")
+        why = f" (only {tmp.name}: its first write was interrupted)" if tmp.exists() else ""
+        raise NoCheckpointError(f"no complete checkpoint at {path}{why}")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises several types for truncated / foreign files
-        raise ValueError(f"{path} is not a readable covey checkpoint (truncated or corrupt?): {exc}") from exc
+        reason = " ".join(str(exc).split())[:200]
+        raise ValueError(f"{path} is not a readable covey checkpoint (truncated or corrupt?): {reason}") from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         got = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise ValueError(f"{path} is not a covey checkpoint: expected format {FORMAT!r}, got {got!r}")
+    schema = payload.get("schema", 1)
+    if not isinstance(schema, int) or schema > SCHEMA:
+        raise ValueError(
+            f"{path} has checkpoint schema {schema!r}; this covey reads schema <= {SCHEMA}: update covey to load it"
+        )
     missing = [k for k in REQUIRED_KEYS if k not in payload]
     if missing:
         raise ValueError(f"{path} is an incomplete covey checkpoint: missing keys {missing}")
+    if schema >= 2:
+        stored = payload.get("content_hash")
+        if stored != content_hash(payload):
+            raise ValueError(
+                f"{path} is corrupt: its content does not match its hash {str(stored)[:20]}... "
+                "(modified or damaged after it was written)"
+            )
     return payload
 
 

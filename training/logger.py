@@ -32,10 +32,16 @@ class CsvLogger:
         self.columns: list[str] = list(FIRST_COLUMNS)
         rows: list[dict[str, str]] = []
         if resume_step is not None and self.path.is_file():
-            with open(self.path, newline="") as f:
-                reader = csv.DictReader(f)
-                self.columns = list(reader.fieldnames or FIRST_COLUMNS)
-                rows = [r for r in reader if r.get("global_step") and int(float(r["global_step"])) <= resume_step]
+            text = self.path.read_text()
+            if text and not text.endswith("\n"):
+                text = text[: text.rfind("\n") + 1]  # a row cut off by a kill mid-write: drop it
+            reader = csv.DictReader(text.splitlines())
+            self.columns = list(reader.fieldnames or FIRST_COLUMNS)
+            rows = [
+                r
+                for r in reader
+                if None not in r.values() and r.get("global_step") and int(float(r["global_step"])) <= resume_step
+            ]
         self._rewrite(rows)
 
     def log(self, row: Mapping[str, Any]) -> None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import math
+import signal
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -36,6 +38,7 @@ from sim.core.config import at_least, build_config, deep_merge, non_negative, po
 from sim.core.registry import evaluation_overrides
 from training.checkpoint import (
     FORMAT,
+    NoCheckpointError,
     check_compatible,
     load_checkpoint,
     restore_rng_state,
@@ -203,6 +206,9 @@ class Runner:
         self._num_evals = 0
         self._last_eval_iteration = -1
         self._last_episode_metric: float | None = None
+        self._guard_counts = [0, 0]  # the last rollout's out-of-range actions and non-finite resets
+        self._env_restored = False  # resume put the checkpoint's env state back (learn() then does not reset)
+        self._stop_requested = False  # Ctrl-C seen: save at the end of this iteration and stop
 
         resume = cfg.get("resume")
         if resume:
@@ -238,7 +244,13 @@ class Runner:
         raise FileNotFoundError(f"resume={path}: no such run directory or checkpoint")
 
     def _restore(self, ckpt: Path) -> None:
-        payload = load_checkpoint(ckpt, map_location=self.device)
+        try:
+            payload = load_checkpoint(ckpt, map_location=self.device)
+        except NoCheckpointError as exc:
+            raise NoCheckpointError(
+                f"resume={self.cfg.get('resume')}: the run has no complete checkpoint yet ({exc}); "
+                f"start over without resume= (python train.py task={self.task} ...), or delete {self.run_dir}"
+            ) from None
         check_compatible(payload, self.task_cfg, self.group_dims, ckpt)
         old_policy = payload["algo_cfg"].get("policy", {})
         if old_policy != self.cfg.get("algo", {}).get("policy", {}):
@@ -252,6 +264,7 @@ class Runner:
         except (RuntimeError, ValueError, KeyError) as exc:
             raise ValueError(f"checkpoint {ckpt} does not fit this run's networks: {exc}") from exc
         restore_rng_state(payload["rng"], self.env.rng, self.generator)
+        self._restore_env(payload, ckpt)
         meta = payload["meta"]
         self.run_id = str(meta.get("run_id", self.run_dir.name))
         best = meta.get("best") or {}
@@ -263,6 +276,38 @@ class Runner:
             last_eval=dict(payload.get("metrics") or {}),
         )
         self._num_evals = int(meta.get("num_evals", 0))
+
+    def _restore_env(self, payload: dict, ckpt: Path) -> None:
+        """Put the checkpoint's env and rollout state back (exact resume), or say in one line why not."""
+        env_state = payload.get("env_state")
+        if env_state is None:
+            why = "it holds no env state (not a latest.pt, or written before covey saved it)"
+        elif isinstance(env_state, str):
+            why = f"the task's env state could not be saved: {env_state}"
+        elif self.env.num_envs != int(payload["meta"]["config"].get("num_envs", -1)):
+            why = f"num_envs differs ({payload['meta']['config'].get('num_envs')} in the checkpoint)"
+        else:
+            try:
+                why = self.env.load_state_snapshot(env_state)
+            except RuntimeError as exc:  # failed half-way: learn() resets the env
+                why = str(exc)
+        memory = payload.get("rollout_memory") or {}
+        if why is None and memory:
+            try:
+                for name, sides in memory.items():
+                    for side, value in sides.items():
+                        self.alg.memory[name][side].copy_(value)
+            except (KeyError, RuntimeError) as exc:
+                why = f"the recurrent rollout state does not fit ({exc})"
+        self._env_restored = why is None
+        if why is None:
+            print(f"resume: {ckpt} at step {payload['global_step']:,}: exact (weights, optimiser, RNG and env state)")
+        else:
+            # After a partial env restore the env must start over anyway: reset below in learn().
+            print(
+                f"resume: {ckpt} at step {payload['global_step']:,}: the envs restart their episodes, so the "
+                f"metric curve goes on statistically, not step for step: {why}"
+            )
 
     # ----------------------------------------------------------------- the loop
     def learn(self) -> RunState:
@@ -276,9 +321,15 @@ class Runner:
         bar.write(self._summary())
         if self.imitation_cfg.expert != "none" and st.iteration == 0:
             self._imitate(bar)
-        obs = self.env.reset()
-        if tc.random_episode_start:
-            obs = self.env.randomize_episode_progress()
+        if self._env_restored:
+            obs = self.env.observe()  # the checkpoint's env state: the run goes on exactly where it was
+        else:
+            obs = self.env.reset()
+            if tc.random_episode_start:
+                obs = self.env.randomize_episode_progress()
+        # Ctrl-C finishes the iteration and saves latest.pt at its boundary (a checkpoint taken mid-rollout
+        # or mid-update would not resume exactly); a second Ctrl-C stops at once, without saving.
+        restore_sigint = self._defer_sigint(bar)
         try:
             while st.iteration < self.num_iterations:
                 obs, row = self.train_iteration(obs)
@@ -292,26 +343,41 @@ class Runner:
                 if tc.eval_every <= 0 and f"episode/{self.best_metric}" in row:
                     # No evaluation: follow the training episodes' metric (stochastic policy).
                     self._last_episode_metric = row[f"episode/{self.best_metric}"]
-                if tc.checkpoint_every > 0 and st.iteration % tc.checkpoint_every == 0:
+                if tc.checkpoint_every > 0 and st.iteration % tc.checkpoint_every == 0 or self._stop_requested:
                     self._select_best(self._last_episode_metric)
-                    self.save(self.ckpt_dir / "latest.pt")
+                    self.save(self.ckpt_dir / "latest.pt", resumable=True)
+                if self._stop_requested:
+                    bar.write(f"interrupted: saved {self.ckpt_dir / 'latest.pt'} at step {st.global_step:,}")
+                    raise KeyboardInterrupt
                 if out_of_time:
                     bar.write(f"train.max_minutes={tc.max_minutes} reached at step {st.global_step:,}")
                     break
             if tc.eval_every > 0 and self._last_eval_iteration != st.iteration:  # resumed a finished run
                 self._evaluate_and_select(bar, final=True)
             self._select_best(self._last_episode_metric)
-            self.save(self.ckpt_dir / "latest.pt")
-        except KeyboardInterrupt:
-            bar.write(f"interrupted at step {st.global_step}; saving {self.ckpt_dir / 'latest.pt'}")
-            self.save(self.ckpt_dir / "latest.pt")
-            raise
+            self.save(self.ckpt_dir / "latest.pt", resumable=True)
         finally:
+            restore_sigint()
             bar.close()
             self.wandb.close()
             if self._renderer is not None:
                 self._renderer.close()
         return st
+
+    def _defer_sigint(self, bar: ProgressBar):
+        """Install the deferred Ctrl-C handler (main thread only); returns the function restoring the old one."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = signal.getsignal(signal.SIGINT)
+
+        def handler(signum, frame) -> None:
+            if self._stop_requested:
+                raise KeyboardInterrupt
+            self._stop_requested = True
+            bar.write("Ctrl-C: finishing this iteration, then saving latest.pt (Ctrl-C again: quit without saving)")
+
+        signal.signal(signal.SIGINT, handler)
+        return lambda: signal.signal(signal.SIGINT, previous)
 
     def collect(self, obs: dict) -> tuple[dict, EpisodeStats]:
         """One rollout of ``train.rollout_steps`` steps into the storage, then GAE (inference mode).
@@ -319,6 +385,7 @@ class Runner:
         Returns the last observation and the statistics of the episodes that ended.
         """
         episodes = EpisodeStats()
+        guard = torch.zeros(2, dtype=torch.long, device=self.device)  # out-of-range actions, non-finite resets
         with torch.inference_mode():
             for _ in range(self.train_cfg.rollout_steps):
                 actions = self.alg.act(obs)
@@ -329,7 +396,10 @@ class Runner:
                 self.after_env_step(terminated, truncated, info)
                 if "episode" in info:
                     episodes.add(info["episode"])
+                if "nonfinite_reset" in info:
+                    guard += torch.stack([info["actions_out_of_range"].sum(), info["nonfinite_reset"].sum()])
             self.alg.compute_returns(obs)
+        self._guard_counts = guard.tolist()
         return obs, episodes
 
     def other_actions(self, obs: dict) -> dict[str, Tensor]:
@@ -359,6 +429,9 @@ class Runner:
             "charts/collect_samples_per_s": self.steps_per_iter / (t_collect - t_start),
             "charts/collect_time": t_collect - t_start,
             "charts/update_time": t_update - t_collect,
+            # The env's reliability counts over this rollout (sim.core.env.MultiAgentEnv.step).
+            "charts/actions_out_of_range": self._guard_counts[0],
+            "charts/nonfinite_resets": self._guard_counts[1],
         }
         row.update(losses)
         row.update(self.end_iteration())
@@ -478,8 +551,14 @@ class Runner:
         bar.write(f"eval video: {path}")
 
     # ----------------------------------------------------------------- checkpoints
-    def save(self, path: Path) -> None:
-        """Write a checkpoint of the current state (atomic)."""
+    def save(self, path: Path, resumable: bool = False) -> None:
+        """Write a checkpoint of the current state (atomic).
+
+        ``resumable`` (``latest.pt``, always written at an iteration boundary) adds the env's state
+        (``env_state``: :meth:`sim.core.env.MultiAgentEnv.state_snapshot`, or why it cannot be
+        copied) and the recurrent rollout state (``rollout_memory``), so a resume continues the
+        very same run: same steps, same metric curve.
+        """
         st = self.state
         payload = {
             "format": FORMAT,
@@ -512,6 +591,9 @@ class Runner:
             },
             "metrics": dict(st.last_eval),
         }
+        if resumable:
+            payload["env_state"] = self.env.state_snapshot()
+            payload["rollout_memory"] = self.alg.memory
         save_checkpoint(path, payload)
 
     # ----------------------------------------------------------------- display

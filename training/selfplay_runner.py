@@ -143,8 +143,8 @@ class SelfPlayRunner(Runner):
         det = actor.deterministic_actor()
         return lambda obs: {self.opponent_group: det(obs[self.opponent_group]["policy"])}
 
-    def save(self, path) -> None:
-        super().save(path)
+    def save(self, path, resumable: bool = False) -> None:
+        super().save(path, resumable)
         self._save_league()
 
     def _save_league(self) -> None:

@@ -35,9 +35,17 @@ def node_commands(
     ``extra_args`` are appended to every node's ``--ros-args`` (e.g. ``["-p", "model:=x.onnx"]``).
     """
     params = Path(params)
-    doc = yaml.safe_load(params.read_text()) or {}
+    try:
+        doc = yaml.safe_load(params.read_text()) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"{params}: not a readable YAML parameter file ({' '.join(str(exc).split())})") from exc
+    if not isinstance(doc, dict):
+        raise ValueError(f"{params}: a parameter file is a YAML mapping of node names, got {type(doc).__name__}")
     launch = (doc.get("covey_launch") or {}).get("ros__parameters") or {}
-    n = int(launch.get("num_agents", 0))
+    try:
+        n = int(launch.get("num_agents", 0))
+    except (TypeError, ValueError):
+        raise ValueError(f"{params}: covey_launch.ros__parameters.num_agents must be an integer") from None
     if n < 1:
         raise ValueError(f"{params}: covey_launch.ros__parameters.num_agents must be >= 1")
     bridge = launch.get("with_bridge", True) if with_bridge is None else with_bridge

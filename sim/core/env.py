@@ -22,6 +22,13 @@ loop (controllers and physics, the hot path) runs through ``torch.compile``.
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
+import logging
+import math
+import re
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -37,6 +44,25 @@ if TYPE_CHECKING:
     from sim.core.teams import MatchTeams
 
 Obs = dict[str, dict[str, Tensor]]
+# Attributes of the base class that are configuration, not state (state_snapshot), and the packages
+# whose plain objects (physics state containers) the snapshot walks into.
+_SNAPSHOT_SKIP = frozenset({"cfg", "spec", "device", "_advance", "_evaluate", "num_envs"})
+_SNAPSHOT_MODULES = frozenset({"sim", "policies", "training"})
+# Networks (frozen opponents, skills), constants, classes and partials: not episode state.
+_SNAPSHOT_CONSTANTS = (torch.nn.Module, type, torch.device, torch.dtype, functools.partial)
+ACTION_TOL = 1e-6  # |a| up to 1 + this is float round-off of a clamped action, not out of range
+_LOG = logging.getLogger("covey.sim")
+
+
+def _where_envs(mask: Tensor, new: Obs, old: Obs) -> Obs:
+    """``new`` where ``mask [num_envs]`` else ``old``, for every entry of every group (new tensors)."""
+    out: Obs = {}
+    for group, entries in old.items():
+        out[group] = {}
+        for key, value in entries.items():
+            m = mask.view(-1, *([1] * (value.dim() - 1)))
+            out[group][key] = torch.where(m, new[group][key], value)
+    return out
 
 
 class MultiAgentEnv(ABC):
@@ -58,6 +84,9 @@ class MultiAgentEnv(ABC):
         self.spec: EnvSpec = self._build_spec()
         self._ep_terms: dict[str, Tensor] = {}
         self._ep_return = torch.zeros(num_envs, device=self.device)
+        self._actions_out_of_range = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+        self._warned_out_of_range = False
+        self.nonfinite_resets_total = 0  # envs reset by the numerical guard since construction
         # The control loop is pure tensor code with no data-dependent Python branches, so it
         # compiles to a few fused kernels; ~10x fewer kernel launches on CPU and GPU alike.
         self._advance = torch.compile(self._control_loop, dynamic=False) if compile else self._control_loop
@@ -95,18 +124,39 @@ class MultiAgentEnv(ABC):
         return self._observations()
 
     def step(self, actions: dict[str, Tensor]) -> tuple[Obs, dict[str, Tensor], Tensor, Tensor, dict]:
-        """Advance one control step; see the module docstring for shapes."""
+        """Advance one control step; see the module docstring for shapes.
+
+        Reliability counts in ``info`` (both ``Tensor[num_envs]`` long, every step):
+        ``actions_out_of_range``: agents whose action had a component outside [-1, 1] (the task clamps
+        it; warned once per env object), and ``nonfinite_reset``: 1 where the step produced a
+        non-finite observation or reward (:meth:`_nonfinite_envs`). Such an env is reset at once and
+        reported as terminated with reason ``nonfinite``; its reward is 0 and ``info["final_obs"]``
+        holds the post-reset observation, so no NaN/inf reaches the policy or the optimiser.
+        """
         self._check_actions(actions)
+        out_of_range = self._actions_out_of_range
         self._apply_actions(actions)
         self._advance()
         self.episode_step += 1
         self._sample_step_noise()
         obs, reward, terms, terminated, reasons = self._evaluate()
+        # Numerical guard, branch-free (no device sync): a non-finite env ends now, rewarded 0.
+        bad = self._nonfinite_envs(obs, reward)
+        reward = {name: torch.where(bad.unsqueeze(-1), 0.0, r) for name, r in reward.items()}
+        terms = {name: torch.where(bad, 0.0, t) for name, t in terms.items()}
+        reasons = {**reasons, "nonfinite": bad}
+        terminated = terminated | bad
         truncated = (self.episode_step >= self.max_episode_steps) & ~terminated
         done = terminated | truncated
         self._accumulate(reward, terms)
 
-        info: dict = {"final_obs": obs, "reward_terms": terms, "termination_reasons": reasons}
+        info: dict = {
+            "final_obs": obs,
+            "reward_terms": terms,
+            "termination_reasons": reasons,
+            "actions_out_of_range": out_of_range,
+            "nonfinite_reset": bad.long(),
+        }
         done_ids = done.nonzero().squeeze(-1)
         if done_ids.numel() > 0:
             # The terminal state's metrics (a landing, a crash), read before the auto-reset replaces it.
@@ -114,6 +164,10 @@ class MultiAgentEnv(ABC):
             info["episode"] = self._episode_stats(done_ids, reasons, truncated)
             self._reset_all_idx(done_ids)
             obs = self._observations()
+            n_bad = int(bad.sum())  # only here: a non-finite env is always a done one
+            if n_bad:
+                info["final_obs"] = _where_envs(bad, obs, info["final_obs"])
+                self._report_nonfinite(bad, n_bad)
         return obs, reward, terminated, truncated, info
 
     def sample_actions(self, generator: torch.Generator | None = None) -> dict[str, Tensor]:
@@ -132,6 +186,105 @@ class MultiAgentEnv(ABC):
             name: torch.zeros(self.num_envs, g.n_agents, g.action_dim, device=self.device)
             for name, g in self.spec.groups.items()
         }
+
+    def state_snapshot(self) -> dict[str, Any] | str:
+        """The env's whole mutable state, ``{attribute path: tensor or scalar}``, for exact resumes.
+
+        Found generically: every tensor, numpy array, generator state and Python scalar reachable
+        from the env's attributes through dicts, lists, tuples and plain objects (not modules, the
+        config or the spec). Returns a one-line reason string instead when some state is of a kind
+        it cannot copy (e.g. a MuJoCo data object); a resume then restarts the episodes.
+        """
+        out: dict[str, Any] = {}
+        problems: list[str] = []
+        seen: set[int] = set()
+
+        def walk(value: Any, path: str, depth: int) -> None:
+            if isinstance(value, Tensor):
+                out[path] = value
+            elif isinstance(value, torch.Generator):
+                out[path + "#generator"] = value.get_state()
+            elif isinstance(value, (bool, int, float, str, type(None))):
+                out[path] = value
+            elif type(value).__module__ == "numpy" and hasattr(value, "shape"):
+                out[path + "#numpy"] = torch.from_numpy(value.copy()) if value.shape else value.item()
+            elif isinstance(value, _SNAPSHOT_CONSTANTS) or inspect.isroutine(value) or depth > 4:
+                return  # networks (frozen opponents, skills), constants, classes, bound methods, compiled loops
+            elif id(value) in seen:
+                return  # a container reached twice: its tensors are restored in place, once is enough
+            elif isinstance(value, dict):
+                seen.add(id(value))
+                for key, item in value.items():
+                    walk(item, f"{path}[{key!r}]", depth + 1)
+            elif isinstance(value, (list, tuple)):
+                seen.add(id(value))
+                for i, item in enumerate(value):
+                    walk(item, f"{path}[{i}]", depth + 1)
+            elif hasattr(value, "__dict__") and type(value).__module__.split(".")[0] in _SNAPSHOT_MODULES:
+                seen.add(id(value))
+                for key, item in vars(value).items():
+                    walk(item, f"{path}.{key}", depth + 1)
+            else:
+                problems.append(f"{path} ({type(value).__module__}.{type(value).__name__})")
+
+        for key, value in vars(self).items():
+            if key not in _SNAPSHOT_SKIP:
+                walk(value, key, 0)
+        if problems:
+            return f"state of a kind a checkpoint cannot copy: {', '.join(problems[:3])}"
+        return out
+
+    def load_state_snapshot(self, snapshot: dict[str, Any]) -> str | None:
+        """Restore :meth:`state_snapshot` in place; returns None, or a one-line reason it cannot (then
+        nothing was changed: the env must be reset by the caller)."""
+        current = self.state_snapshot()
+        if isinstance(current, str):
+            return current
+        missing = sorted(set(current) - set(snapshot))
+        if missing:
+            return f"the env has state the checkpoint lacks ({', '.join(missing[:3])})"
+        for path, value in snapshot.items():
+            now = current.get(path)
+            if (
+                isinstance(now, Tensor)
+                and "#" not in path
+                and (not isinstance(value, Tensor) or value.shape != now.shape or value.dtype != now.dtype)
+            ):
+                return f"{path}: {tuple(now.shape)} {now.dtype} in the env vs {getattr(value, 'shape', value)} saved"
+        try:
+            for path, value in snapshot.items():
+                now = current.get(path)
+                if isinstance(now, Tensor) and "#" not in path:
+                    now.copy_(value.to(now.device))
+                elif path not in current:  # e.g. a lazily created per-term buffer: added as saved
+                    self._set_path(path, value.clone() if isinstance(value, Tensor) else value)
+                elif "#" in path or now != value:
+                    self._set_path(path, value)
+        except (AttributeError, KeyError, IndexError, TypeError, RuntimeError, ValueError) as exc:
+            raise RuntimeError(f"restoring the env state failed half-way ({path}: {exc}); reset the env") from exc
+        return None
+
+    def _set_path(self, path: str, value: Any) -> None:
+        """Set the snapshot entry ``path`` (``a.b['k'][0]#kind``) to ``value``."""
+        path, _, kind = path.partition("#")
+        parts = re.findall(r"\.?(\w+)|\[([^\]]+)\]", path)
+        obj: Any = self
+        for attr, index in parts[:-1]:
+            obj = getattr(obj, attr) if attr else obj[ast.literal_eval(index)]
+        attr, index = parts[-1]
+        if kind == "generator":
+            target = getattr(obj, attr) if attr else obj[ast.literal_eval(index)]
+            target.set_state(value.cpu())
+            return
+        if kind == "numpy":
+            value = value.numpy().copy() if isinstance(value, Tensor) else value
+            if attr and hasattr(getattr(obj, attr), "shape") and getattr(obj, attr).shape:
+                getattr(obj, attr)[...] = value
+                return
+        if attr:
+            object.__setattr__(obj, attr, value)  # also on frozen dataclasses: it is the saved state
+        else:
+            obj[ast.literal_eval(index)] = value
 
     def step_metrics(self) -> dict[str, Tensor]:
         """Task metrics of the current state, name -> ``Tensor[num_envs]`` (unit in the name); none here.
@@ -245,9 +398,15 @@ class MultiAgentEnv(ABC):
         self._reset_idx(env_ids)
 
     def _check_actions(self, actions: dict[str, Tensor]) -> None:
+        """ValueError on a wrong key set, shape, dtype, device or a NaN/inf; counts actions outside [-1, 1].
+
+        Sets ``self._actions_out_of_range`` (``Tensor[num_envs]`` long: agents with a component beyond
+        [-1, 1], summed over groups; the task clamps them) and warns once per env object when any is.
+        """
         if not isinstance(actions, dict) or set(actions) != set(self.spec.groups):
             got = sorted(actions) if isinstance(actions, dict) else type(actions).__name__
             raise ValueError(f"actions must be a dict with keys {sorted(self.spec.groups)}, got {got}")
+        out_of_range = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         for name, group in self.spec.groups.items():
             act = actions[name]
             expected = (self.num_envs, group.n_agents, group.action_dim)
@@ -259,9 +418,54 @@ class MultiAgentEnv(ABC):
                 raise ValueError(f"actions[{name!r}] has dtype {act.dtype}, expected torch.float32")
             if act.device != self.device:
                 raise ValueError(f"actions[{name!r}] is on {act.device}, the env is on {self.device}")
-            if not bool(torch.isfinite(act).all()):
+            beyond = (act.abs() > 1.0 + ACTION_TOL).any(-1)  # [E, A]; NaN compares False, checked below
+            # One device sync for both checks (this already synced once per step for the NaN check).
+            finite, any_beyond = torch.stack([torch.isfinite(act).all(), beyond.any()]).tolist()
+            if not finite:
                 bad = (~torch.isfinite(act)).any(-1).any(-1).nonzero().squeeze(-1)[:5].tolist()
                 raise ValueError(f"actions[{name!r}] contains NaN or inf (first envs: {bad})")
+            if any_beyond:
+                out_of_range = out_of_range + beyond.sum(-1)
+                if not self._warned_out_of_range:
+                    self._warned_out_of_range = True
+                    worst = float(act.abs().max())
+                    warnings.warn(
+                        f"{self.task_name}: actions[{name!r}] outside [-1, 1] (max |a| = {worst:.3g}); clamped. "
+                        "A policy or adapter sending these trains on clipped actions; counted per step in "
+                        "info['actions_out_of_range'] (warned once)",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
+        self._actions_out_of_range = out_of_range
+
+    def _nonfinite_envs(self, obs: Obs, reward: dict[str, Tensor]) -> Tensor:
+        """``Tensor[num_envs]`` bool: envs whose float observation entries or rewards hold NaN or inf.
+
+        Called every step before the auto-reset (no device sync). A task whose state can go
+        non-finite without showing in its observations may extend it (``super()`` or its own check).
+        """
+        bad = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        for entries in obs.values():
+            for value in entries.values():
+                if value.is_floating_point():
+                    bad |= ~torch.isfinite(value.reshape(self.num_envs, -1)).all(-1)
+        for r in reward.values():
+            bad |= ~torch.isfinite(r.reshape(self.num_envs, -1)).all(-1)
+        return bad
+
+    def _report_nonfinite(self, bad: Tensor, n_bad: int) -> None:
+        """Log the envs reset for a non-finite state: every time for the first 10, then at powers of 10."""
+        self.nonfinite_resets_total += n_bad
+        total = self.nonfinite_resets_total
+        if total - n_bad < 10 or math.floor(math.log10(total)) > math.floor(math.log10(max(total - n_bad, 1))):
+            envs = bad.nonzero().squeeze(-1)[:5].tolist()
+            _LOG.warning(
+                "%s: non-finite state in %d env(s) (first: %s), reset; %d so far (counted in info['nonfinite_reset'])",
+                self.task_name,
+                n_bad,
+                envs,
+                total,
+            )
 
     def _accumulate(self, reward: dict[str, Tensor], terms: dict[str, Tensor]) -> None:
         self._ep_return += torch.stack([r.mean(-1) for r in reward.values()]).mean(0)
