@@ -12,6 +12,7 @@ TASKS: dict[str, str] = {
     "drone_volleyball_coplay": "sim.tasks.drone_volleyball.coplay:VolleyballCoplayEnv",
     "drone_volleyball_strategy": "sim.tasks.drone_volleyball.strategy:VolleyballStrategyEnv",
     "hepi_insertion": "sim.tasks.hepi.insertion:InsertionEnv",
+    "hepi_rope_closing": "sim.tasks.hepi.rope:RopeClosingEnv",
     "memory_reach": "sim.tasks.memory_reach.env:MemoryReachEnv",
     "pixel_reach": "sim.tasks.pixel_reach.env:PixelReachEnv",
     "point_reach": "sim.tasks.point_reach.env:PointReachEnv",
