@@ -70,6 +70,34 @@ def peg_keypoints(poly: np.ndarray, height: float) -> np.ndarray:
     return np.concatenate((bottom, top))
 
 
+def wall_boxes(wall: np.ndarray, thickness: float) -> list[tuple[float, float, np.ndarray, float]]:
+    """One box per edge of the wall outline ``[N, 2]`` (counter-clockwise): ``(start, end, centre [2],
+    yaw)``, the box spanning ``[start, end]`` along the edge (m from its first vertex), ``thickness``
+    outward from it.
+
+    At a reflex corner sharper than 90 degrees (the heart's cusp) a full-length box would reach past
+    the neighbouring edge into the hole, so it starts (ends) where its outer face meets that edge's
+    line: ``s0 = t (-n . n') / (d . n')`` with ``d`` the edge direction, ``n`` its outward normal and
+    ``n'`` the neighbour's.
+    """
+    edges = np.roll(wall, -1, 0) - wall
+    lengths = np.linalg.norm(edges, axis=-1)
+    dirs = edges / lengths[:, None]
+    normals = np.stack((dirs[:, 1], -dirs[:, 0]), -1)
+    out = []
+    for i in range(len(wall)):
+        d, n, length = dirs[i], normals[i], float(lengths[i])
+        n_prev, n_next = normals[i - 1], normals[(i + 1) % len(wall)]
+        start = thickness * -(n @ n_prev) / (d @ n_prev) if d @ n_prev > 1e-9 and n @ n_prev < 0 else 0.0
+        end_trim = thickness * -(n @ n_next) / -(d @ n_next) if -(d @ n_next) > 1e-9 and n @ n_next < 0 else 0.0
+        end = length - end_trim
+        if end - start < 0.1 * length:
+            raise ValueError(f"wall {i}: a corner too sharp for walls {thickness} m thick")
+        centre = wall[i] + 0.5 * (start + end) * d + 0.5 * thickness * n
+        out.append((float(start), float(end), centre, math.atan2(d[1], d[0])))
+    return out
+
+
 def insertion_mjcf(cfg: InsertionCfg, shape: str, size: float) -> tuple[str, np.ndarray, np.ndarray]:
     """``(xml, outline [N, 2] m, kernel [2] m)`` of one variant."""
     unit, kernel_unit = outline(shape)
@@ -91,19 +119,14 @@ def insertion_mjcf(cfg: InsertionCfg, shape: str, size: float) -> tuple[str, np.
         )
 
     # Walls: inner face on the offset outline's edge, thickness outward, from the floor to the opening.
-    wall = offset_polygon(poly, cfg.clearance)
     hole_geoms = []
-    for i in range(N_OUTLINE):
-        a, b = wall[i], wall[(i + 1) % N_OUTLINE]
-        edge = b - a
-        length = float(np.linalg.norm(edge))
-        normal = np.array([edge[1], -edge[0]]) / length
-        centre = 0.5 * (a + b) + 0.5 * t * normal
-        yaw = math.atan2(edge[1], edge[0])
+    for i, (start, end, centre, yaw) in enumerate(wall_boxes(offset_polygon(poly, cfg.clearance), t)):
         hole_geoms.append(
             f'<geom name="wall{i}" type="box" class="contact" pos="{_v(centre)} {-0.5 * depth:.7g}"'
-            f' euler="0 0 {yaw:.7g}" size="{0.5 * length:.7g} {0.5 * t:.7g} {0.5 * depth:.7g}" rgba="0.4 0.4 0.45 1"/>'
+            f' euler="0 0 {yaw:.7g}" size="{0.5 * (end - start):.7g} {0.5 * t:.7g} {0.5 * depth:.7g}"'
+            ' rgba="0.4 0.4 0.45 1"/>'
         )
+    wall = offset_polygon(poly, cfg.clearance)
     reach = float(np.linalg.norm(wall, axis=-1).max()) + t
     hole_geoms.append(
         f'<geom name="floor" type="box" class="contact" contype="2" conaffinity="2"'

@@ -62,6 +62,9 @@ def _corners(name: str) -> tuple[np.ndarray, np.ndarray]:
         x = 16 * np.sin(t) ** 3
         y = 13 * np.cos(t) - 5 * np.cos(2 * t) - 2 * np.cos(3 * t) - np.cos(4 * t)
         pts = np.stack((-x, y), -1)  # clockwise in t: mirror x for counter-clockwise order
+        # A shallower notch (cusp at y = 7.5, not 5): its sides meet at ~100 deg outside, so the
+        # hole's wall boxes there need no trimming (insertion_model.wall_boxes).
+        pts[0, 1] = 7.5
         return pts, np.array([0.0, 0.0])
     if name == "hexagon":
         return _regular(6, 0.0), np.zeros(2)
