@@ -20,6 +20,12 @@ log-probability and entropy are the categorical ones, summed over heads.
 
 ``sharing="shared"`` gives every agent of the group the same weights; ``"per_agent"`` gives each
 agent its own, batched over the agent axis (see :mod:`policies.mlp`).
+
+A graph actor (``policy.graph_actor`` = hepi | empn | transformer, :mod:`policies.graph`) replaces the
+actor's encoder and MLP: it reads the parts of one observation graph and returns the action mean
+directly (3D vectors at the actuator nodes); its Gaussian log-std has one entry per output vector,
+tied across x/y/z (``log_std [act_dim / 3]``), so the distribution is rotation invariant too. The
+critic keeps the encoder path (a DeepSets graph encoder and an MLP).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from policies.encoders import EncoderCfg, InputSpec, ObsEncoder, pick
+from policies.graph import GRAPH_ACTORS, GraphActorCfg, build_graph_actor
 from policies.memory import MEMORY_KINDS, RecurrentMemory, zero_done
 from policies.mlp import ACTIVATIONS, build_mlp
 from policies.normalizer import RunningNorm
@@ -116,6 +123,13 @@ class PolicyCfg:
     memory_hidden: int = 128
     memory_layers: int = 1
     memory_critic: bool = True  # the critic gets its own memory too (else a feed-forward critic)
+    # Graph actor (policies.graph): none | hepi | empn | transformer. It maps the actor's graph
+    # straight to the action mean; the encoder/MLP settings above then apply to the critic only.
+    graph_actor: str = "none"
+    graph_action_vectors: int = 1  # 3D action vectors per actuator node (insertion 2: linear, angular)
+    graph_layers: int = 3  # message-passing layers (two stages each) / Transformer blocks
+    graph_latent: int = 64  # invariant channels per node / Transformer width
+    graph_vector_channels: int = 8  # equivariant 3D vector channels per node (hepi, empn)
 
     def __post_init__(self) -> None:
         if self.sharing not in SHARING:
@@ -138,6 +152,18 @@ class PolicyCfg:
             raise ValueError("policy.cnn_channels, cnn_kernels and cnn_strides need one entry per layer each")
         if self.obs_clip <= 0:
             raise ValueError(f"policy.obs_clip must be > 0, got {self.obs_clip}")
+        if self.graph_actor != "none":
+            if self.graph_actor not in GRAPH_ACTORS:
+                raise ValueError(
+                    f"policy.graph_actor must be 'none' or one of {sorted(GRAPH_ACTORS)}, got {self.graph_actor!r}"
+                )
+            if self.memory != "none":
+                raise ValueError("policy.graph_actor needs policy.memory=none (graph actors are feed-forward)")
+            if self.sharing != "shared":
+                raise ValueError("policy.graph_actor needs policy.sharing=shared (one graph network per group)")
+        for key in ("graph_action_vectors", "graph_layers", "graph_latent", "graph_vector_channels"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"policy.{key} must be >= 1, got {getattr(self, key)}")
 
     @classmethod
     def from_dict(cls, node: Mapping[str, Any] | None) -> PolicyCfg:
@@ -159,6 +185,14 @@ class PolicyCfg:
             graph_hidden=self.graph_hidden,
             graph_features=self.graph_features,
             activation=self.activation,
+        )
+
+    def graph_actor_cfg(self) -> GraphActorCfg:
+        return GraphActorCfg(
+            layers=self.graph_layers,
+            latent=self.graph_latent,
+            vector_channels=self.graph_vector_channels,
+            action_vectors=self.graph_action_vectors,
         )
 
 
@@ -231,7 +265,11 @@ class ActorCritic(nn.Module):
         self.dims, self.cfg = dims, cfg
         per_agent = dims.n_agents if cfg.sharing == "per_agent" else None
         enc = cfg.encoder_cfg()
-        self.actor_encoder = ObsEncoder(dims.actor_inputs, enc, cfg.obs_clip)
+        self.has_graph_actor = cfg.graph_actor != "none"
+        if self.has_graph_actor and dims.discrete:
+            raise ValueError("policy.graph_actor needs a continuous action (no discrete heads)")
+        # A graph actor reads the raw graph itself: no actor encoder (nothing to normalise).
+        self.actor_encoder = _NoEncoder() if self.has_graph_actor else ObsEncoder(dims.actor_inputs, enc, cfg.obs_clip)
         self.critic_encoder = ObsEncoder(dims.critic_inputs, enc, cfg.obs_clip)
         self.value_norm = RunningNorm(1, clip=math.inf)
         self.recurrent = cfg.memory != "none"
@@ -247,9 +285,14 @@ class ActorCritic(nn.Module):
         # The actor maps encoded features to the action mean (no value-dependent branches).
         mlp = dict(activation=cfg.activation, layer_norm=cfg.layer_norm, n_agents=per_agent)
         out_dim = sum(dims.action_nvec) if dims.discrete else dims.action_dim
-        self.actor = build_mlp(actor_in, cfg.actor_hidden, out_dim, out_gain=0.01, **mlp)
+        if self.has_graph_actor:
+            self.actor = build_graph_actor(cfg.graph_actor, dims.actor_inputs, dims.action_dim, cfg.graph_actor_cfg())
+        else:
+            self.actor = build_mlp(actor_in, cfg.actor_hidden, out_dim, out_gain=0.01, **mlp)
         self.critic = build_mlp(critic_in, cfg.critic_hidden, 1, out_gain=1.0, **mlp)
         log_std_shape = (dims.n_agents, dims.action_dim) if per_agent else (dims.action_dim,)
+        if self.has_graph_actor:  # one per output vector, shared by its x, y, z: a rotation-invariant Gaussian
+            log_std_shape = (dims.action_dim // 3,)
         self.log_std = nn.Parameter(torch.full(log_std_shape, float(cfg.init_log_std)))
         # Fixed linear prior on the first actor input when it is a vector (GroupSpec.action_prior);
         # the network learns the residual.
@@ -303,6 +346,8 @@ class ActorCritic(nn.Module):
     def _actor_out(self, obs: Any, memory: Tensor | None) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """``(raw head output, prior term or None, new memory)`` of one step."""
         xs = pick(obs, self.dims.actor_inputs)
+        if self.has_graph_actor:
+            return self.actor({spec.role: x for spec, x in zip(self.dims.actor_inputs, xs, strict=True)}), None, None
         feat = self.actor_encoder(xs)
         if self.actor_memory is not None:
             if memory is None:
@@ -351,7 +396,7 @@ class ActorCritic(nn.Module):
         else:
             mean = self._mean(out, prior)
             noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
-            action = mean + noise * self.log_std.exp()
+            action = mean + noise * self._log_std_full().exp()
             log_prob = self._log_prob(mean, action)
         return (action, log_prob) if new_memory is None else (action, log_prob, new_memory)
 
@@ -411,12 +456,17 @@ class ActorCritic(nn.Module):
     def entropy(self) -> Tensor:
         """Gaussian entropy summed over action dims: ``sum(0.5 + log(sqrt(2 pi)) + log_std)``
         (discrete heads: see :meth:`evaluate`, it depends on the observation)."""
-        return (0.5 + _LOG_SQRT_2PI + self.log_std).sum(-1)
+        return (0.5 + _LOG_SQRT_2PI + self._log_std_full()).sum(-1)
+
+    def _log_std_full(self) -> Tensor:
+        """``[act_dim]`` (``[A, act_dim]`` per agent): a graph actor's tied log-std repeated over x, y, z."""
+        return self.log_std.repeat_interleave(3, -1) if self.has_graph_actor else self.log_std
 
     def _log_prob(self, mean: Tensor, action: Tensor) -> Tensor:
         # log N(a; mu, sigma) = -((a - mu) / sigma)^2 / 2 - log sigma - log sqrt(2 pi), summed over dims
-        z = (action - mean) * torch.exp(-self.log_std)
-        return (-0.5 * z.square() - self.log_std - _LOG_SQRT_2PI).sum(-1)
+        log_std = self._log_std_full()
+        z = (action - mean) * torch.exp(-log_std)
+        return (-0.5 * z.square() - log_std - _LOG_SQRT_2PI).sum(-1)
 
     @torch.no_grad()
     def set_constant_choice(self, choice: Sequence[int], logit: float = 30.0) -> None:
@@ -476,6 +526,19 @@ class ActorCritic(nn.Module):
         the traceable ``(inputs..., memory) -> (action, memory)`` graph.
         """
         return StatefulActor(self) if self.recurrent else DeterministicActor(self)
+
+
+class _NoEncoder(nn.Module):
+    """The actor's encoder when a graph actor reads the raw graph itself: no inputs to normalise."""
+
+    out_dim = 0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norms = nn.ModuleDict()
+
+    def update_normalizers(self, xs: Sequence[Tensor]) -> None:
+        """Nothing to track (graph parts are not normalised)."""
 
 
 def _single_norm(encoder: ObsEncoder, side: str) -> RunningNorm:

@@ -189,7 +189,7 @@ def export_onnx(
         tmp.unlink(missing_ok=True)
         raise ExportError(f"ONNX export failed: {exc}") from exc
     rel_cmd = report.command / float(action_scale.abs().max().clamp(min=1e-12))
-    if report.max_action > atol or rel_cmd > atol:
+    if not (report.max_action <= atol and rel_cmd <= atol):  # a NaN difference fails too
         tmp.unlink(missing_ok=True)
         raise ExportError(
             f"ONNX parity check failed: max |onnx - torch| = {report.max_action:.3g} on actions "
