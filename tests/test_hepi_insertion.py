@@ -184,3 +184,17 @@ def test_an_inserted_peg_pushed_sideways_and_down_at_full_speed_stays_in_its_hol
         assert env.inserted().all()
         assert (rel[:, 2] > -env.cfg.hole_depth - 0.002).all()  # not through the floor
     assert env.unstable_resets_total == 0
+
+
+def test_the_static_knn_of_a_rigid_peg_picks_the_nearest_keypoints_at_any_pose() -> None:
+    """RigidPegGraph finds neighbours once per variant; after motion they are still the k nearest."""
+    env = make(16, shapes=list(SHAPES))
+    run(env, env.expert_policy(), 30)
+    obs = env.observe()[GROUP]
+    kp, _ = env.keypoints()
+    k, n = env.graph.k, 2 * N_OUTLINE
+    senders = obs["scene_edge_index"][:, 0, : n * k, 0].view(16, n, k)
+    dist = torch.cdist(kp, kp) + torch.eye(n) * 1e9
+    chosen = dist.gather(2, senders).sort(-1).values
+    nearest = dist.topk(k, dim=-1, largest=False).values
+    assert torch.allclose(chosen, nearest, atol=1e-5)

@@ -35,7 +35,9 @@ target_displacement, linear_velocity, angular_velocity). Its config needs ``phys
 ``max_ang_vel``; ``max_lead`` is read when :meth:`_held_positions` returns positions.
 It implements :meth:`_task_reset`, :meth:`_node_vectors`, :meth:`_reward_terms` and may override
 :meth:`_workspace`, :meth:`_held_positions`, :meth:`_task_terminations`, :meth:`step_metrics`,
-:meth:`_task_episode_metrics`. Shapes: E envs, Na actuators, No object nodes, V vectors per node.
+:meth:`_task_episode_metrics`, :meth:`_make_graph`. ``state_cache`` (a dict cleared whenever the
+state changes) memoises values several hooks read (poses, errors).
+Shapes: E envs, Na actuators, No object nodes, V vectors per node.
 """
 
 from __future__ import annotations
@@ -82,21 +84,16 @@ class HepiEnv(MultiAgentEnv):
     ) -> None:
         if self.action_vectors not in (1, 2):
             raise ValueError(f"action_vectors must be 1 (linear velocity) or 2 (+ angular), got {self.action_vectors}")
-        self.graph = SceneGraph(
-            self.n_object,
-            self.n_actuator,
-            len(self.vector_names),
-            k=self.graph_k,
-            vector_names=self.vector_names,
-            device=resolve_device(device),
-        )  # before the base class builds the spec from it
+        self.graph = self._make_graph(resolve_device(device))  # before the base class builds the spec from it
         super().__init__(cfg, num_envs, device, seed, compile)
         E, dev = num_envs, self.device
         self.action = torch.zeros(E, self.spec.groups[GROUP].action_dim, device=dev)
         self.prev_action = torch.zeros_like(self.action)
         self.unstable = torch.zeros(E, dtype=torch.bool, device=dev)
         self.unstable_resets_total = 0  # envs the numerical guard reset since construction
-        self._obs_cache: Obs | None = None
+        # Values derived from the current state (the observation, a task's poses), memoised until the
+        # state changes (a control step or a reset clears it): several hooks read the same poses.
+        self.state_cache: dict[str, object] = {}
         steps = torch.arange(1, cfg.decimation + 1, device=dev, dtype=torch.float32)
         self._step_times = steps * cfg.physics_dt  # [T] s after the control step's start
         sl = self.world.control_slices
@@ -136,6 +133,17 @@ class HepiEnv(MultiAgentEnv):
         )
 
     # ----------------------------------------------------------------- task hooks (subclasses)
+    def _make_graph(self, device: torch.device) -> SceneGraph:
+        """The observation graph (called once, before the spec is built)."""
+        return SceneGraph(
+            self.n_object,
+            self.n_actuator,
+            len(self.vector_names),
+            k=self.graph_k,
+            vector_names=self.vector_names,
+            device=device,
+        )
+
     def _task_reset(self, env_ids: Tensor) -> None:
         """Sample the episodes of ``env_ids [k]`` and write their states into ``self.world``."""
         raise NotImplementedError
@@ -172,8 +180,9 @@ class HepiEnv(MultiAgentEnv):
         self.action[env_ids] = 0.0
         self.prev_action[env_ids] = 0.0
         self.unstable[env_ids] = False
+        self.state_cache.clear()
         self._task_reset(env_ids)
-        self._obs_cache = None
+        self.state_cache.clear()
 
     def _apply_actions(self, actions: dict[str, Tensor]) -> None:
         self.prev_action = self.action
@@ -214,7 +223,7 @@ class HepiEnv(MultiAgentEnv):
         control[..., self._pos_slice] = all_pos.flatten(2)
         control[..., self._quat_slice] = all_quat.flatten(2)
         self.world.step(control, cfg.decimation)
-        self._obs_cache = None
+        self.state_cache.clear()
         bad = self.world.diverged().to(self.device)
         if bool(bad.any()):
             ids = bad.nonzero().squeeze(-1)
@@ -227,10 +236,10 @@ class HepiEnv(MultiAgentEnv):
         pass  # the graph is computed from the state on read (memoised until the state changes)
 
     def _observations(self) -> Obs:
-        if self._obs_cache is None:
+        if "obs" not in self.state_cache:
             obj, act = self._node_vectors()
-            self._obs_cache = {GROUP: self.graph.observation(obj, act)}
-        return self._obs_cache
+            self.state_cache["obs"] = {GROUP: self.graph.observation(obj, act)}
+        return self.state_cache["obs"]
 
     # ----------------------------------------------------------------- rewards, terminations, metrics
     def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:

@@ -30,13 +30,14 @@ from torch import Tensor
 
 from sim.core.randomization import uniform
 from sim.mujoco.world import BatchedMjWorld
-from sim.physics.quaternion import cross, quat_conj, quat_from_axis_angle, quat_mul, quat_rotate
+from sim.physics.quaternion import cross, quat_conj, quat_from_axis_angle, quat_mul, quat_rotate, quat_to_matrix
 from sim.tasks.hepi.base import GROUP, HepiEnv
+from sim.tasks.hepi.graph import SceneGraph
 from sim.tasks.hepi.insertion_config import HELD_OUT_SHAPES, InsertionCfg
 from sim.tasks.hepi.insertion_model import build_variants
 from sim.tasks.hepi.shapes import N_OUTLINE, SHAPES
 
-__all__ = ["HELD_OUT_SHAPES", "InsertionEnv"]
+__all__ = ["HELD_OUT_SHAPES", "InsertionEnv", "RigidPegGraph"]
 
 PRE_INSERT_HEIGHT = 0.01  # m: the expert's pre-insertion pose, peg bottom this far above the opening
 EXPERT_GAIN = 8.0  # 1/s: the expert's proportional gains (position and attitude)
@@ -63,6 +64,23 @@ def rotation_vector(q: Tensor) -> Tensor:
     s = torch.linalg.vector_norm(q[..., 1:], dim=-1, keepdim=True)
     angle = 2.0 * torch.atan2(s, q[..., :1])
     return q[..., 1:] * torch.where(s > 1e-9, angle / s.clamp(min=1e-9), torch.full_like(s, 2.0))
+
+
+class RigidPegGraph(SceneGraph):
+    """The scene graph of a rigid peg: its keypoints' k nearest neighbours never change (rigid motions
+    keep distances), so they are found once per variant, not every step.
+
+    ``variant_keypoints [Nv, No, 3]`` in the peg frame; ``variant`` (``[E]`` long, set by the env and
+    updated in place) says which variant each env holds.
+    """
+
+    def __init__(self, *args, variant_keypoints: Tensor, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.variant_senders = super().knn_senders(variant_keypoints.to(self.device))  # [Nv, No * k]
+        self.variant = torch.zeros(1, dtype=torch.long, device=self.device)
+
+    def knn_senders(self, object_pos: Tensor, object_mask: Tensor | None = None) -> Tensor:
+        return self.variant_senders[self.variant]
 
 
 class InsertionEnv(HepiEnv):
@@ -102,6 +120,7 @@ class InsertionEnv(HepiEnv):
         self.grasp_local = torch.as_tensor(np.stack([v.grasp for v in self.variants]), **f32)  # [Nv, Na, 3]
         self.variant_shape = torch.as_tensor([SHAPES.index(v.shape) for v in self.variants], device=dev)
         self.variant = torch.zeros(E, dtype=torch.long, device=dev)
+        self.graph.variant = self.variant  # the same tensor: variant changes are seen by the graph
         self.hole_pos = torch.zeros(E, 3, device=dev)
         self.hole_quat = torch.zeros(E, 4, device=dev)
         self.hole_quat[:, 0] = 1.0
@@ -109,35 +128,72 @@ class InsertionEnv(HepiEnv):
         self._ws_high = torch.tensor(cfg.hole_pos_high, **f32) + cfg.workspace_margin
         self.reset()
 
+    def _make_graph(self, device: torch.device) -> RigidPegGraph:
+        keypoints = torch.as_tensor(np.stack([v.keypoints for v in self.variants]), dtype=torch.float32)
+        return RigidPegGraph(
+            self.n_object,
+            self.n_actuator,
+            len(self.vector_names),
+            k=self.graph_k,
+            vector_names=self.vector_names,
+            device=device,
+            variant_keypoints=keypoints,
+        )
+
     # ----------------------------------------------------------------- geometry of the current state
     @property
     def shape(self) -> Tensor:
         """``[E]`` long: each env's peg shape, an index into :data:`sim.tasks.hepi.shapes.SHAPES`."""
         return self.variant_shape[self.variant]
 
+    def frames(self) -> dict[str, Tensor]:
+        """The peg's and its target's frames now, memoised until the state changes: ``pos``, ``quat``,
+        ``rot [E, 3, 3]`` of the peg frame (bottom-face centroid, z along its axis), its ``vel`` and
+        ``omega`` (world frame), and ``target_pos``, ``target_rot``: the peg frame fully inserted
+        (bottom on the hole floor, outlines aligned)."""
+        f = self.state_cache.get("frames")
+        if f is None:
+            qpos, qvel = self.world.qpos.to(self.device), self.world.qvel.to(self.device)
+            rot = quat_to_matrix(qpos[:, 3:7])
+            target_rot = quat_to_matrix(self.hole_quat)
+            f = {
+                "pos": qpos[:, :3],
+                "quat": qpos[:, 3:7],
+                "rot": rot,
+                "vel": qvel[:, :3],
+                "omega": (rot @ qvel[:, 3:6, None]).squeeze(-1),  # a free joint's angular velocity is local
+                "target_pos": self.hole_pos - self.cfg.hole_depth * target_rot[:, :, 2],
+                "target_rot": target_rot,
+            }
+            self.state_cache["frames"] = f
+        return f
+
     def peg_pose(self) -> tuple[Tensor, Tensor]:
         """``(pos [E, 3], quat [E, 4])`` of the peg frame (bottom-face centroid, z along the axis)."""
-        qpos = self.world.qpos.to(self.device)
-        return qpos[:, :3], qpos[:, 3:7]
+        f = self.frames()
+        return f["pos"], f["quat"]
 
     def target_pose(self) -> tuple[Tensor, Tensor]:
         """``(pos [E, 3], quat [E, 4])``: the peg frame when fully inserted (bottom on the hole floor)."""
-        depth = torch.tensor([0.0, 0.0, -self.cfg.hole_depth], device=self.device)
-        return self.hole_pos + quat_rotate(self.hole_quat, depth.expand_as(self.hole_pos)), self.hole_quat
+        return self.frames()["target_pos"], self.hole_quat
 
-    def _points(self, pos: Tensor, quat: Tensor, local: Tensor) -> Tensor:
-        """Points ``local [E, P, 3]`` of a peg at ``(pos [E, 3], quat [E, 4])`` in the world, ``[E, P, 3]``."""
-        return pos.unsqueeze(1) + quat_rotate(quat.unsqueeze(1), local)
+    @staticmethod
+    def _points(pos: Tensor, rot: Tensor, local: Tensor) -> Tensor:
+        """Points ``local [E, P, 3]`` of a frame at ``(pos [E, 3], rot [E, 3, 3])`` in the world, ``[E, P, 3]``."""
+        return pos.unsqueeze(1) + local @ rot.transpose(1, 2)
 
     def keypoints(self) -> tuple[Tensor, Tensor]:
         """``(keypoints [E, 24, 3], their targets [E, 24, 3])`` world m."""
-        local = self.keypoints_local[self.variant]
-        return self._points(*self.peg_pose(), local), self._points(*self.target_pose(), local)
+        f, local = self.frames(), self.keypoints_local[self.variant]
+        return self._points(f["pos"], f["rot"], local), self._points(f["target_pos"], f["target_rot"], local)
 
     def keypoint_error(self) -> Tensor:
         """``[E]`` m: mean distance of the peg keypoints to their targets."""
-        kp, target = self.keypoints()
-        return torch.linalg.vector_norm(kp - target, dim=-1).mean(-1)
+        err = self.state_cache.get("keypoint_err")
+        if err is None:
+            kp, target = self.keypoints()
+            err = self.state_cache["keypoint_err"] = torch.linalg.vector_norm(kp - target, dim=-1).mean(-1)
+        return err
 
     def inserted(self) -> Tensor:
         """``[E]`` bool: the peg's bottom centre lies at least half the hole depth in, inside its outline
@@ -172,7 +228,7 @@ class InsertionEnv(HepiEnv):
         peg_pos = hole_pos + quat_rotate(hole_quat, rel_pos)
         peg_quat = quat_mul(hole_quat, rel_quat)
         # Grippers at their grasp points with the peg's attitude (the welds' reference pose), then the hole.
-        grasp = self._points(peg_pos, peg_quat, self.grasp_local[variant])  # [k, Na, 3]
+        grasp = self._points(peg_pos, quat_to_matrix(peg_quat), self.grasp_local[variant])  # [k, Na, 3]
         mocap_pos = torch.cat((grasp, hole_pos.unsqueeze(1)), 1)
         mocap_quat = torch.cat((peg_quat.unsqueeze(1).expand(-1, self.n_actuator, -1), hole_quat.unsqueeze(1)), 1)
 
@@ -189,27 +245,26 @@ class InsertionEnv(HepiEnv):
         )
 
     def _held_positions(self) -> Tensor:
-        return self._points(*self.peg_pose(), self.grasp_local[self.variant])
+        f = self.frames()
+        return self._points(f["pos"], f["rot"], self.grasp_local[self.variant])
 
     def _workspace(self) -> tuple[Tensor, Tensor]:
         return self._ws_low, self._ws_high
 
-    def _peg_velocity(self) -> tuple[Tensor, Tensor]:
-        """``(linear velocity of the peg origin [E, 3], angular velocity [E, 3])`` world frame."""
-        qvel = self.world.qvel.to(self.device)
-        _, quat = self.peg_pose()
-        return qvel[:, :3], quat_rotate(quat, qvel[:, 3:6])  # a free joint's angular velocity is local
-
     def _node_vectors(self) -> tuple[Tensor, Tensor]:
-        pos, quat = self.peg_pose()
-        target_pos, target_quat = self.target_pose()
-        vel, omega = self._peg_velocity()
+        f = self.frames()
+        w = f["omega"]
+        zero = torch.zeros_like(w[:, 0])
+        # [w]x, so that (w x r) = r @ [w]x^T for row vectors r.
+        skew = torch.stack((zero, -w[:, 2], w[:, 1], w[:, 2], zero, -w[:, 0], -w[:, 1], w[:, 0], zero), -1)
+        skew = skew.view(-1, 3, 3)
 
         def vectors(local: Tensor) -> Tensor:
-            points = self._points(pos, quat, local)
-            targets = self._points(target_pos, target_quat, local)
-            point_vel = vel.unsqueeze(1) + cross(omega.unsqueeze(1), points - pos.unsqueeze(1))
-            return torch.stack((points, targets - points, point_vel, omega.unsqueeze(1).expand_as(points)), 2)
+            arm = local @ f["rot"].transpose(1, 2)  # points relative to the peg origin, world frame
+            points = f["pos"].unsqueeze(1) + arm
+            targets = self._points(f["target_pos"], f["target_rot"], local)
+            point_vel = f["vel"].unsqueeze(1) + arm @ skew.transpose(1, 2)
+            return torch.stack((points, targets - points, point_vel, w.unsqueeze(1).expand_as(points)), 2)
 
         return vectors(self.keypoints_local[self.variant]), vectors(self.grasp_local[self.variant])
 
