@@ -11,6 +11,7 @@ TASKS: dict[str, str] = {
     "drone_volleyball": "sim.tasks.drone_volleyball.env:DroneVolleyballEnv",
     "drone_volleyball_coplay": "sim.tasks.drone_volleyball.coplay:VolleyballCoplayEnv",
     "drone_volleyball_strategy": "sim.tasks.drone_volleyball.strategy:VolleyballStrategyEnv",
+    "hepi_cloth_hanging": "sim.tasks.hepi.cloth:ClothHangingEnv",
     "hepi_insertion": "sim.tasks.hepi.insertion:InsertionEnv",
     "hepi_rope_closing": "sim.tasks.hepi.rope:RopeClosingEnv",
     "memory_reach": "sim.tasks.memory_reach.env:MemoryReachEnv",

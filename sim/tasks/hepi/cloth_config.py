@@ -1,0 +1,71 @@
+"""Configuration of hepi_cloth_hanging: hang a cloth held at two corners over a horizontal bar."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sim.core.config import at_least, non_negative, positive
+from sim.mujoco.world import MjWorldCfg
+
+
+@dataclass(frozen=True)
+class ClothRewardCfg:
+    """Reward = sum of named raw terms times these scales (per control step)."""
+
+    task_error: float = -1.0  # m, distance of the cloth's middle row from the bar's top line (ClothHangingCfg)
+    action_rate: float = -2e-3  # |a_t - a_t-1|^2 (normalised actions)
+
+
+@dataclass(frozen=True)
+class ClothHangingCfg:
+    """hepi_cloth_hanging settings; override any field through ``sim.make(..., **overrides)`` or hydra."""
+
+    # Cloth: a MuJoCo 2-D flex grid (n x n vertices, edges kept at length by equality constraints).
+    n_side: int = at_least(3, 7)  # vertices per side: n_side^2 object nodes
+    cloth_size: float = positive(0.32)  # m, side length
+    # m: collision radius of each vertex. MuJoCo collides a 2-D flex with geoms at its vertices (spheres),
+    # not its triangles: cloth_radius + bar_radius must exceed half a cell diagonal or the bar slips through.
+    cloth_radius: float = positive(0.02)
+    cloth_mass: float = positive(0.05)  # kg
+    grip_height: float = positive(0.6)  # m, held corners' height at the start (the cloth hangs below)
+
+    # Bar: a horizontal capsule on a mocap body, its pose sampled per env in the start frame
+    # (cloth in the plane y = 0, the bar ahead on +y).
+    bar_radius: float = positive(0.02)  # m
+    bar_length: float = positive(0.6)  # m
+    # m, bar centre ahead of the cloth plane: with bar_yaw_max the bar stays clear of the resting cloth
+    bar_offset: tuple[float, float] = positive((0.14, 0.2), ordered=True)
+    bar_drop: tuple[float, float] = non_negative((0.0, 0.12), ordered=True)  # m, below the start grip height
+    bar_lateral: float = non_negative(0.05)  # m, +- along the cloth's top edge
+    bar_yaw_max: float = non_negative(0.25)  # rad, bar axis turned from the cloth's top edge
+    friction: float = non_negative(1.0)  # cloth-bar sliding friction coefficient
+
+    # Scene placement: the whole start turned by a random yaw and shifted.
+    yaw_range: float = non_negative(3.14159)  # rad, uniform in +-
+    shift_range: float = non_negative(0.1)  # m, uniform in +- on x and y
+
+    # Timing (the paper's: 100 Hz physics, 50 Hz control, 2 s episodes).
+    physics_dt: float = positive(0.01)  # s
+    decimation: int = at_least(1, 2)  # physics steps per control step
+    episode_length_s: float = positive(2.0)
+
+    # Actions: a linear velocity per gripper, [-1, 1] scaled to max_lin_vel.
+    max_lin_vel: float = positive(0.5)  # m/s
+    max_lead: float = positive(0.02)  # m: a gripper leads its corner by at most this (bounded constraint force)
+    workspace: float = positive(0.5)  # m: grippers stay within this box (+-) around the start centre
+
+    # Success: the middle row within success_error of the bar top, both halves hanging below it on
+    # opposite sides.
+    success_error: float = positive(0.04)  # m
+    success_drop: float = non_negative(0.03)  # m: held and free edges at least this below the bar top
+    solver_iterations: int = at_least(1, 20)  # MuJoCo Newton iterations (usually 1-3 are used)
+    rewards: ClothRewardCfg = field(default_factory=ClothRewardCfg)
+    # Stepping (rollout threads); the task reads vertices from qpos/qvel, no sensors: no exact-sensor pass.
+    mujoco: MjWorldCfg = field(default_factory=lambda: MjWorldCfg(exact_sensors=False))
+
+    def __post_init__(self) -> None:
+        spacing = self.cloth_size / (self.n_side - 1)
+        if spacing <= 2 * self.cloth_radius:
+            raise ValueError("cloth_radius: the vertex spacing cloth_size/(n_side-1) must exceed 2*cloth_radius")
+        if self.cloth_radius + self.bar_radius <= spacing / 2**0.5:
+            raise ValueError("cloth_radius: cloth_radius + bar_radius must exceed half a cell diagonal")

@@ -1,0 +1,161 @@
+"""MJCF of hepi_cloth_hanging and its resting start state (numpy + mujoco, no torch).
+
+The cloth is a MuJoCo 2-D ``flexcomp`` grid of ``n_side x n_side`` vertices (triangles of
+half-thickness ``cloth_radius`` for collisions), each vertex a body on three world-axis slide joints
+(diagonal mass matrix), edge lengths held by flex edge equality constraints: an inextensible
+cloth without bending stiffness. Flex elasticity (``<elasticity>``) was slower on one core than
+the equality constraints and needs a smaller step; no plugin is involved, so ``mujoco.rollout``
+and state save/restore see plain qpos/qvel.
+
+Bodies (body order = mocap order): ``gripper0``, ``gripper1`` (mocap, visual only) pull the two top
+corners through ``connect`` constraints; ``bar`` (mocap): a capsule along its local x axis; the
+cloth collides with it only.
+
+Vertex ``i`` sits at ``vertex_origin[i] + qpos[3 i: 3 i + 3]`` and moves with ``qvel[3 i: 3 i + 3]``.
+Vertices are ordered row by row from the held (top) edge down: ``rows [n_side, n_side]`` gives
+the vertex index of (row, column); row 0 is the held edge, column 0 / n_side - 1 the held corners.
+
+Canonical start frame: the cloth hanging at rest in the plane y = 0 below grippers at
+``(+-cloth_size / 2, 0, grip_height)``, the bar ahead on +y. The task turns and shifts the start
+as a whole about the vertical, which keeps it at rest under gravity.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from sim.tasks.hepi.cloth_config import ClothHangingCfg
+
+CLOTH = "cloth"  # flexcomp name; vertex bodies cloth_0 .. cloth_{n^2-1} (flexcomp's own order)
+GRIPPERS = ("gripper0", "gripper1")
+BAR = "bar"
+CLOTH_GROUP, BAR_GROUP = 1, 2  # contype/conaffinity bits: cloth-bar contacts only
+# Damped relaxation to the rest state: (physics steps, velocity kept per step) phases. Strong
+# kinetic damping first, then weak: the stiff equality constraints need velocity to settle their
+# last violation (one phase at 0.95 leaves ~0.5 mm of motion per control step).
+SETTLE = ((1000, 0.95), (1000, 0.99))
+SOLIMP = "0.95 0.99 0.001"  # stiffer than the default 0.9: the top edges carry the cloth's weight
+
+
+@dataclass(frozen=True)
+class ClothModel:
+    """The compiled model and its canonical start.
+
+    Attributes:
+        model: the ``MjModel``.
+        rest_qpos: ``[nq]`` the cloth at rest in the canonical frame.
+        vertex_origin: ``[n^2, 3]`` world position of each flexcomp vertex at qpos = 0.
+        rows: ``[n_side, n_side]`` long: flexcomp vertex index of (row, column), row 0 held.
+        rest_vertices: ``[n^2, 3]`` vertex positions at rest (flexcomp order, canonical frame).
+        grip_start: ``[2, 3]`` gripper positions at the start (canonical frame).
+        gripper_mocap: mocap indices of the two grippers; ``bar_mocap`` that of the bar.
+    """
+
+    model: mujoco.MjModel
+    rest_qpos: np.ndarray
+    vertex_origin: np.ndarray
+    rows: np.ndarray
+    rest_vertices: np.ndarray
+    grip_start: np.ndarray
+    gripper_mocap: tuple[int, int]
+    bar_mocap: int
+
+
+def _grid(cfg: ClothHangingCfg) -> np.ndarray:
+    """``[n^2, 3]`` flexcomp's vertex positions of the flat grid in the x-y plane centred at the
+    origin, read from a compiled bare copy (so the row order does not rely on flexcomp's numbering)."""
+    n, sp = cfg.n_side, cfg.cloth_size / (cfg.n_side - 1)
+    xml = f"""<mujoco><worldbody><flexcomp name="c" type="grid" dim="2" count="{n} {n} 1"
+      spacing="{sp} {sp} {sp}" radius="{cfg.cloth_radius}"><edge equality="true"/></flexcomp></worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(xml)
+    return m.body_pos[m.flex_vertbodyid[: n * n]].copy()
+
+
+def cloth_mjcf(cfg: ClothHangingCfg) -> str:
+    """The scene XML: the flat cloth in the vertical plane y = 0, top edge at the grip height."""
+    n, s = cfg.n_side, cfg.cloth_size
+    sp = s / (n - 1)
+    z = cfg.grip_height
+    top0, top1 = _corner_vertices(cfg)
+    L = cfg.bar_length
+    return f"""<mujoco model="hepi_cloth_hanging">
+  <option timestep="{cfg.physics_dt}" integrator="implicitfast" solver="Newton" cone="pyramidal"
+          iterations="{cfg.solver_iterations}" ls_iterations="6"/>
+  <visual><global offwidth="640" offheight="480"/></visual>
+  <worldbody>
+    <light pos="0 0 2" dir="0 0 -1"/>
+    <body name="{GRIPPERS[0]}" mocap="true" pos="{-s / 2} 0 {z}">
+      <geom type="sphere" size="0.015" rgba="0.2 0.4 0.9 1" contype="0" conaffinity="0"/>
+    </body>
+    <body name="{GRIPPERS[1]}" mocap="true" pos="{s / 2} 0 {z}">
+      <geom type="sphere" size="0.015" rgba="0.2 0.4 0.9 1" contype="0" conaffinity="0"/>
+    </body>
+    <body name="{BAR}" mocap="true" pos="0 0.5 {z}">
+      <geom name="bar" type="capsule" fromto="{-L / 2} 0 0 {L / 2} 0 0" size="{cfg.bar_radius}"
+            rgba="0.6 0.6 0.6 1" contype="{BAR_GROUP}" conaffinity="{CLOTH_GROUP}"
+            friction="{cfg.friction} 0.005 0.0001"/>
+    </body>
+    <flexcomp name="{CLOTH}" type="grid" dim="2" count="{n} {n} 1" spacing="{sp} {sp} {sp}"
+              pos="0 0 {z - s / 2}" euler="90 0 0" radius="{cfg.cloth_radius}" mass="{cfg.cloth_mass}"
+              rgba="0.3 0.7 0.4 1">
+      <edge equality="true" solimp="{SOLIMP}"/>
+      <contact contype="{CLOTH_GROUP}" conaffinity="{BAR_GROUP}" selfcollide="none"
+               friction="{cfg.friction} 0.005 0.0001"/>
+    </flexcomp>
+  </worldbody>
+  <equality>
+    <connect body1="{GRIPPERS[0]}" body2="{CLOTH}_{top0}" anchor="0 0 0" solimp="{SOLIMP}"/>
+    <connect body1="{GRIPPERS[1]}" body2="{CLOTH}_{top1}" anchor="0 0 0" solimp="{SOLIMP}"/>
+  </equality>
+</mujoco>
+"""
+
+
+def _rows(cfg: ClothHangingCfg) -> np.ndarray:
+    """``[n, n]`` vertex index of (row, column) once the grid is turned upright by ``euler="90 0 0"``
+    (grid y becomes world z): row 0 = the largest grid y (top), column 0 = the smallest x."""
+    g = _grid(cfg)
+    n = cfg.n_side
+    order = np.lexsort((g[:, 0], -g[:, 1]))  # sort by -y (rows from the top), then x
+    return order.reshape(n, n)
+
+
+def _corner_vertices(cfg: ClothHangingCfg) -> tuple[int, int]:
+    rows = _rows(cfg)
+    return int(rows[0, 0]), int(rows[0, -1])
+
+
+@functools.lru_cache(maxsize=8)
+def build_cloth_model(cfg: ClothHangingCfg) -> ClothModel:
+    """Compile the scene and let the cloth come to rest below the grippers by damped relaxation
+    (the bar parked out of reach); cached per config."""
+    model = mujoco.MjModel.from_xml_string(cloth_mjcf(cfg))
+    n2 = cfg.n_side**2
+    origin = model.body_pos[model.flex_vertbodyid[:n2]].copy()
+    mocap = [int(model.body_mocapid[model.body(b).id]) for b in (*GRIPPERS, BAR)]
+    rows = _rows(cfg)
+    grip = origin[[rows[0, 0], rows[0, -1]]].copy()
+
+    data = mujoco.MjData(model)
+    data.mocap_pos[mocap[0]], data.mocap_pos[mocap[1]] = grip
+    data.mocap_pos[mocap[2]] = (0.0, 10.0, cfg.grip_height)  # far away while settling
+    for steps, decay in SETTLE:
+        for _ in range(steps):
+            mujoco.mj_step(model, data)
+            data.qvel[:] *= decay
+    data.qvel[:] = 0.0
+    rest_qpos = data.qpos.copy()
+    return ClothModel(
+        model=model,
+        rest_qpos=rest_qpos,
+        vertex_origin=origin,
+        rows=rows,
+        rest_vertices=origin + rest_qpos.reshape(n2, 3),
+        grip_start=grip,
+        gripper_mocap=(mocap[0], mocap[1]),
+        bar_mocap=mocap[2],
+    )
