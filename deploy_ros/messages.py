@@ -30,6 +30,7 @@ import numpy as np
 
 from deploy_ros.quaternion import quat_rotate
 
+MAX_ABS_VALUE = 1e8  # m, m/s, rad/s: beyond any workspace, even geodetic (ECEF ~6.4e6 m, UTM < 1e7 m)
 QUAT_NORM_TOL = 0.1  # |norm - 1| beyond this: a malformed quaternion, not round-off
 
 
@@ -80,6 +81,10 @@ def _vec(v: Any, what: str) -> np.ndarray:
     out = np.array([v.x, v.y, v.z], dtype=np.float64)
     if not np.isfinite(out).all():
         raise InvalidInput(f"non-finite {what}")
+    if np.abs(out).max() > MAX_ABS_VALUE:
+        # Finite but physically meaningless (an uninitialised estimator, a unit error): a task's
+        # observation may clip it into range, so it must be refused here.
+        raise InvalidInput(f"{what} {np.abs(out).max():.3g} beyond {MAX_ABS_VALUE:g}")
     return out
 
 

@@ -22,6 +22,8 @@ Parameters:
     command_topic (str): output topic, default the profile's.
     stale_timeout_s (float, 0.1): the default timeout of stream inputs (0 disables it; not advised).
     max_abs_obs (float, 100.0): any float observation entry with a larger magnitude is out of range.
+    max_stamp_lead_s (float, 1.0): a stream message stamped further ahead of the node's clock is
+        refused (its clock is not this node's); 0 disables the check (unsynchronised clocks).
     rate_hz (float, 0.0): control rate; 0 or less = the model's ``control_hz`` (the rate it was trained at).
     use_sim_time (bool): the standard ROS parameter; ages and the timer then follow ``/clock``.
 
@@ -37,6 +39,12 @@ observation is non-finite or beyond ``max_abs_obs``, when the model output is no
 its bounds, or on any internal error. The previous action fed back to the policy is then zero, and
 on the first good tick after, the observation histories and the recurrent state restart (as at a
 sim reset).
+
+Stamps of a stream (inputs with a timeout) are checked too: a header stamp older than the previous
+one (out of order, or a restarted clock) gives one safe tick mid-run, then the node follows the new
+timeline; stamps that stopped advancing for longer than the input's timeout while messages keep
+coming (a hung estimator) are stale; a stamp more than ``max_stamp_lead_s`` ahead of the node's
+clock is refused.
 
 Time: histories, integrators and the recurrent state step once per tick whose ``step_inputs``
 header stamps (unset stamps always step) differ from the previous tick's; a tick with the same
@@ -82,6 +90,17 @@ class _Latest:
     error: str | None
     stamp: Time
     header: tuple[int, int] | None = None  # the message's own header stamp (sec, nanosec), if it has one
+
+
+@dataclass
+class _StampTrack:
+    """How one input's header stamps move: the newest stamp, when (node clock) it last changed, whether
+    it ever advanced, and a pending 'went backwards' that the next tick reports."""
+
+    head: tuple[int, int]
+    changed: Time
+    advanced: bool = False
+    backwards: str = ""
 
 
 def _stamp_dt(previous: tuple | None, current: tuple, control_dt: float) -> float | None:
@@ -143,6 +162,7 @@ class PolicyNode(Node):
 
         stale_default = self._float_param("stale_timeout_s", 0.1)
         self.max_abs_obs = self._float_param("max_abs_obs", 100.0)
+        self.max_stamp_lead = self._float_param("max_stamp_lead_s", 1.0)
         rate_param = self._float_param("rate_hz", 0.0)
         command_topic = self.declare_parameter("command_topic", profile.command.topic).value
         topics, self.timeouts = {}, {}
@@ -157,6 +177,7 @@ class PolicyNode(Node):
         self.control_dt = 1.0 / float(meta["control_hz"])  # the trained control period
 
         self._latest: dict[str, _Latest] = {}
+        self._stamps: dict[str, _StampTrack] = {}
         self._last_action = np.zeros(self.act_dim, dtype=np.float32)
         self._needs_reset = True  # restart histories and memory on the next good tick
         self._last_state_key: tuple | None = None  # step inputs' header stamps of the last stepped tick
@@ -196,6 +217,8 @@ class PolicyNode(Node):
             header = getattr(getattr(msg, "header", None), "stamp", None)
             head = (int(header.sec), int(header.nanosec)) if header is not None else None
             head = None if head == (0, 0) else head  # an unset stamp says nothing about time
+            if head is not None:
+                self._track_stamp(key, head, now)
             try:
                 self._latest[key] = _Latest(parse(msg), None, now, head)
             except InvalidInput as err:
@@ -204,6 +227,41 @@ class PolicyNode(Node):
                 self._latest[key] = _Latest(None, f"unreadable message ({type(err).__name__}: {err})", now)
 
         return on_message
+
+    def _track_stamp(self, key: str, head: tuple[int, int], now: Time) -> None:
+        track = self._stamps.get(key)
+        if track is None:
+            self._stamps[key] = _StampTrack(head, now)
+        elif head > track.head:
+            track.head, track.changed, track.advanced = head, now, True
+        elif head < track.head:
+            # Out of order, or the source's clock restarted: report it once, then follow the new timeline.
+            back = (track.head[0] - head[0]) + (track.head[1] - head[1]) * 1e-9
+            track.backwards = f"header stamps went back {back:.3g} s (out of order, or its clock restarted)"
+            track.head, track.changed, track.advanced = head, now, False
+
+    def _stamp_problem(self, key: str, now: Time) -> str | None:
+        """Why the header stamps of stream ``key`` cannot be trusted this tick, or None. Set-points and
+        inputs without stamps are not checked."""
+        track, timeout = self._stamps.get(key), self.timeouts[key]
+        if track is None or timeout <= 0:
+            return None
+        if track.backwards:
+            why, track.backwards = track.backwards, ""
+            if not self._needs_reset:  # mid-run only: at a (re)start the histories begin afresh anyway
+                return why
+        frozen = (now - track.changed).nanoseconds * 1e-9
+        if track.advanced and frozen > timeout:
+            # Messages keep coming but the state they carry does not move (a hung estimator): stale.
+            # A stream that never advanced (a simulator holding its start state) is not stale here.
+            return f"header stamps not advancing for {frozen:.3f} s (> {timeout:g} s)"
+        lead = track.head[0] + track.head[1] * 1e-9 - now.nanoseconds * 1e-9
+        if self.max_stamp_lead > 0 and lead > self.max_stamp_lead:
+            return (
+                f"stamped {lead:.3g} s ahead of this node's clock (clocks not synchronised? "
+                "-p max_stamp_lead_s:=0 disables the check)"
+            )
+        return None
 
     def _gather(self, now: Time) -> tuple[dict[str, Any] | None, str | None]:
         """This tick's parsed inputs (name -> value), or why they are not usable."""
@@ -220,6 +278,9 @@ class PolicyNode(Node):
                 return None, f"{topic} received in the future (clock jumped back)"
             if timeout > 0 and age > timeout:
                 return None, f"stale {topic} ({age:.3f} s old > {timeout:g} s)"
+            stamp_problem = self._stamp_problem(key, now)
+            if stamp_problem:
+                return None, f"{topic}: {stamp_problem}"
             values[key] = latest.value
         return values, None
 

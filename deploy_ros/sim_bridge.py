@@ -14,7 +14,9 @@ of every agent (``adapter.command_topics``: group -> one topic per agent) and re
     <command topics> std_msgs/Float32MultiArray (subscribed): each agent's command in physical units,
                      in the order of the group's action names; it becomes the action
                      ``command / action_scale`` clipped to [-1, 1]. An agent without a command newer
-                     than ``command_timeout_s`` gets the profile's safe command.
+                     than ``command_timeout_s`` gets the profile's safe command, and so does one whose
+                     last command was malformed (wrong size, NaN/inf, beyond the action range):
+                     counted as ``bad_commands`` in the result.
 
 Parameters: ``model`` (ONNX file, required), ``seed`` (0), ``rate_hz`` (default the policy rate),
 ``realtime_factor`` (1.0 = real time), ``command_timeout_s`` (0.1), ``duration_s`` (stop after this
@@ -72,6 +74,8 @@ def read_task_cfg(model: str | Path) -> dict:
         raise ValueError(f"{model}: its covey metadata has no task_cfg")
     return dict(meta["task_cfg"])
 
+
+COMMAND_TOL = 1e-3  # relative slack on the action range for float32 round-off of a node's command
 
 # --------------------------------------------------------------------------- messages for adapters
 
@@ -186,14 +190,16 @@ class SimBridge(Node):
 
     def _on_command(self, group: str, i: int, topic: str):
         def callback(msg: Float32MultiArray) -> None:
-            data = np.asarray(msg.data, dtype=np.float32)
-            if data.shape != (self.commands[group].shape[1],) or not np.isfinite(data).all():
+            data = np.asarray(msg.data, dtype=np.float64)
+            ok = data.shape == (self.commands[group].shape[1],) and np.isfinite(data).all()
+            # Beyond the action range (|command / scale| > 1): a broken node, not a command to clip and fly.
+            if not ok or np.abs(data / self.scale[group]).max() > 1.0 + COMMAND_TOL:
                 # A bad command voids the last good one: this agent flies the safe command from the next tick.
                 self.command_time[group][i] = -math.inf
                 self.bad_commands += 1
                 self.get_logger().warning(f"{topic}: bad command {list(msg.data)[:8]}", throttle_duration_sec=1.0)
                 return
-            self.commands[group][i] = data
+            self.commands[group][i] = data.astype(np.float32)
             self.command_time[group][i] = time.monotonic()
 
         return callback
