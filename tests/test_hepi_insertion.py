@@ -198,3 +198,18 @@ def test_the_static_knn_of_a_rigid_peg_picks_the_nearest_keypoints_at_any_pose()
     chosen = dist.gather(2, senders).sort(-1).values
     nearest = dist.topk(k, dim=-1, largest=False).values
     assert torch.allclose(chosen, nearest, atol=1e-5)
+
+
+def test_the_renderer_draws_each_env_with_its_own_variant() -> None:
+    from sim.render import RenderUnavailableError, make_renderer
+
+    env = make(2, shapes=["plus", "star"], n_sizes=1)
+    env.variant[:] = torch.tensor([0, 1])  # draw-only: the renderer reads the variant, not the world
+    try:
+        renderer = make_renderer(env, width=64, height=48)
+    except RenderUnavailableError as err:
+        pytest.skip(f"no offscreen GL backend: {err}")
+    with renderer:
+        frames = renderer.render()
+        assert frames.shape == (2, 48, 64, 3) and frames.dtype == np.uint8 and frames.std() > 5
+        assert np.abs(frames[0].astype(int) - frames[1].astype(int)).mean() > 1  # different pegs and poses

@@ -93,6 +93,7 @@ class InsertionEnv(HepiEnv):
     # the peg in the hole (not_inserted = 0).
     success_criteria: ClassVar = {"keypoint_err_m": 0.01, "not_inserted": 0.5}
     evaluation_window_s = 0.04  # the last control step: success is where the peg ends
+    renderer = "sim.tasks.hepi.insertion_render:InsertionRenderer"
 
     def __init__(
         self,

@@ -98,8 +98,9 @@ def wall_boxes(wall: np.ndarray, thickness: float) -> list[tuple[float, float, n
     return out
 
 
-def insertion_mjcf(cfg: InsertionCfg, shape: str, size: float) -> tuple[str, np.ndarray, np.ndarray]:
-    """``(xml, outline [N, 2] m, kernel [2] m)`` of one variant."""
+def variant_parts(cfg: InsertionCfg, shape: str, size: float, prefix: str = "") -> dict:
+    """The MJCF pieces of one variant, names prefixed by ``prefix``: ``meshes``, ``peg_geoms``,
+    ``hole_geoms`` (lists of XML elements), ``outline [N, 2]`` and ``kernel [2]`` (m)."""
     unit, kernel_unit = outline(shape)
     poly, kernel = unit * size, kernel_unit * size
     h, depth, t = cfg.peg_height, cfg.hole_depth, cfg.wall_thickness
@@ -110,46 +111,64 @@ def insertion_mjcf(cfg: InsertionCfg, shape: str, size: float) -> tuple[str, np.
         verts = np.concatenate(
             (np.concatenate((tri, np.zeros((3, 1))), -1), np.concatenate((tri, np.full((3, 1), h)), -1))
         )
-        meshes.append(f'<mesh name="prism{i}" vertex="{_v(verts)}"/>')
+        meshes.append(f'<mesh name="{prefix}prism{i}" vertex="{_v(verts)}"/>')
         # Only prism 0 touches the floor (contype bit 2): the weld holds the peg's attitude, and twelve
         # coplanar prisms on the floor would be ~36 contacts, most of a step's cost.
         bits = ' contype="3" conaffinity="3"' if i == 0 else ""
         peg_geoms.append(
-            f'<geom name="peg{i}" type="mesh" mesh="prism{i}" class="contact"{bits} rgba="0.85 0.45 0.15 1"/>'
+            f'<geom name="{prefix}peg{i}" type="mesh" mesh="{prefix}prism{i}" class="contact"{bits}'
+            ' rgba="0.85 0.45 0.15 1"/>'
         )
 
     # Walls: inner face on the offset outline's edge, thickness outward, from the floor to the opening.
+    wall = offset_polygon(poly, cfg.clearance)
     hole_geoms = []
-    for i, (start, end, centre, yaw) in enumerate(wall_boxes(offset_polygon(poly, cfg.clearance), t)):
+    for i, (start, end, centre, yaw) in enumerate(wall_boxes(wall, t)):
         hole_geoms.append(
-            f'<geom name="wall{i}" type="box" class="contact" pos="{_v(centre)} {-0.5 * depth:.7g}"'
+            f'<geom name="{prefix}wall{i}" type="box" class="contact" pos="{_v(centre)} {-0.5 * depth:.7g}"'
             f' euler="0 0 {yaw:.7g}" size="{0.5 * (end - start):.7g} {0.5 * t:.7g} {0.5 * depth:.7g}"'
             ' rgba="0.4 0.4 0.45 1"/>'
         )
-    wall = offset_polygon(poly, cfg.clearance)
     reach = float(np.linalg.norm(wall, axis=-1).max()) + t
     hole_geoms.append(
-        f'<geom name="floor" type="box" class="contact" contype="2" conaffinity="2"'
+        f'<geom name="{prefix}floor" type="box" class="contact" contype="2" conaffinity="2"'
         f' pos="0 0 {-depth - 0.5 * FLOOR_THICKNESS:.7g}"'
         f' size="{reach:.7g} {reach:.7g} {0.5 * FLOOR_THICKNESS:.7g}" rgba="0.3 0.3 0.35 1"/>'
     )
+    return {"meshes": meshes, "peg_geoms": peg_geoms, "hole_geoms": hole_geoms, "outline": poly, "kernel": kernel}
 
-    grippers = [
-        f'<body name="gripper{k}" mocap="true" pos="{_v(p)}">'
-        f'<geom type="box" size="0.006 0.006 0.004" pos="0 0 0.004" class="visual" rgba="0.2 0.6 0.9 1"/></body>'
-        for k, p in enumerate(grasp_points(cfg, size))
-    ]
+
+def defaults_xml(cfg: InsertionCfg) -> str:
+    """The ``<default>`` classes ``contact`` (peg and hole) and ``visual`` (no collision, no mass)."""
+    return f"""<default>
+    <default class="contact"><geom contype="1" conaffinity="1" condim="3" friction="{cfg.friction:.4g} 0.005 0.0001"
+      margin="{GEOM_MARGIN}" solref="0.02 1" density="1000"/></default>
+    <default class="visual"><geom contype="0" conaffinity="0" mass="0" density="0"/></default>
+  </default>"""
+
+
+def gripper_body(name: str, pos: np.ndarray | tuple[float, ...] = (0.0, 0.0, 0.0)) -> str:
+    """A visual-only mocap gripper body."""
+    return (
+        f'<body name="{name}" mocap="true" pos="{_v(pos)}">'
+        '<geom type="box" size="0.006 0.006 0.004" pos="0 0 0.004" class="visual" rgba="0.2 0.6 0.9 1"/></body>'
+    )
+
+
+def insertion_mjcf(cfg: InsertionCfg, shape: str, size: float) -> tuple[str, np.ndarray, np.ndarray]:
+    """``(xml, outline [N, 2] m, kernel [2] m)`` of one variant."""
+    parts = variant_parts(cfg, shape, size)
+    meshes, peg_geoms, hole_geoms = parts["meshes"], parts["peg_geoms"], parts["hole_geoms"]
+    poly, kernel = parts["outline"], parts["kernel"]
+
+    grippers = [gripper_body(f"gripper{k}", p) for k, p in enumerate(grasp_points(cfg, size))]
     # The weld's reference pose is the relative pose in this reference configuration (relpose unset).
     welds = [f'<weld body1="gripper{k}" body2="peg" solref="0.02 1"/>' for k in range(cfg.n_actuators)]
 
     xml = f"""<mujoco model="hepi_insertion">
   <compiler angle="radian"/>
   <option timestep="{cfg.physics_dt:.7g}" integrator="implicitfast" cone="pyramidal" {SOLVER}/>
-  <default>
-    <default class="contact"><geom contype="1" conaffinity="1" condim="3" friction="{cfg.friction:.4g} 0.005 0.0001"
-      margin="{GEOM_MARGIN}" solref="0.02 1" density="1000"/></default>
-    <default class="visual"><geom contype="0" conaffinity="0" mass="0" density="0"/></default>
-  </default>
+  {defaults_xml(cfg)}
   <asset>
     {chr(10).join(meshes)}
   </asset>
