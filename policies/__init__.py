@@ -19,11 +19,13 @@ from policies.actor_critic import (
     reset_memory,
 )
 from policies.encoders import InputSpec
+from policies.graph import GRAPH_ACTORS
 from policies.hierarchical import SkillDispatcher
 from policies.mlp import AgentLayerNorm, AgentLinear, build_mlp
 from policies.normalizer import RunningNorm
 
 __all__ = [
+    "GRAPH_ACTORS",
     "SHARING",
     "ActorCritic",
     "AgentLayerNorm",

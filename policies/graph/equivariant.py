@@ -1,7 +1,7 @@
 """Exactly E(3)-equivariant message passing over the padded scene graph: HEPi and its homogeneous
 baseline EMPN (Hoang et al., ICLR 2025, arXiv 2502.07005).
 
-Node state: ``C`` invariant scalars ``h [B, N, C]`` and ``K`` 3D vector channels ``v [B, N, K, 3]``.
+Node state: ``C`` invariant scalars ``h [B, N, C]`` and ``K`` 3D vector channels ``v [B, N, 3, K]``.
 One message stage over the edges ``s -> r`` of some edge types:
 
     invariants   d = |x_s - x_r|, radial features of d, <v_s,k, u>, <v_r,k, u>, <v_s,k, v_r,k>
@@ -56,24 +56,33 @@ EDGE_STAGES = ((0,), (1, 2))  # HEPi: object-object first, then object->actuator
 
 
 def squash(v: Tensor) -> Tensor:
-    """``v [..., K, 3] / sqrt(1 + mean_k |v_k|^2)``: about the identity for small vectors, bounded for
+    """``v [..., 3, K] / sqrt(1 + mean_k |v_k|^2)``: about the identity for small vectors, bounded for
     large ones (stacked residual updates would otherwise grow without limit). A scaling by an
     invariant, so exactly equivariant."""
-    return v * torch.rsqrt(1.0 + v.square().sum(-1).mean(-1))[..., None, None]
+    return v * torch.rsqrt(1.0 + v.square().sum(-2).mean(-1))[..., None, None]
+
+
+def _dot(a: Tensor, u: Tensor) -> Tensor:
+    """``<a_k, u>``: ``a [E, 3, K]`` (channels last), ``u [E, 3]`` -> ``[E, K]`` (fused multiply-adds)."""
+    return torch.addcmul(torch.addcmul(a[:, 0] * u[:, 0:1], a[:, 1], u[:, 1:2]), a[:, 2], u[:, 2:3])
 
 
 class StageEdges(NamedTuple):
-    """The edges of one message stage, as flat row indices (computed once per forward, shared by the layers).
+    """The edges of one message stage as flat row indices (computed once per forward, shared by the layers).
 
-    ``T`` edge types in the stage; tables hold one row per (env, node, type): ``(b * N + node) * T + type``.
-    ``gather_send``/``gather_recv [B*M]``: the row of each edge's sender/receiver with the edge's type;
-    ``scatter [B*M]``: the receiver row, or the extra last row ``B*N*T`` (dropped) for edges outside
-    the stage or masked; ``select [B*M]``: row ``edge * T + type`` of a per-edge, per-type table;
+    With ``T`` edge types in the stage, per-type tables hold one row per (env, node, type),
+    ``(b * N + node) * T + type``; node tables one row per (env, node), ``b * N + node``.
+    ``send_node``/``recv_node [B*M]``: node rows of each edge's sender/receiver;
+    ``send_typed``/``recv_typed [B*M]``: their rows with the edge's type; ``scatter [B*M]``: the
+    receiver's typed row, or the extra last row ``B*N*T`` (dropped) for edges outside the stage or
+    masked; ``select [B*M]``: row ``edge * T + type`` of a per-edge, per-type table;
     ``inv_deg [B, N, 1]``: 1 / the node's incoming stage edges (1 without any).
     """
 
-    gather_send: Tensor
-    gather_recv: Tensor
+    send_node: Tensor
+    recv_node: Tensor
+    send_typed: Tensor
+    recv_typed: Tensor
     scatter: Tensor
     select: Tensor
     inv_deg: Tensor
@@ -84,40 +93,44 @@ def stage_edges(g: Graph, types: tuple[int, ...]) -> StageEdges:
     b, n = g.pos.shape[:2]
     m = g.senders.shape[1]
     t = max(len(types), 1)
+    local = torch.zeros_like(g.edge_types)
+    real = g.edge_mask[..., 0] > 0
     if types:
-        local = torch.zeros_like(g.edge_types)
-        member = torch.zeros_like(g.edge_types, dtype=torch.bool)
+        member = torch.zeros_like(real)
         for i, ty in enumerate(types):  # a loop over the (<= 3) edge types, not over edges
             local = torch.where(g.edge_types == ty, i, local)
             member = member | (g.edge_types == ty)
-        real = member & (g.edge_mask[..., 0] > 0)
-    else:
-        local = torch.zeros_like(g.edge_types)
-        real = g.edge_mask[..., 0] > 0
+        real = real & member
     base = (torch.arange(b, device=g.pos.device) * n)[:, None]
-    send = ((g.senders + base) * t + local).reshape(-1)
-    recv = ((g.receivers + base) * t + local).reshape(-1)
-    scatter = torch.where(real.reshape(-1), recv, b * n * t)
-    select = (torch.arange(b * m, device=g.pos.device) * t + local.reshape(-1)) if t > 1 else local.reshape(-1)
-    deg = torch.zeros(b * n + 1, device=g.pos.device).index_add(
-        0, torch.where(real, g.receivers + base, b * n).reshape(-1), real.reshape(-1).to(g.pos.dtype)
+    send, recv = (g.senders + base).reshape(-1), (g.receivers + base).reshape(-1)
+    local, real = local.reshape(-1), real.reshape(-1)
+    recv_typed = recv * t + local
+    select = torch.arange(b * m, device=g.pos.device) * t + local
+    deg = torch.zeros(b * n + 1, device=g.pos.device).index_add(0, torch.where(real, recv, b * n), real.float())
+    return StageEdges(
+        send_node=send,
+        recv_node=recv,
+        send_typed=send * t + local,
+        recv_typed=recv_typed,
+        scatter=torch.where(real, recv_typed, b * n * t),
+        select=select,
+        inv_deg=1.0 / deg[:-1].clamp(min=1.0).reshape(b, n, 1),
     )
-    return StageEdges(send, recv, scatter, select, 1.0 / deg[:-1].clamp(min=1.0).reshape(b, n, 1))
 
 
 class EquivariantConv(nn.Module):
     """One message stage over the edges of ``n_types`` types (own weights per type); see the module docstring.
 
-    ``forward(h [B, N, C], v [B, N, K, 3], geo, edges, node_mask [B, N, 1])`` with ``geo`` the
+    ``forward(h [B, N, C], v [B, N, 3, K], geo, edges, node_mask [B, N, 1])`` with ``geo`` the
     per-edge geometry ``(unit [B*M, 3], radial [B*M, R])`` and ``edges`` the stage's
-    :class:`StageEdges` -> ``(h, v)``.
+    :class:`StageEdges` -> ``(h, v)``. Vectors are stored channels last (``[3, K]``) so that channel
+    mixes are plain matmuls.
 
     The scalar message MLP is ``W2_t act(A_t h_s + B_t h_r + D inv + b_t)``. Its type-specific first
     layer costs no more than a shared one: ``A_t h``, ``B_t h + b_t`` are computed per node for every
-    type (N << M) and each edge gathers the rows of its own type. Its second layer is linear, so it
+    type (N << M) and each edge gathers the row of its own type. Its second layer is linear, so it
     is applied after the mean over the edges (``W2_t`` on the per-type sums, per node): the same
-    result for a fraction of the work. The vector-message gates ``(a, c) = G_t hidden + g_t`` are
-    per edge.
+    result for a fraction of the work. The vector-message gates ``(a, c) = G_t z + g_t`` are per edge.
     """
 
     def __init__(self, latent: int, vectors: int, n_types: int, activation: str) -> None:
@@ -136,39 +149,33 @@ class EquivariantConv(nn.Module):
         self.node = nn.Sequential(linear(2 * c + k, c), ACTIVATIONS[activation](), linear(c, c + k, gain=0.1))
         self.norm = nn.LayerNorm(c)
 
-    def _gather(self, proj: Tensor, vflat: Tensor, rows: Tensor) -> Tensor:
-        """``[B*M, C + 3K]``: the edges' rows of the (node, type) table ``[proj of the type, node vectors]``."""
-        b, n, _ = proj.shape
-        vrep = vflat[:, :, None, :].expand(b, n, self.t, vflat.shape[-1])
-        table = torch.cat([proj.reshape(b, n, self.t, self.c), vrep], -1).reshape(b * n * self.t, -1)
-        return table.index_select(0, rows)
-
     def forward(
         self, h: Tensor, v: Tensor, geo: tuple[Tensor, Tensor], edges: StageEdges, node_mask: Tensor
     ) -> tuple[Tensor, Tensor]:
         b, n, c = h.shape
         k, t = self.k, self.t
         unit, radial = geo
-        vflat = v.reshape(b, n, 3 * k)
-        ps, vs = self._gather(self.send(h), vflat, edges.gather_send).split([c, 3 * k], -1)
-        pr, vr = self._gather(self.recv(h), vflat, edges.gather_recv).split([c, 3 * k], -1)
-        vs, vr = vs.reshape(-1, k, 3), vr.reshape(-1, k, 3)
-        inv = [radial, torch.einsum("ekx,ex->ek", vs, unit), torch.einsum("ekx,ex->ek", vr, unit), (vs * vr).sum(-1)]
-        hidden = self.act(torch.addmm(ps + pr, torch.cat(inv, -1), self.inv.weight.T))  # [B*M, C]
+        vflat = v.reshape(b * n, 3 * k)
+        vs = vflat.index_select(0, edges.send_node).reshape(-1, 3, k)  # [B*M, 3, K]
+        vr = vflat.index_select(0, edges.recv_node).reshape(-1, 3, k)
+        pre = self.send(h).reshape(b * n * t, c).index_select(0, edges.send_typed)
+        pre = pre + self.recv(h).reshape(b * n * t, c).index_select(0, edges.recv_typed)
+        inv = torch.cat([radial, _dot(vs, unit), _dot(vr, unit), (vs * vr).sum(1)], -1)
+        hidden = self.act(torch.addmm(pre, inv, self.inv.weight.T))  # [B*M, C]
         gates = self.gates(hidden)  # [B*M, T * 2K]
         if t > 1:
             gates = gates.reshape(-1, 2 * k).index_select(0, edges.select)  # the edge's own type
-        gate_u, gate_v = gates.split([k, k], -1)
-        m_v = gate_u[..., None] * unit[:, None, :] + gate_v[..., None] * vs  # [B*M, K, 3]
+        gate_u, gate_v = gates[:, None, :k], gates[:, None, k:]
+        m_v = torch.addcmul(gate_u * unit[:, :, None], gate_v, vs)  # [B*M, 3, K]: a_k u + c_k v_s,k
         msg = torch.cat([hidden, m_v.reshape(-1, 3 * k)], -1)
         agg = msg.new_zeros(b * n * t + 1, c + 3 * k).index_add(0, edges.scatter, msg)[:-1].reshape(b, n, t, -1)
-        a_h = self.msg_out(agg[..., :c].reshape(b, n, t * c)) * edges.inv_deg  # mean of W2_t hidden
-        a_v = (agg[..., c:].sum(2) if t > 1 else agg[:, :, 0, c:]).reshape(b, n, k, 3) * edges.inv_deg[..., None]
-        v = v + torch.einsum("bnjx,jk->bnkx", a_v, self.mix)
-        norms = (v.square().sum(-1) + 1e-8).sqrt()  # [B, N, K]
+        a_h = self.msg_out(agg[..., :c].reshape(b, n, t * c)) * edges.inv_deg  # mean of W2_t z
+        a_v = (agg[..., c:].sum(2) if t > 1 else agg[:, :, 0, c:]).reshape(b, n, 3, k) * edges.inv_deg[..., None]
+        v = v + a_v @ self.mix
+        norms = (v.square().sum(-2) + 1e-8).sqrt()  # [B, N, K]
         dh, gate = self.node(torch.cat([h, a_h, norms], -1)).split([c, k], -1)
         h = self.norm(h + dh) * node_mask
-        v = v + torch.tanh(gate)[..., None] * torch.einsum("bnjx,jk->bnkx", v, self.self_mix)
+        v = v + torch.tanh(gate)[:, :, None, :] * (v @ self.self_mix)
         return h, squash(v) * node_mask[..., None]
 
 
@@ -204,22 +211,22 @@ class EquivariantGraphActor(GraphActor):
         self.register_buffer("_gram_cols", iu[1], persistent=False)
 
     def _embed(self, g: Graph) -> tuple[Tensor, Tensor]:
-        """Initial ``h [B, N, C]`` from invariants and ``v [B, N, K, 3]`` from the free vectors."""
+        """Initial ``h [B, N, C]`` from invariants and ``v [B, N, 3, K]`` from the free vectors."""
         onehot = nn.functional.one_hot(g.types, self.cfg.node_types).to(g.pos.dtype)
         scalars = [g.features, onehot]
         if self.n_free:
-            gram = torch.einsum("bnix,bnjx->bnij", g.vectors, g.vectors)  # inner products: invariant
+            gram = g.vectors @ g.vectors.transpose(-1, -2)  # [B, N, F, F] inner products: invariant
             scalars += [(gram.diagonal(dim1=-2, dim2=-1) + 1e-8).sqrt(), gram[..., self._gram_rows, self._gram_cols]]
         hidden = self.act(typed_select(self.embed1(torch.cat(scalars, -1)), g.types, self.tn))
         if self.tn > 1:  # type-specific second layer: only the rows of this node's type see it
-            hidden = (hidden[..., None, :] * onehot[..., None]).flatten(-2)
+            hidden = torch.cat([hidden * onehot[..., i : i + 1] for i in range(self.tn)], -1)
         h = self.embed2(hidden)
         if self.n_free:
-            v = torch.einsum("bnfx,fk->bnkx", g.vectors, self.vec_in)  # [B, N, Tn * K, 3]
+            v = g.vectors.transpose(-1, -2) @ self.vec_in  # [B, N, 3, Tn * K]
             if self.tn > 1:
-                v = (v.unflatten(2, (self.tn, -1)) * onehot[..., None, None]).sum(2)
+                v = (v.unflatten(-1, (self.tn, -1)) * onehot[:, :, None, :, None]).sum(-2)
         else:
-            v = g.pos.new_zeros(*g.pos.shape[:2], self.cfg.vector_channels, 3)
+            v = g.pos.new_zeros(*g.pos.shape[:2], 3, self.cfg.vector_channels)
         return h * g.node_mask, squash(v) * g.node_mask[..., None]
 
     def forward(self, parts: Mapping[str, Tensor]) -> Tensor:
@@ -236,5 +243,5 @@ class EquivariantGraphActor(GraphActor):
             h, v = conv(h, v, (unit, radial), stages[i % len(stages)], g.node_mask)
         start = self.n_nodes - self.n_act
         coef = self.readout(h[:, start:]).unflatten(-1, (self.cfg.vector_channels, -1))  # [B, n_act, K, n_vec]
-        act = torch.einsum("bnkx,bnka->bnax", v[:, start:], coef)
+        act = (v[:, start:] @ coef).transpose(-1, -2)  # [B, n_act, n_vec, 3]
         return self.action(act, g.lead)
