@@ -242,9 +242,9 @@ class Lockstep:
 
     def tick(self) -> tuple[np.ndarray, str]:
         n = len(self.commands)
-        t0 = time.perf_counter()
+        t0 = time.thread_time()  # the node's own work; wall time on a busy machine measures the scheduler
         self.node.tick()
-        self.tick_s.append(time.perf_counter() - t0)
+        self.tick_s.append(time.thread_time() - t0)
         end = time.monotonic() + 3.0
         while len(self.commands) <= n and time.monotonic() < end:
             self.executor.spin_once(timeout_sec=0.005)
@@ -344,7 +344,8 @@ def test_bad_input_on_every_subscription_gives_the_safe_command_within_one_tick(
             good_tick(f"{key}: stale input")
         assert all(np.isfinite(c).all() for c in h.commands)
         ticks = np.sort(h.tick_s)
-        assert ticks[int(0.95 * (len(ticks) - 1))] < period, f"ticks take {ticks[-5:]} s at {1 / period:g} Hz"
+        # The rate holds: a tick's work (CPU time) stays well inside the control period, bad input or not.
+        assert ticks[int(0.95 * (len(ticks) - 1))] < 0.5 * period, f"ticks take {ticks[-5:]} s at {1 / period:g} Hz"
     finally:
         h.close()
 
@@ -361,6 +362,7 @@ def test_sim_bridge_gives_an_agent_the_safe_command_after_a_bad_command() -> Non
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=DOMAIN)
     params = [Parameter("model", value=str(model)), Parameter("wait_for_commands", value=False)]
+    params.append(Parameter("command_timeout_s", value=30.0))  # only bad commands matter here, not a busy CPU
     bridge = SimBridge(context=ctx, parameter_overrides=params)
     bridge.timer.cancel()
     test = rclpy.create_node("bridge_tester", context=ctx)
@@ -415,3 +417,24 @@ def test_sim_bridge_gives_an_agent_the_safe_command_after_a_bad_command() -> Non
         bridge.destroy_node()
         test.destroy_node()
         rclpy.shutdown(context=ctx)
+
+
+# --------------------------------------------------------------------------- the robot install
+
+
+def test_the_robot_distribution_ships_the_node_without_torch_and_its_selftest_passes(capsys) -> None:
+    """``pip install ./robot`` (CI installs it in a fresh venv and runs the selftest there): its
+    packages are covey's own sources, it depends on no torch, and the selftest flies every shipped model."""
+    import tomllib
+
+    from deploy_ros import selftest
+
+    robot = ROOT / "robot"
+    project = tomllib.loads((robot / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.lower().startswith("torch")]
+    assert {"onnxruntime", "numpy", "ros-rclpy"} <= {d.split(">")[0].split("[")[0] for d in project["dependencies"]}
+    for package in ("deploy_ros", "sim"):
+        assert (robot / package).resolve() == (ROOT / package).resolve()
+    for model in SHIPPED:
+        assert selftest.main([str(model), "--ticks", "5"]) == 0, capsys.readouterr().err
+        assert "selftest: ok" in capsys.readouterr().out
