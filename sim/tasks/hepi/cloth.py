@@ -37,7 +37,7 @@ from sim.tasks.hepi.base import GROUP, HepiEnv
 from sim.tasks.hepi.cloth_config import ClothHangingCfg
 from sim.tasks.hepi.cloth_model import build_cloth_model
 from sim.tasks.hepi.insertion import yaw_quat
-from sim.tasks.hepi.rope import VECTOR_NAMES, axis_offset
+from sim.tasks.hepi.rope import VECTOR_NAMES, axis_offset, limit_span
 
 __all__ = ["ClothHangingEnv"]
 
@@ -193,6 +193,12 @@ class ClothHangingEnv(HepiEnv):
     def _workspace(self) -> tuple[Tensor, Tensor]:
         c = self.centre.view(-1, 1, 1, 3)  # against the trajectory [E, T, Na, 3]
         return c - self.cfg.workspace, c + self.cfg.workspace
+
+    def gripper_trajectory(self) -> tuple[Tensor, Tensor]:
+        """:meth:`HepiEnv.gripper_trajectory` with the grippers kept within the held edge's length of
+        each other (:func:`limit_span`): kinematic grippers pulling further would tear the cloth."""
+        pos, quat = super().gripper_trajectory()
+        return limit_span(pos, self.cfg.max_span_frac * self.cfg.cloth_size), quat
 
     def _node_vectors(self) -> tuple[Tensor, Tensor]:
         verts, vel = self.vertices(), self.vertex_velocities()

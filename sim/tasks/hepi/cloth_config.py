@@ -51,8 +51,11 @@ class ClothHangingCfg:
 
     # Actions: a linear velocity per gripper, [-1, 1] scaled to max_lin_vel.
     max_lin_vel: float = positive(0.5)  # m/s
-    max_lead: float = positive(0.02)  # m: a gripper leads its corner by at most this (bounded constraint force)
+    # m: a gripper leads its corner by at most this (bounded constraint force). Above the steady lag of a
+    # soft connect at full speed (~2 * 0.02 s * max_lin_vel = 2 cm), else the bound jerks the grippers back.
+    max_lead: float = positive(0.05)
     workspace: float = positive(0.5)  # m: grippers stay within this box (+-) around the start centre
+    max_span_frac: float = positive(1.0)  # grippers stay within this fraction of the held edge's length of each other
 
     # Success: the middle row within success_error of the bar top, both halves hanging below it on
     # opposite sides.

@@ -37,7 +37,7 @@ from sim.tasks.hepi.insertion import random_tilt, yaw_quat
 from sim.tasks.hepi.rope_config import RopeClosingCfg
 from sim.tasks.hepi.rope_model import build_rope_model
 
-__all__ = ["RopeClosingEnv", "axis_offset", "winding_number"]
+__all__ = ["RopeClosingEnv", "axis_offset", "limit_span", "winding_number"]
 
 VECTOR_NAMES = ("position", "target_displacement", "linear_velocity")
 # The scripted expert: waypoints in the pole frame (f: from the start grip line towards the pole,
@@ -72,6 +72,15 @@ def winding_number(points: Tensor, origin: Tensor, axis: Tensor) -> Tensor:
     step = torch.diff(torch.cat((theta, theta[..., :1]), -1), dim=-1)
     step = torch.remainder(step + math.pi, 2 * math.pi) - math.pi
     return step.sum(-1) / (2 * math.pi)
+
+
+def limit_span(pos: Tensor, max_span: float) -> Tensor:
+    """Gripper positions ``[..., 2, 3]`` with pairs further apart than ``max_span`` (m) pulled towards
+    their midpoint to exactly that distance."""
+    mid = pos.mean(-2, keepdim=True)
+    half = pos - mid
+    span = 2 * torch.linalg.vector_norm(half[..., :1, :], dim=-1, keepdim=True)
+    return mid + half * (max_span / span.clamp(min=max_span))
 
 
 class RopeClosingEnv(HepiEnv):
@@ -195,6 +204,12 @@ class RopeClosingEnv(HepiEnv):
     def _workspace(self) -> tuple[Tensor, Tensor]:
         c = self.centre.view(-1, 1, 1, 3)  # against the trajectory [E, T, Na, 3]
         return c - self.cfg.workspace, c + self.cfg.workspace
+
+    def gripper_trajectory(self) -> tuple[Tensor, Tensor]:
+        """:meth:`HepiEnv.gripper_trajectory` with the grippers kept within the rope's length of each
+        other (:func:`limit_span`): kinematic grippers pulling further would stretch the rope without bound."""
+        pos, quat = super().gripper_trajectory()
+        return limit_span(pos, self.cfg.max_span_frac * self.cfg.rope_length), quat
 
     def _node_vectors(self) -> tuple[Tensor, Tensor]:
         verts, vel = self.vertices(), self.vertex_velocities()

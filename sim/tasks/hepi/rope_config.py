@@ -51,8 +51,13 @@ class RopeClosingCfg:
 
     # Actions: a linear velocity per gripper, [-1, 1] scaled to max_lin_vel.
     max_lin_vel: float = positive(0.5)  # m/s
-    max_lead: float = positive(0.02)  # m: a gripper leads its rope end by at most this (bounded constraint force)
+    # m: a gripper leads its rope end by at most this (bounded constraint force). Above the steady lag of a
+    # soft connect at full speed (~2 * 0.02 s * max_lin_vel = 2 cm), else the bound jerks the grippers back.
+    max_lead: float = positive(0.05)
     workspace: float = positive(0.5)  # m: grippers stay within this box (+-) around the start centre
+    # Grippers stay within this fraction of the rope length of each other: a rope pulled straight between
+    # them would need an unbounded tension against gravity (the soft edge constraints stretch instead).
+    max_span_frac: float = positive(0.9)
 
     # Task error and success.
     gripper_weight: float = non_negative(1.0)  # weight of the gripper gap in the task error
