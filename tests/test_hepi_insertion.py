@@ -213,3 +213,33 @@ def test_the_renderer_draws_each_env_with_its_own_variant() -> None:
         frames = renderer.render()
         assert frames.shape == (2, 48, 64, 3) and frames.dtype == np.uint8 and frames.std() > 5
         assert np.abs(frames[0].astype(int) - frames[1].astype(int)).mean() > 1  # different pegs and poses
+
+
+def test_velocity_commands_integrate_into_the_gripper_trajectory_and_move_a_free_peg() -> None:
+    """p_k = p_0 + v k dt and q_k = exp(w k dt) q_0 per physics step; the welded peg follows them."""
+    from sim.physics.quaternion import quat_angle_between, quat_mul
+    from sim.tasks.hepi.base import rotation_quat
+
+    env = make(4, seed=3)
+    cfg, dt = env.cfg, env.cfg.physics_dt
+    a = torch.tensor([0.5, -1.0, 0.25, 0.0, 0.3, -1.0]).expand(4, 1, 6).contiguous()
+    env.action = a[:, 0]
+    pos0, quat0 = env.world.mocap_pos[:, :1], env.world.mocap_quat[:, :1]
+    pos, quat = env.gripper_trajectory()
+    assert pos.shape == (4, cfg.decimation, 1, 3) and quat.shape == (4, cfg.decimation, 1, 4)
+    k = torch.arange(1, cfg.decimation + 1).float().view(1, -1, 1, 1) * dt
+    v, w = cfg.max_lin_vel * a[:, :, :3], cfg.max_ang_vel * a[:, :, 3:]
+    assert torch.allclose(pos, pos0.unsqueeze(1) + v.unsqueeze(1) * k, atol=1e-6)
+    expected = quat_mul(rotation_quat(w.unsqueeze(1), k.squeeze(-1)), quat0.unsqueeze(1).expand_as(quat))
+    assert torch.allclose(quat, expected, atol=1e-5)  # same sign: both turn q_0 by less than pi
+    # Ten control steps of the same command move the (free) peg's grasp point with it.
+    peg_pos0, peg_quat0 = env.peg_pose()
+    for _ in range(10):
+        env.step({GROUP: a})
+    peg_pos, peg_quat = env.peg_pose()
+    grasp = torch.tensor([0.0, 0.0, cfg.peg_height])
+    moved = quat_rotate(peg_quat, grasp.expand(4, 3)) + peg_pos - quat_rotate(peg_quat0, grasp.expand(4, 3)) - peg_pos0
+    # The weld is a spring (time constant 0.02 s): the peg trails its gripper by ~v * 25 ms.
+    assert torch.allclose(moved, v[:, 0] * 10 * env.spec.control_dt, atol=4e-3)
+    turned = quat_angle_between(peg_quat, peg_quat0)
+    assert torch.allclose(turned, torch.full((4,), float(w[0, 0].norm()) * 10 * env.spec.control_dt), atol=0.04)

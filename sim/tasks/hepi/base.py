@@ -207,6 +207,7 @@ class HepiEnv(MultiAgentEnv):
         if self.action_vectors == 2:
             omega = (cfg.max_ang_vel * act[:, :, 1]).unsqueeze(1)  # [E, 1, Na, 3]
             quat = quat_mul(rotation_quat(omega, t.squeeze(-1)), quat0.unsqueeze(1).expand(-1, t.shape[1], -1, -1))
+            quat = quat / torch.linalg.vector_norm(quat, dim=-1, keepdim=True)  # no float32 drift over an episode
         else:
             quat = quat0.unsqueeze(1).expand(-1, t.shape[1], -1, -1)
         return pos, quat
