@@ -153,13 +153,15 @@ def test_scripted_expert_inserts_every_shape_in_one_world_and_the_zero_policy_do
     assert not env.success().any()
 
 
-def test_random_actions_for_10k_steps_stay_finite_and_stable() -> None:
-    """100 envs x 100 steps of uniform and of full-scale (+-1) random actions: no NaN, no MuJoCo reset."""
-    env = make(100, shapes=list(SHAPES))
+@pytest.mark.parametrize("n_actuators", [1, 2])
+def test_random_actions_for_10k_steps_stay_finite_and_stable(n_actuators: int) -> None:
+    """100 envs x 100 steps of uniform and of full-scale (+-1) random actions: no NaN, no MuJoCo reset
+    (two grippers pulling apart included)."""
+    env = make(100, shapes=list(SHAPES), n_actuators=n_actuators)
     g = torch.Generator().manual_seed(0)
     obs = env.reset(seed=0)
     for step in range(100):
-        a = torch.rand(100, 1, 6, generator=g) * 2 - 1
+        a = torch.rand(100, 1, 6 * n_actuators, generator=g) * 2 - 1
         if step % 2:
             a = a.sign()
         obs, reward, *_ = env.step({GROUP: a})
