@@ -127,7 +127,7 @@ class PolicyCfg:
     # straight to the action mean; the encoder/MLP settings above then apply to the critic only.
     graph_actor: str = "none"
     graph_action_vectors: int = 1  # 3D action vectors per actuator node (insertion 2: linear, angular)
-    graph_layers: int = 3  # message-passing layers (two stages each) / Transformer blocks
+    graph_layers: int = 2  # message stages (hepi: even; 2 = the paper's) / Transformer blocks
     graph_latent: int = 64  # invariant channels per node / Transformer width
     graph_vector_channels: int = 8  # equivariant 3D vector channels per node (hepi, empn)
 
@@ -161,6 +161,8 @@ class PolicyCfg:
                 raise ValueError("policy.graph_actor needs policy.memory=none (graph actors are feed-forward)")
             if self.sharing != "shared":
                 raise ValueError("policy.graph_actor needs policy.sharing=shared (one graph network per group)")
+            if self.graph_actor == "hepi" and self.graph_layers % 2:
+                raise ValueError(f"policy.graph_layers must be even for hepi (stage pairs), got {self.graph_layers}")
         for key in ("graph_action_vectors", "graph_layers", "graph_latent", "graph_vector_channels"):
             if getattr(self, key) < 1:
                 raise ValueError(f"policy.{key} must be >= 1, got {getattr(self, key)}")

@@ -145,7 +145,7 @@ def test_hepi_exports_to_onnx_with_parity(tmp_path) -> None:
     from policies.export import export_onnx, onnx_runtime_session
 
     torch.manual_seed(0)
-    ac = _actor_critic("hepi", graph_layers=1, graph_latent=16, graph_vector_channels=4)
+    ac = _actor_critic("hepi", graph_latent=16, graph_vector_channels=4)
     _boost_readout(ac)
     path = tmp_path / "hepi.onnx"
     obj, act, mask = _scene(32)
@@ -195,7 +195,7 @@ def test_ppo_updates_a_graph_actor() -> None:
     from training.ppo import PPO, PPOCfg
 
     envs, steps = 8, 6
-    models = torch.nn.ModuleDict({"grippers": _actor_critic("hepi", graph_layers=1, graph_latent=16)})
+    models = torch.nn.ModuleDict({"grippers": _actor_critic("hepi", graph_latent=16)})
     ppo = PPO(models, PPOCfg(minibatches=2, epochs=2), envs, steps, "cpu", torch.Generator().manual_seed(0))
     gen = torch.Generator().manual_seed(0)
     with torch.inference_mode():
@@ -221,6 +221,7 @@ def test_ppo_updates_a_graph_actor() -> None:
         ({"graph_actor": "hepi", "memory": "gru"}, "memory=none"),
         ({"graph_actor": "hepi", "sharing": "per_agent"}, "sharing=shared"),
         ({"graph_actor": "hepi", "graph_layers": 0}, "graph_layers"),
+        ({"graph_actor": "hepi", "graph_layers": 3}, "even"),
     ],
 )
 def test_policy_config_rejects_bad_graph_actor_settings(policy: dict, message: str) -> None:

@@ -40,13 +40,13 @@ from policies.encoders import InputSpec
 class GraphActorCfg:
     """Graph actor settings (built from ``algo.policy`` by ``PolicyCfg.graph_actor_cfg``)."""
 
-    layers: int = 3  # message-passing layers (HEPi/EMPN: two message stages each) or Transformer blocks
+    layers: int = 2  # message stages (HEPi: an even number, object-internal then to the actuators) / Transformer blocks
     latent: int = 64  # invariant scalar channels per node (Transformer: token width)
     vector_channels: int = 8  # equivariant 3D vector channels per node (HEPi/EMPN)
     action_vectors: int = 1  # 3D action vectors per actuator node
     node_types: int = 2  # node type indices 0..node_types-1 (larger ones are clamped)
     edge_types: int = 3  # edge type indices 0..edge_types-1
-    heads: int = 4  # Transformer attention heads
+    heads: int = 2  # Transformer attention heads (the paper's baseline: 2 heads, 2 blocks, width 64)
     activation: str = "silu"
     out_gain: float = 0.01  # scale of the initial readout (near-zero initial actions, like the MLP head)
 

@@ -31,10 +31,13 @@ design can promise; the vector-channel form above (the EGNN / PaiNN / GVP family
 PONITA's ingredients (invariants of relative positions and of vector features, per-edge-type
 convolutions, scalar and vector outputs) and is cheap on a CPU.
 
-HEPi (heterogeneous): node-type-specific embeddings and, per layer, two stages with their own
-weights per edge type: first object-object edges (type 0: the object-internal update), then
-object->actuator (1) and actuator<->actuator (2) edges. EMPN (homogeneous): the same stages
-over all edges with one set of weights, node types only as input features.
+HEPi (heterogeneous): node-type-specific embeddings and message stages that alternate, each with
+its own weights per edge type: first object-object edges (type 0: the object-internal update), then
+object->actuator (1) and actuator<->actuator (2) edges. The default ``layers=2`` is the paper's
+HEPi: two message steps, three edge-type convolutions (geometry_rl ``hepi.yaml``:
+``num_messages: 2``, processors coded ``[1, 0]``, ``[0, 1]``, ``[0, 1]``). EMPN (homogeneous): the
+same stages over all edges with one set of weights, node types only as input features (``layers=2``
+as the paper's PONITA-GCN baseline, ``num_layers: 2``).
 """
 
 from __future__ import annotations
@@ -198,10 +201,15 @@ class EquivariantGraphActor(GraphActor):
         self.embed2 = linear(self.tn * c, c)
         self.act = ACTIVATIONS[cfg.activation]()
         self.vec_in = nn.Parameter(torch.randn(max(f, 1), self.tn * k) / math.sqrt(max(f, 1)))
-        stages = EDGE_STAGES if heterogeneous else ((),) * 2
+        if heterogeneous and cfg.layers % len(EDGE_STAGES):
+            raise ValueError(
+                f"HEPi alternates {len(EDGE_STAGES)} message stages (object-internal, then to the actuators): "
+                f"graph_layers must be a multiple of {len(EDGE_STAGES)}, got {cfg.layers}"
+            )
+        stages = EDGE_STAGES if heterogeneous else ((),)
         self.stage_types = stages
         self.convs = nn.ModuleList(
-            EquivariantConv(c, k, max(len(s), 1), cfg.activation) for _ in range(cfg.layers) for s in stages
+            EquivariantConv(c, k, max(len(stages[i % len(stages)]), 1), cfg.activation) for i in range(cfg.layers)
         )
         # Action vector j of an actuator = sum_k c_kj(h) v_k: invariant coefficients from the node's
         # scalars (they carry the magnitudes the squashed vectors lose), no bias vector.
