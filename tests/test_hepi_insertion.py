@@ -263,3 +263,61 @@ def test_seeding_is_deterministic_and_a_partial_reset_leaves_the_other_envs_alon
     after = env.observe()[GROUP]["scene_node_vectors"]
     keep = torch.tensor([0, 2, 3, 5])
     assert torch.equal(after[keep], before[keep]) and not torch.equal(after[1], before[1])
+
+
+@pytest.mark.parametrize("n_actuators", [1, 2])
+def test_the_robot_side_graph_builder_reproduces_the_simulator_observation(n_actuators: int) -> None:
+    """insertion_robot.GraphPart fed with what a robot measures (keypoint cloud, gripper odometry, hole
+    pose) builds every graph part as the simulator does (kNN compared by distance: ties may swap)."""
+    from deploy_ros.messages import OdometryState, PoseState
+    from deploy_ros.profile import DeploymentProfile, make_builder
+    from sim.physics.quaternion import quat_rotate_inv
+
+    env = make(6, seed=4, shapes=["tee"], n_sizes=1, n_actuators=n_actuators)  # one peg: the deployed one
+    obs = run(env, env.expert_policy(), 12)[GROUP]  # moving, turning, not yet inserted
+    spec = env.spec.groups[GROUP]
+    meta = {
+        "n_agents": 1,
+        "control_hz": env.spec.control_hz,
+        "deployment": env.deployment_constants(GROUP),
+        "inputs": [{"name": k, **spec.observations[k].to_dict()} for k in spec.actor_obs],
+    }
+    profile = DeploymentProfile.parse(env.deployment_profile(GROUP), list(spec.actor_obs), spec.action_dim)
+    builders = {e["name"]: make_builder(profile.observations[e["name"]], meta, e, 0) for e in meta["inputs"]}
+    kp, _ = env.keypoints()
+    held = env._held_positions()
+    f = env.frames()
+    held_vel = f["vel"].unsqueeze(1) + torch.linalg.cross(
+        f["omega"].unsqueeze(1).expand_as(held), held - f["pos"].unsqueeze(1)
+    )
+    body_omega = quat_rotate_inv(f["quat"], f["omega"])
+    n, k = 2 * N_OUTLINE, env.graph.k
+    for e in range(6):
+        inputs = {
+            "points": kp[e].numpy().astype(np.float32),
+            "target": PoseState(env.hole_pos[e].double().numpy(), env.hole_quat[e].double().numpy()),
+        }
+        for a in range(n_actuators):
+            inputs[f"gripper{a}"] = OdometryState(
+                held[e, a].double().numpy(), f["quat"][e].double().numpy(),
+                held_vel[e, a].double().numpy(), body_omega[e].double().numpy(),
+            )  # fmt: skip
+        built = {name: b.reset(inputs) for name, b in builders.items()}
+        for name, sim_part in obs.items():
+            sim_part = sim_part[e, 0].numpy()
+            assert built[name].dtype == sim_part.dtype and built[name].shape == sim_part.shape, name
+            if name == "scene_node_vectors":
+                np.testing.assert_allclose(built[name], sim_part, atol=2e-5)
+            elif name == "scene_edge_index":
+                assert (built[name][n * k :] == sim_part[n * k :]).all()
+                pos = obs["scene_node_vectors"][e, 0, :n, 0].numpy()
+                d = np.linalg.norm(pos[:, None] - pos[None], axis=-1)
+                for part in (built[name], sim_part):
+                    senders = part[: n * k, 0].reshape(n, k)
+                    np.testing.assert_allclose(
+                        np.sort(d[np.arange(n)[:, None], senders], -1),
+                        np.sort(d + np.eye(n) * 1e9, -1)[:, :k],
+                        atol=1e-5,
+                    )
+            else:
+                assert (built[name] == sim_part).all(), name

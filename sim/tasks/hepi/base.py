@@ -78,6 +78,7 @@ class HepiEnv(MultiAgentEnv):
     action_vectors: int
     vector_names: tuple[str, ...] = VECTOR_NAMES
     graph_k: ClassVar[int] = 3  # object-object neighbours (the paper's k)
+    robot_builder: ClassVar[str] = ""  # "module:Class" building the graph parts on a robot ("" = not deployable)
 
     def __init__(
         self, cfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False
@@ -268,11 +269,12 @@ class HepiEnv(MultiAgentEnv):
         """ROS deployment (:mod:`deploy_ros.profile`): the object points arrive as a
         ``sensor_msgs/PointCloud2`` (``object_points``, in the graph's object node order), each
         gripper's pose and twist as ``nav_msgs/Odometry`` (``gripper<i>/odom``), the task target as a
-        ``geometry_msgs/PoseStamped``; every graph part is built by the task's robot-side graph
-        builder from them. Command: the velocities (m/s, rad/s) in action order; safe = stop.
-
-        Not yet runnable: ``deploy_ros.messages`` has no PointCloud2 parser and the graph builder
-        (``sim.tasks.hepi.robot_observation``) is not written (see the task README)."""
+        ``geometry_msgs/PoseStamped``; every graph part is built from them by the task's robot-side
+        builder (class attribute ``robot_builder``, ``"module:Class"``, numpy only). Command: the
+        velocities (m/s, rad/s) in action order; safe = stop. ``{}`` (not deployable) for a task
+        without a robot-side builder."""
+        if not self.robot_builder:
+            return {}
         inputs = {
             "points": {"msg": "sensor_msgs/PointCloud2", "topic": "object_points", "qos": "sensor", "stale": True},
             "target": {"msg": "geometry_msgs/PoseStamped", "topic": "target", "qos": "reliable", "stale": False},
@@ -285,10 +287,9 @@ class HepiEnv(MultiAgentEnv):
                 "stale": True,
             }
         sources = list(inputs)
-        builder = "sim.tasks.hepi.robot_observation:GraphPart"
         return {
             "inputs": inputs,
-            "observations": {name: {"builder": builder, "from": sources} for name in self.graph.entries()},
+            "observations": {name: {"builder": self.robot_builder, "from": sources} for name in self.graph.entries()},
             "command": {
                 "msg": "std_msgs/Float32MultiArray",
                 "topic": "command",

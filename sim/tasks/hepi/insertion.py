@@ -94,6 +94,7 @@ class InsertionEnv(HepiEnv):
     success_criteria: ClassVar = {"keypoint_err_m": 0.01, "not_inserted": 0.5}
     evaluation_window_s = 0.04  # the last control step: success is where the peg ends
     renderer = "sim.tasks.hepi.insertion_render:InsertionRenderer"
+    robot_builder = "sim.tasks.hepi.insertion_robot:GraphPart"
 
     def __init__(
         self,
@@ -284,6 +285,21 @@ class InsertionEnv(HepiEnv):
         return {
             "metrics/success": self.success()[env_ids].float().mean(),
             "metrics/keypoint_err_m": self.keypoint_error()[env_ids].mean(),
+        }
+
+    def deployment_constants(self, group: str = GROUP) -> dict:
+        """What the robot-side builder (:mod:`sim.tasks.hepi.insertion_robot`) needs: the keypoints'
+        and grasp points' inserted positions in the hole frame (``target_points [24][3]``,
+        ``grasp_target_points [Na][3]``) and k. They are those of the FIRST variant (first shape,
+        smallest size): export with ``task.shapes=[<peg>] task.n_sizes=1 task.size_range=[s,s]`` for
+        the peg a robot holds."""
+        v = self.variants[0]
+        depth = np.array([0.0, 0.0, -self.cfg.hole_depth])
+        return {
+            "graph_k": self.graph_k,
+            "peg": {"shape": v.shape, "size_m": v.size},
+            "target_points": (v.keypoints + depth).tolist(),
+            "grasp_target_points": (v.grasp + depth).tolist(),
         }
 
     # ----------------------------------------------------------------- baselines
