@@ -121,6 +121,7 @@ class InsertionEnv(HepiEnv):
         self.keypoints_local = torch.as_tensor(np.stack([v.keypoints for v in self.variants]), **f32)  # [Nv, 24, 3]
         self.grasp_local = torch.as_tensor(np.stack([v.grasp for v in self.variants]), **f32)  # [Nv, Na, 3]
         self.variant_shape = torch.as_tensor([SHAPES.index(v.shape) for v in self.variants], device=dev)
+        self.variant_size = torch.tensor([v.size for v in self.variants], **f32)  # m, outline circumradius
         self.variant = torch.zeros(E, dtype=torch.long, device=dev)
         self.graph.variant = self.variant  # the same tensor: variant changes are seen by the graph
         self.hole_pos = torch.zeros(E, 3, device=dev)
@@ -202,7 +203,7 @@ class InsertionEnv(HepiEnv):
         radius from the hole axis."""
         pos, _ = self.peg_pose()
         rel = quat_rotate(quat_conj(self.hole_quat), pos - self.hole_pos)
-        size = torch.tensor([v.size for v in self.variants], device=self.device)[self.variant]
+        size = self.variant_size[self.variant]
         return (rel[:, 2] < -0.5 * self.cfg.hole_depth) & (torch.linalg.vector_norm(rel[:, :2], dim=-1) < size)
 
     # ----------------------------------------------------------------- HepiEnv hooks
