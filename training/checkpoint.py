@@ -17,6 +17,9 @@ A checkpoint is ``torch.save`` of a plain dict (loaded with ``weights_only=True`
     meta         run_id, global_step, algo, covey_version, config (resolved hydra config),
                  groups ({group: GroupDims as dict}), time
     metrics      the last evaluation metrics, e.g. {"metrics/final_pos_err_m": 0.31}
+    env_state    latest.pt only (optional): the env's state, ``MultiAgentEnv.state_snapshot()``
+                 ({attribute path: tensor or scalar}), or a one-line reason it could not be copied
+    rollout_memory  latest.pt only (optional): PPO's recurrent rollout state {group: {side: tensor}}
     schema       the payload layout version, :data:`SCHEMA` (absent in files written before it: 1)
     content_hash "sha256:<hex>" of every other key's content (:func:`content_hash`), checked on load
 

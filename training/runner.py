@@ -10,8 +10,11 @@ policy runs on a separate env with the task's ``evaluation_overrides()`` (noise 
 randomisation off) for one episode length, and ``checkpoints/best.pt`` follows the best value of
 ``train.best_metric`` (with ``train.eval_every=0``: its mean over the training episodes, checked at
 every checkpoint). ``checkpoints/latest.pt`` is written every ``train.checkpoint_every``
-iterations, at the end, and on Ctrl-C; ``resume=<run dir>`` continues from it in the same
-directory (same CSV, same wandb run).
+iterations, at the end, and on Ctrl-C (at the end of the running iteration); ``resume=<run dir>``
+continues from it in the same directory (same CSV, same wandb run). ``latest.pt`` also holds the
+env's state and the recurrent rollout state, so a run killed at any moment (SIGKILL included)
+resumes exactly: the same steps and the same metric curve; where the env state cannot be restored
+the resume says why in one line and the envs restart their episodes.
 """
 
 from __future__ import annotations

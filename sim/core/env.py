@@ -11,7 +11,11 @@
 Finished environments are reset inside ``step``; ``info["final_obs"]`` holds the observation
 before that reset for every env (equal to ``obs`` where nothing finished). ``info["episode"]``
 holds means over the episodes that ended this step (return, length, each reward term, each
-termination reason), present only when at least one ended.
+termination reason), present only when at least one ended. ``info["actions_out_of_range"]`` and
+``info["nonfinite_reset"]`` (``[num_envs]``, every step) count actions the task had to clamp and
+envs the numerical guard reset (a NaN/inf observation or reward: reset at once, terminated with
+reason ``nonfinite``, reward 0; see :meth:`MultiAgentEnv.step`). ``state_snapshot`` /
+``load_state_snapshot`` copy an env's whole state (exact training resumes).
 
 A task subclasses :class:`MultiAgentEnv` and implements the hooks ``_build_spec``,
 ``_reset_idx``, ``_apply_actions``, ``_control_step``, ``_update_observation_buffers`` (once per
