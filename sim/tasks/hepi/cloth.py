@@ -10,9 +10,8 @@ shifted.
 
 Task error (m): the distance, across the bar axis, from the centroid of the cloth's middle row
 (halfway between the held and the free edge) to the bar's top line (the axis raised by the bar
-radius plus the cloth half-thickness). Success: that error below ``success_error``, the held and
-the free edge (row centroids) both at least ``success_drop`` below the bar top and on opposite
-sides of the bar.
+radius plus the cloth half-thickness). Success: that error below ``success_error`` and the held and
+the free edge (row centroids) both at least ``success_drop`` below the bar top.
 
 Graph observation (:class:`sim.tasks.hepi.base.HepiEnv`): ``n_side^2`` object nodes (the cloth
 vertices, row by row from the held edge) and 2 actuator nodes (the grippers, at their corners);
@@ -116,36 +115,23 @@ class ClothHangingEnv(HepiEnv):
         return top
 
     def task_terms(self) -> dict[str, Tensor]:
-        """``{task_error_m, held_drop_m, free_drop_m, sides}`` each ``[E]``: the middle row's distance
-        to the bar's top line; how far the held and free edges hang below the bar top; the product
-        of their horizontal sides across the bar (< 0: opposite sides)."""
+        """``{task_error_m, held_drop_m, free_drop_m}`` each ``[E]``: the middle row's distance to the
+        bar's top line; how far the held and the free edge (row centroids) hang below the bar top."""
         n = self.cfg.n_side
         rows = self.vertices().view(self.num_envs, n, n, 3).mean(2)  # [E, n, 3] row centroids
         top = self.bar_top()
         mid = rows[:, self.mid_rows].mean(1, keepdim=True)
         err = torch.linalg.vector_norm(axis_offset(mid, top, self.bar_axis), dim=-1).squeeze(-1)
-        up = torch.zeros_like(self.bar_axis)
-        up[:, 2] = 1.0
-        across = torch.nn.functional.normalize(cross(up, self.bar_axis), dim=-1)  # horizontal, across the bar
-        edges = rows[:, [0, n - 1]] - top.unsqueeze(1)  # [E, 2, 3] held, free edge
-        side = (edges * across.unsqueeze(1)).sum(-1)
-        return {
-            "task_error_m": err,
-            "held_drop_m": -edges[:, 0, 2],
-            "free_drop_m": -edges[:, 1, 2],
-            "sides": side[:, 0] * side[:, 1],
-        }
+        drop = top[:, 2:3] - rows[:, [0, n - 1], 2]  # [E, 2] held, free edge
+        return {"task_error_m": err, "held_drop_m": drop[:, 0], "free_drop_m": drop[:, 1]}
 
     def success(self, terms: dict[str, Tensor] | None = None) -> Tensor:
-        """``[E]`` bool: middle row on the bar, both edges hanging below it on opposite sides."""
+        """``[E]`` bool: middle row on the bar top, both edges hanging below it."""
         t = self.task_terms() if terms is None else terms
         drop = self.cfg.success_drop
-        return (
-            (t["task_error_m"] < self.cfg.success_error)
-            & (t["held_drop_m"] > drop)
-            & (t["free_drop_m"] > drop)
-            & (t["sides"] < 0)
-        )
+        # Both edges below a middle row that lies on the bar top: the halves hang down its two sides
+        # (the free edge may dangle under the axis, so no test on the horizontal side).
+        return (t["task_error_m"] < self.cfg.success_error) & (t["held_drop_m"] > drop) & (t["free_drop_m"] > drop)
 
     # ----------------------------------------------------------------- HepiEnv hooks
     def _task_reset(self, env_ids: Tensor) -> None:
