@@ -321,3 +321,16 @@ def test_the_robot_side_graph_builder_reproduces_the_simulator_observation(n_act
                     )
             else:
                 assert (built[name] == sim_part).all(), name
+
+
+def test_a_non_finite_physics_state_is_reset_counted_and_never_observed() -> None:
+    env = make(4, seed=0)
+    env.step({GROUP: torch.zeros(4, 1, 6)})
+    env.world._state[2, 1:4] = np.nan  # env 2's peg position blows up (what a diverging solver leaves)
+    obs, reward, terminated, truncated, info = env.step({GROUP: torch.zeros(4, 1, 6)})
+    assert terminated.tolist() == [False, False, True, False]
+    assert info["termination_reasons"]["unstable"].tolist() == [False, False, True, False]
+    assert env.unstable_resets_total == 1 and info["episode"]["metrics/unstable"] == 1.0
+    assert all(torch.isfinite(v).all() for v in obs[GROUP].values() if v.is_floating_point())
+    assert torch.isfinite(info["final_obs"][GROUP]["scene_node_vectors"]).all() and torch.isfinite(reward[GROUP]).all()
+    assert not env.world.diverged().any() and env.episode_step[2] == 0
