@@ -36,7 +36,8 @@ target_displacement, linear_velocity, angular_velocity). Its config needs ``phys
 It implements :meth:`_task_reset`, :meth:`_node_vectors`, :meth:`_reward_terms` and may override
 :meth:`_workspace`, :meth:`_held_positions`, :meth:`_task_terminations`, :meth:`step_metrics`,
 :meth:`_task_episode_metrics`, :meth:`_make_graph`. ``state_cache`` (a dict cleared whenever the
-state changes) memoises values several hooks read (poses, errors).
+state changes) memoises values several hooks read (poses, errors). A task deployable under ROS sets
+``robot_builder`` (its numpy graph builder, e.g. :mod:`sim.tasks.hepi.insertion_robot`).
 Shapes: E envs, Na actuators, No object nodes, V vectors per node.
 """
 
