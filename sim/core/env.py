@@ -134,7 +134,8 @@ class MultiAgentEnv(ABC):
         ``actions_out_of_range``: agents whose action had a component outside [-1, 1] (the task clamps
         it; warned once per env object), and ``nonfinite_reset``: 1 where the step produced a
         non-finite observation or reward (:meth:`_nonfinite_envs`). Such an env is reset at once and
-        reported as terminated with reason ``nonfinite``; its reward is 0 and ``info["final_obs"]``
+        reported as terminated with reason ``nonfinite`` (a key of ``info["termination_reasons"]`` on
+        the steps it happens); its reward is 0 and ``info["final_obs"]``
         holds the post-reset observation, so no NaN/inf reaches the policy or the optimiser.
         """
         self._check_actions(actions)
@@ -148,7 +149,6 @@ class MultiAgentEnv(ABC):
         bad = self._nonfinite_envs(obs, reward)
         reward = {name: torch.where(bad.unsqueeze(-1), 0.0, r) for name, r in reward.items()}
         terms = {name: torch.where(bad, 0.0, t) for name, t in terms.items()}
-        reasons = {**reasons, "nonfinite": bad}
         terminated = terminated | bad
         truncated = (self.episode_step >= self.max_episode_steps) & ~terminated
         done = terminated | truncated
@@ -163,12 +163,14 @@ class MultiAgentEnv(ABC):
         }
         done_ids = done.nonzero().squeeze(-1)
         if done_ids.numel() > 0:
+            n_bad = int(bad.sum())  # only here: a non-finite env is always a done one
+            if n_bad:  # the reason appears on the steps it happens (as the task's own reasons could)
+                reasons = info["termination_reasons"] = {**reasons, "nonfinite": bad}
             # The terminal state's metrics (a landing, a crash), read before the auto-reset replaces it.
             info["final_metrics"] = self.step_metrics()
             info["episode"] = self._episode_stats(done_ids, reasons, truncated)
             self._reset_all_idx(done_ids)
             obs = self._observations()
-            n_bad = int(bad.sum())  # only here: a non-finite env is always a done one
             if n_bad:
                 info["final_obs"] = _where_envs(bad, obs, info["final_obs"])
                 self._report_nonfinite(bad, n_bad)
