@@ -97,8 +97,10 @@ class ClothHangingEnv(HepiEnv):
     # ----------------------------------------------------------------- geometry of the current state
     def vertices(self) -> Tensor:
         """``[E, n^2, 3]`` cloth vertex positions (m, world), node order (row by row from the held edge)."""
-        qpos = self.world.qpos.to(self.device).view(self.num_envs, -1, 3)[:, self.order]
-        return self.vertex_origin + qpos
+        if "vertices" not in self.state_cache:  # read by the observation, rewards, metrics and the lead bound
+            qpos = self.world.qpos.to(self.device).view(self.num_envs, -1, 3)[:, self.order]
+            self.state_cache["vertices"] = self.vertex_origin + qpos
+        return self.state_cache["vertices"]
 
     def vertex_velocities(self) -> Tensor:
         """``[E, n^2, 3]`` cloth vertex velocities (m/s, world), node order."""
@@ -117,13 +119,16 @@ class ClothHangingEnv(HepiEnv):
     def task_terms(self) -> dict[str, Tensor]:
         """``{task_error_m, held_drop_m, free_drop_m}`` each ``[E]``: the middle row's distance to the
         bar's top line; how far the held and the free edge (row centroids) hang below the bar top."""
+        if "task_terms" in self.state_cache:
+            return self.state_cache["task_terms"]
         n = self.cfg.n_side
         rows = self.vertices().view(self.num_envs, n, n, 3).mean(2)  # [E, n, 3] row centroids
         top = self.bar_top()
         mid = rows[:, self.mid_rows].mean(1, keepdim=True)
         err = torch.linalg.vector_norm(axis_offset(mid, top, self.bar_axis), dim=-1).squeeze(-1)
         drop = top[:, 2:3] - rows[:, [0, n - 1], 2]  # [E, 2] held, free edge
-        return {"task_error_m": err, "held_drop_m": drop[:, 0], "free_drop_m": drop[:, 1]}
+        self.state_cache["task_terms"] = {"task_error_m": err, "held_drop_m": drop[:, 0], "free_drop_m": drop[:, 1]}
+        return self.state_cache["task_terms"]
 
     def success(self, terms: dict[str, Tensor] | None = None) -> Tensor:
         """``[E]`` bool: middle row on the bar top, both edges hanging below it."""

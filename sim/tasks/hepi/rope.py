@@ -126,8 +126,10 @@ class RopeClosingEnv(HepiEnv):
     # ----------------------------------------------------------------- geometry of the current state
     def vertices(self) -> Tensor:
         """``[E, n, 3]`` rope vertex positions (m, world)."""
-        qpos = self.world.qpos.to(self.device)
-        return self.vertex_origin + qpos.view(self.num_envs, -1, 3)
+        if "vertices" not in self.state_cache:  # read by the observation, rewards, metrics and the lead bound
+            qpos = self.world.qpos.to(self.device)
+            self.state_cache["vertices"] = self.vertex_origin + qpos.view(self.num_envs, -1, 3)
+        return self.state_cache["vertices"]
 
     def vertex_velocities(self) -> Tensor:
         """``[E, n, 3]`` rope vertex velocities (m/s, world)."""
@@ -140,17 +142,20 @@ class RopeClosingEnv(HepiEnv):
     def task_terms(self) -> dict[str, Tensor]:
         """``{loop_dist_m, gap_m, winding, task_error_m}`` each ``[E]``: the rope centroid's distance to
         the pole axis, the gripper gap, the loop's turns round the pole and the task error."""
+        if "task_terms" in self.state_cache:
+            return self.state_cache["task_terms"]
         verts = self.vertices()
         loop = torch.linalg.vector_norm(axis_offset(verts.mean(1, keepdim=True), self.pole_pos, self.pole_axis), dim=-1)
         g = self.grippers()
         gap = torch.linalg.vector_norm(g[:, 0] - g[:, 1], dim=-1)
         loop = loop.squeeze(-1)
-        return {
+        self.state_cache["task_terms"] = {
             "loop_dist_m": loop,
             "gap_m": gap,
             "winding": winding_number(verts, self.pole_pos, self.pole_axis),
             "task_error_m": loop + self.cfg.gripper_weight * gap,
         }
+        return self.state_cache["task_terms"]
 
     def success(self, terms: dict[str, Tensor] | None = None) -> Tensor:
         """``[E]`` bool: grippers within ``success_gap`` and the loop round the pole."""
