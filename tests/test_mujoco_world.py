@@ -130,6 +130,15 @@ def test_bad_inputs_are_clear_errors() -> None:
     )
     with pytest.raises(ValueError, match="differs in size"):
         BatchedMjWorld([_model(), small], 2)
+
+    # Same nq/nv/ngeom, but the offset geom moves the centre of mass and so the sparse mass matrix (nC):
+    # rollout would accept the pair and step garbage.
+    def free_box(offset: float) -> mujoco.MjModel:
+        xml = f"<mujoco><worldbody><body><freejoint/><geom type='box' size='.1 .1 .1' pos='0 0 {offset}'/></body>"
+        return mujoco.MjModel.from_xml_string(xml + "</worldbody></mujoco>")
+
+    with pytest.raises(ValueError, match="'nC'"):
+        BatchedMjWorld([free_box(0.0), free_box(0.05)], 2)
     with pytest.raises(ValueError, match="subset of"):
         BatchedMjWorld(_model(), 2, control=("mocap_pos", "ctrl"))
     world = BatchedMjWorld(_model(), 2, control=("ctrl",))

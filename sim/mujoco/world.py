@@ -63,9 +63,12 @@ class MjWorldCfg:
             raise ValueError(f"mujoco.backend must be one of {BACKENDS}, got {self.backend!r}")
 
 
-def _size_signature(m: mujoco.MjModel) -> tuple[int, ...]:
-    return (m.nq, m.nv, m.nu, m.na, m.nmocap, m.nsensordata, m.nbody, m.njnt, m.ngeom, m.neq,
-            mujoco.mj_stateSize(m, STATE_SPEC))  # fmt: skip
+def _size_signature(m: mujoco.MjModel) -> dict[str, int]:
+    """Every integer size of a model (``nq``, ``nv``, ``ngeom``, ``nC``, ...). Variants stepped by one
+    rollout must agree on all of them: ``rollout`` checks only some, and a variant whose sparse mass
+    matrix differs (``nC``, e.g. a body whose frame sits at its centre of mass) steps into garbage."""
+    text = ("nbuffer", "nnames", "nnames_map", "npaths")  # name/path storage: no bearing on the physics
+    return {k: v for k in dir(m) if k.startswith("n") and k not in text and isinstance(v := getattr(m, k), int)}
 
 
 def _state_offsets(m: mujoco.MjModel) -> dict[str, slice]:
@@ -150,8 +153,9 @@ class BatchedMjWorld:
             raise ValueError("BatchedMjWorld needs at least one model")
         sig = _size_signature(self.models[0])
         for k, m in enumerate(self.models[1:], 1):
-            if _size_signature(m) != sig:
-                raise ValueError(f"model variant {k} differs in size from variant 0 ({_size_signature(m)} != {sig})")
+            diff = {n: (sig[n], v) for n, v in _size_signature(m).items() if sig.get(n) != v}
+            if diff:
+                raise ValueError(f"model variant {k} differs in size from variant 0: {diff} (variant 0, variant {k})")
         unknown = [c for c in control if c not in CONTROLS]
         if unknown or list(control) != [c for c in CONTROLS if c in control]:
             raise ValueError(f"control must be a subset of {CONTROLS} in that order, got {tuple(control)}")
