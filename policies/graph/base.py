@@ -102,13 +102,15 @@ class GraphActor(nn.Module):
 
     def read(self, parts: Mapping[str, Tensor]) -> Graph:
         """The parts (any leading axes) -> a flattened, masked :class:`Graph`."""
-        vec = parts["node_vectors"].float()
+        vec = parts["node_vectors"]
+        vec = vec if vec.is_floating_point() else vec.float()  # float32 as shipped; float64 works too
+        dtype = vec.dtype
         lead = tuple(vec.shape[:-3])
         n, v = vec.shape[-3], vec.shape[-2]
         vec = vec.reshape(-1, n, v, 3)
         b = vec.shape[0]
         if "node_features" in parts:
-            feats = parts["node_features"].float().reshape(b, n, -1)
+            feats = parts["node_features"].to(dtype).reshape(b, n, -1)
         else:
             feats = vec.new_zeros(b, n, 0)
         if "node_types" in parts:
@@ -116,7 +118,7 @@ class GraphActor(nn.Module):
         else:
             types = torch.zeros(b, n, dtype=torch.long, device=vec.device)
         if "node_mask" in parts:
-            nmask = parts["node_mask"].reshape(b, n).float()
+            nmask = parts["node_mask"].reshape(b, n).to(dtype)
         else:
             nmask = vec.new_ones(b, n)
         if "edge_index" in parts:
@@ -126,7 +128,7 @@ class GraphActor(nn.Module):
             send, recv = index[..., 0], index[..., 1]
             emask = nmask.gather(1, send) * nmask.gather(1, recv)
             if "edge_mask" in parts:
-                emask = emask * parts["edge_mask"].reshape(b, m).float()
+                emask = emask * parts["edge_mask"].reshape(b, m).to(dtype)
             if "edge_types" in parts:
                 etypes = parts["edge_types"].long().reshape(b, m).clamp(0, self.cfg.edge_types - 1)
             else:

@@ -56,6 +56,10 @@ from policies.mlp import ACTIVATIONS
 DISTANCE_SCALES = (0.02, 0.1, 0.5)  # m: contact, object and workspace length scales of exp(-d / s)
 EPS = 1e-3  # m: below this distance the unit direction fades to zero (coincident nodes)
 EDGE_STAGES = ((0,), (1, 2))  # HEPi: object-object first, then object->actuator and actuator<->actuator
+# Floor under squared norms before a sqrt (smooth gradients at 0). Not smaller: the ONNX exporter's
+# optimizer drops an added constant <= 1e-8 (measured: sqrt(x + 1e-8) became sqrt(x), a 1e-4 parity
+# error wherever a velocity is exactly zero).
+SQ_EPS = 1e-6
 
 
 def squash(v: Tensor) -> Tensor:
@@ -109,7 +113,7 @@ def stage_edges(g: Graph, types: tuple[int, ...]) -> StageEdges:
     local, real = local.reshape(-1), real.reshape(-1)
     recv_typed = recv * t + local
     select = torch.arange(b * m, device=g.pos.device) * t + local
-    deg = torch.zeros(b * n + 1, device=g.pos.device).index_add(0, torch.where(real, recv, b * n), real.float())
+    deg = g.pos.new_zeros(b * n + 1).index_add(0, torch.where(real, recv, b * n), real.to(g.pos.dtype))
     return StageEdges(
         send_node=send,
         recv_node=recv,
@@ -175,7 +179,7 @@ class EquivariantConv(nn.Module):
         a_h = self.msg_out(agg[..., :c].reshape(b, n, t * c)) * edges.inv_deg  # mean of W2_t z
         a_v = (agg[..., c:].sum(2) if t > 1 else agg[:, :, 0, c:]).reshape(b, n, 3, k) * edges.inv_deg[..., None]
         v = v + a_v @ self.mix
-        norms = (v.square().sum(-2) + 1e-8).sqrt()  # [B, N, K]
+        norms = (v.square().sum(-2) + SQ_EPS).sqrt()  # [B, N, K]
         dh, gate = self.node(torch.cat([h, a_h, norms], -1)).split([c, k], -1)
         h = self.norm(h + dh) * node_mask
         v = v + torch.tanh(gate)[:, :, None, :] * (v @ self.self_mix)
@@ -224,7 +228,8 @@ class EquivariantGraphActor(GraphActor):
         scalars = [g.features, onehot]
         if self.n_free:
             gram = g.vectors @ g.vectors.transpose(-1, -2)  # [B, N, F, F] inner products: invariant
-            scalars += [(gram.diagonal(dim1=-2, dim2=-1) + 1e-8).sqrt(), gram[..., self._gram_rows, self._gram_cols]]
+            norms = (gram.diagonal(dim1=-2, dim2=-1) + SQ_EPS).sqrt()
+            scalars += [norms, gram[..., self._gram_rows, self._gram_cols]]
         hidden = self.act(typed_select(self.embed1(torch.cat(scalars, -1)), g.types, self.tn))
         if self.tn > 1:  # type-specific second layer: only the rows of this node's type see it
             hidden = torch.cat([hidden * onehot[..., i : i + 1] for i in range(self.tn)], -1)
@@ -242,7 +247,7 @@ class EquivariantGraphActor(GraphActor):
         # Positions only as differences: translation invariant.
         rel = (gather_nodes(g.pos, g.senders) - gather_nodes(g.pos, g.receivers)).reshape(-1, 3)
         d2 = rel.square().sum(-1, keepdim=True)
-        d = (d2 + 1e-12).sqrt()
+        d = (d2 + SQ_EPS).sqrt()
         unit = rel * torch.rsqrt(d2 + EPS * EPS)  # [B*M, 3]
         radial = torch.cat([d] + [torch.exp(-d / s) for s in DISTANCE_SCALES], -1)
         stages = [stage_edges(g, types) for types in self.stage_types]
