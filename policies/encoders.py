@@ -148,7 +148,12 @@ class GraphEncoder(nn.Module):
 class DeepSetsGraphEncoder(GraphEncoder):
     """A permutation-invariant baseline: per node an MLP on ``[features, |vectors|, one-hot type]``,
     masked mean and max over nodes, concatenated. Edges are not used (a message-passing encoder is
-    a drop-in replacement through :data:`GRAPH_ENCODERS`)."""
+    a drop-in replacement through :data:`GRAPH_ENCODERS`).
+
+    Vector channel 0 is the node position (the graph convention, ``sim/tasks/hepi/graph.py``): it
+    enters relative to the masked centroid of the real nodes, so with the norms of the others the
+    encoding is invariant to rotations and translations of the whole scene (HEPi's invariant critic).
+    """
 
     def __init__(self, parts: Mapping[str, InputSpec], cfg: EncoderCfg) -> None:
         super().__init__(parts, cfg)
@@ -170,7 +175,15 @@ class DeepSetsGraphEncoder(GraphEncoder):
         if "node_features" in parts:
             feats.append(parts["node_features"].float())
         if "node_vectors" in parts:
-            feats.append(parts["node_vectors"].float().norm(dim=-1))
+            vectors = parts["node_vectors"].float()
+            pos = vectors[..., 0, :]
+            if "node_mask" in parts:
+                real = parts["node_mask"].unsqueeze(-1).float()
+                centroid = (pos * real).sum(-2, keepdim=True) / real.sum(-2, keepdim=True).clamp(min=1.0)
+            else:
+                centroid = pos.mean(-2, keepdim=True)
+            vectors = torch.cat([(pos - centroid).unsqueeze(-2), vectors[..., 1:, :]], -2)
+            feats.append(vectors.norm(dim=-1))
         if self.n_types:
             types = parts["node_types"].long().clamp(0, self.n_types - 1)
             feats.append(nn.functional.one_hot(types, self.n_types).float())
