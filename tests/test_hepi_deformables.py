@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import sim
-from sim.tasks.hepi.rope import winding_number
+from sim.tasks.hepi.rope import limit_span, winding_number
 
 TASKS = ("hepi_rope_closing", "hepi_cloth_hanging")
 
@@ -145,3 +145,10 @@ def test_winding_number_counts_turns_round_the_axis():
     # An open U that does not go round: the closing segment brings it back, zero turns.
     u = torch.stack((torch.cos(t[:20]), torch.sin(t[:20]), torch.zeros(20)), -1) + torch.tensor([0.0, 2.0, 0.0])
     assert abs(winding_number(u, origin, axis).item()) < 1e-5
+
+
+def test_limit_span_pulls_far_pairs_to_the_limit_about_their_midpoint():
+    pos = torch.tensor([[[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]], [[0.0, 0.0, 0.0], [0.0, 0.2, 0.0]]])
+    out = limit_span(pos, 0.5)
+    torch.testing.assert_close(out[0], torch.tensor([[0.25, 0.0, 0.0], [0.75, 0.0, 0.0]]))
+    torch.testing.assert_close(out[1], pos[1])  # within the limit: unchanged
