@@ -25,19 +25,19 @@ class ClothHangingCfg:
     # step (the equality rows and contacts of 49 vertices), 8 x 8 about 2x.
     n_side: int = at_least(3, 6)
     cloth_size: float = positive(0.32)  # m, side length
-    # m: collision half-thickness of the cloth. Thinner than half a cell diagonal minus bar_radius, the
-    # pulled cloth slips through the bar (measured: 0.012 with a 0.02 bar on a 5.3 cm grid falls off;
-    # contacts are per triangle, but a bar pressed into the middle of a cell goes through).
-    cloth_radius: float = positive(0.025)
+    # m: radius of the collision sphere on each vertex (the cloth meets the bar at its vertices, see
+    # cloth_model). cloth_radius + bar_radius must exceed half a cell diagonal with a margin, or the bar,
+    # pressed into a cell, slips through (measured: 2.5 + 2.2 cm on the 6.4 cm grid does).
+    cloth_radius: float = positive(0.03)
     cloth_mass: float = positive(0.05)  # kg
     grip_height: float = positive(0.6)  # m, held corners' height at the start (the cloth hangs below)
 
     # Bar: a horizontal capsule on a mocap body, its pose sampled per env in the start frame
     # (cloth in the plane y = 0, the bar ahead on +y).
-    bar_radius: float = positive(0.022)  # m
+    bar_radius: float = positive(0.03)  # m
     bar_length: float = positive(0.6)  # m
     # m, bar centre ahead of the cloth plane: with bar_yaw_max the bar stays clear of the resting cloth
-    bar_offset: tuple[float, float] = positive((0.14, 0.2), ordered=True)
+    bar_offset: tuple[float, float] = positive((0.15, 0.21), ordered=True)
     bar_drop: tuple[float, float] = non_negative((0.0, 0.12), ordered=True)  # m, below the start grip height
     bar_lateral: float = non_negative(0.05)  # m, +- along the cloth's top edge
     bar_yaw_max: float = non_negative(0.25)  # rad, bar axis turned from the cloth's top edge
