@@ -7,7 +7,9 @@ whether they meet the bar (exit 0) or not (exit 1).
 
 The team is ``python -m deploy_ros.launch <task>``'s node set (``deploy_ros/params/<task>.yaml``:
 bridge + one policy node per robot), with the bridge running ``--minutes`` of sim time in real time
-(``duration_s``). Episodes end and restart inside the bridge (cable_load: every 20 s). Measured:
+(``duration_s``; on a CPU too busy for real time it is stopped after ``--minutes`` of wall time and
+``realtime_ratio`` says how far behind it was: then the run does not count). Episodes end and
+restart inside the bridge (cable_load: every 20 s). Measured:
 
 - memory: each process's resident set (``/proc/<pid>/status`` VmRSS) sampled every second; growth =
   the last sample over the sample at the end of the warm-up (the first 10% of the run, at least 10 s).
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -151,6 +154,7 @@ def soak(task: str, model: Path, minutes: float, window: float, domain: int, log
     rss: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
     started = time.monotonic()
     stepping_from: float | None = None
+    stopping = False
     try:
         while procs["sim_bridge"].poll() is None:
             now = time.monotonic()
@@ -160,8 +164,12 @@ def soak(task: str, model: Path, minutes: float, window: float, domain: int, log
                     rss[name].append((now, value))
             if stepping_from is None and all(t is not None for t in monitor.first_ok.values()):
                 stepping_from = now
-            if now - started > 4.0 * seconds + 180.0:  # a bridge far behind real time (a busy CPU) still ends
-                raise TimeoutError(f"the bridge did not finish {seconds:g} s of sim time in {4 * seconds + 180:g} s")
+            if stepping_from is not None and now - stepping_from > seconds + 5.0 and not stopping:
+                # Behind real time (a busy CPU): stop after --minutes of wall time; it writes its result.
+                procs["sim_bridge"].send_signal(signal.SIGINT)
+                stopping = True
+            if now - started > seconds + 300.0:
+                raise TimeoutError(f"the team did not start and run {seconds:g} s within {seconds + 300:g} s")
             failed = {n: p.returncode for n, p in procs.items() if p.poll() not in (None, 0)}
             if failed:
                 raise RuntimeError(f"node(s) exited early: {failed}; logs in {log_dir}")
@@ -216,6 +224,8 @@ def soak(task: str, model: Path, minutes: float, window: float, domain: int, log
     }
     figures["nonfinite_commands"] = monitor.nonfinite
     checks = {
+        # A precondition: with the bridge behind real time the rate and stale figures measure the CPU.
+        "bridge_real_time": figures["realtime_ratio"] >= MIN_RATE,
         "memory_growth_le_5pct": bool(memory) and all(m["growth"] <= MAX_GROWTH for m in memory.values()),
         "rate_ge_95pct": all(r["min_hz"] is not None and r["min_hz"] >= MIN_RATE * nominal for r in rates.values()),
         "no_safe_episodes": not any(figures["safe_episodes"].values()),
@@ -261,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     for ns, eps in figures["safe_episodes"].items():
         print(f"  safe episodes {ns}: {len(eps)}" + (f" (first: {eps[0]})" if eps else ""))
     print(f"  checks: {figures['checks']}")
+    if not figures["checks"]["bridge_real_time"]:
+        print("  note: the bridge ran behind real time (a busy CPU): rates and stale figures reflect the machine")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=2))

@@ -44,6 +44,7 @@ import torch
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Pose, PoseStamped
 from nav_msgs.msg import Odometry
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Float32MultiArray
@@ -243,9 +244,12 @@ class SimBridge(Node):
             stale_command_steps=self.stale_count,
             bad_commands=self.bad_commands,
         )
-        self.get_logger().info(f"done: {json.dumps(result)}")
         if self.result_file:
             Path(self.result_file).write_text(json.dumps(result))
+        try:
+            self.get_logger().info(f"done: {json.dumps(result)}")
+        except Exception:  # noqa: BLE001 - stopping on a signal: the context may be gone already
+            pass
 
     def publish_state(self) -> None:
         stamp = sim_stamp(self.sim_time)
@@ -254,7 +258,11 @@ class SimBridge(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; any error is one line on stderr and exit code 1 (``COVEY_DEBUG=1``: the traceback)."""
+    """Entry point; any error is one line on stderr and exit code 1 (``COVEY_DEBUG=1``: the traceback).
+
+    Stopped early (Ctrl-C, SIGTERM) after it started stepping, it still writes ``result_file`` for
+    the sim time it ran.
+    """
     node = None
     try:
         torch.set_num_threads(1)
@@ -263,11 +271,15 @@ def main(argv: list[str] | None = None) -> int:
         node = SimBridge()
         while rclpy.ok() and not node.done:
             rclpy.spin_once(node, timeout_sec=0.1)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception as err:  # noqa: BLE001 - one line for the operator, whatever failed
-        return report("sim_bridge", err)
+        if node is None or rclpy.ok():
+            return report("sim_bridge", err)
+        # Otherwise a signal shut the context down under a running callback: a stop, not a failure.
     finally:
+        if node is not None and not node.done and node.steps > 0 and not node.failed:
+            node.finish()
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()

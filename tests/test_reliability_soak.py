@@ -29,7 +29,11 @@ def test_short_soak_runs_and_reports_its_figures(tmp_path: Path) -> None:
     last = json.loads(proc.stdout.strip().splitlines()[-1])
     assert last["pass"] == figures["pass"] == all(figures["checks"].values())
     assert (proc.returncode == 0) == figures["pass"]
-    assert figures["bridge"]["sim_time_s"] >= 6.0 - 1e-6 and figures["bridge"]["steps"] >= 600
+    # 6 s of sim time, or less when the CPU is too busy for real time (then stopped after 6 s of wall time).
+    bridge = figures["bridge"]
+    assert bridge["steps"] >= 20 and bridge["sim_time_s"] == pytest.approx(bridge["steps"] * 0.01)
+    assert 0 < figures["realtime_ratio"] <= 1.2
+    assert figures["checks"]["bridge_real_time"] == (figures["realtime_ratio"] >= 0.95)
     assert set(figures["memory"]) == {"sim_bridge", "mav0", "mav1", "mav2"}
     assert all(m["end_mib"] > 10 for m in figures["memory"].values())  # real resident sets were read
     assert set(figures["command_rate"]) == {"/mav0", "/mav1", "/mav2"}
