@@ -102,18 +102,17 @@ def test_random_actions_stay_finite(task):
         assert torch.isfinite(reward["grippers"]).all()
     assert all(torch.isfinite(v).all() for v in obs["grippers"].values() if v.is_floating_point())
     assert env.unstable_resets_total == 0
-    # Random full-speed reversals (~50 m/s^2) stretch the soft edge constraints (time constant
-    # 2 dt) transiently, up to ~2x for the rope; bounded, never exploding.
-    assert edge_stretch(env) < 3.0
+    # Random full-speed reversals (~50 m/s^2) stretch MuJoCo's soft edge constraints (time constant
+    # 2 dt) transiently: rope ~20% at rest, below ~50% here; bounded, never exploding.
+    assert edge_stretch(env) < 1.0
 
 
 @pytest.mark.parametrize("task", TASKS)
 def test_full_speed_pull_is_stable(task):
-    """Grippers driven apart, up and away from the pole/bar at full speed for a second: the span
-    limit and the lead bound keep the constraint forces bounded, nothing diverges and the rope or
-    cloth does not tear. MuJoCo's soft edge constraints (time constant 2 dt = 0.02 s) let a fast
-    rope stretch transiently (~50% on single edges here, 6% at rest); pulled round the pole it
-    would stretch more (the span limit is straight-line)."""
+    """Grippers driven apart, up and away from the pole/bar at full speed for a second, then held:
+    the span limit and the lead bound keep the constraint forces bounded, nothing diverges, the rope
+    or cloth does not tear and it calms down once the grippers stop (no buzzing of a taut rope).
+    Pulled round the pole the rope would stretch more (the span limit is straight-line)."""
     env = sim.make(task, num_envs=4, seed=2)
     env.reset(seed=0)
     obstacle = env.pole_pos if task == "hepi_rope_closing" else env.bar_pos
@@ -125,9 +124,12 @@ def test_full_speed_pull_is_stable(task):
     a = torch.stack((away - apart + up, away + apart + up), 1).clamp(-1, 1)  # [E, 2, 3]
     for _ in range(50):
         env.step({"grippers": a.flatten(1).unsqueeze(1)})
+        assert edge_stretch(env) < 0.6
+    for _ in range(50):
+        env.step(env.zero_actions())
     assert env.unstable_resets_total == 0
     assert torch.isfinite(env.vertices()).all()
-    assert edge_stretch(env) < 1.0
+    assert torch.linalg.vector_norm(env.vertex_velocities(), dim=-1).max() < 0.3  # m/s, 1 s after stopping
 
 
 def test_wrong_action_shape_raises(env):

@@ -90,6 +90,7 @@ def cloth_mjcf(cfg: ClothHangingCfg) -> str:
     L = cfg.bar_length
     return f"""<mujoco model="hepi_cloth_hanging">
   <option timestep="{cfg.physics_dt}" integrator="implicitfast" solver="Newton" cone="pyramidal"
+          viscosity="{cfg.air_viscosity}"
           iterations="{cfg.solver_iterations}" ls_iterations="6"/>
   <visual><global offwidth="640" offheight="480"/></visual>
   <worldbody>

@@ -28,6 +28,9 @@ class RopeClosingCfg:
     rope_radius: float = positive(0.006)  # m
     rope_mass: float = positive(0.06)  # kg, spread evenly over the vertices
     rope_damping: float = non_negative(0.01)  # N s/m along each edge
+    # Pa s: MuJoCo's Stokes drag on each vertex (6 pi mu r v, r ~6.5 mm from the vertex inertia): a
+    # swinging rope slows ~6x in 2 s (0 = none: it swings on for the whole episode). Costs ~10% per step.
+    air_viscosity: float = non_negative(0.03)
     grip_span: float = positive(0.3)  # m, gripper distance at the start (the rope hangs in a U below them)
     grip_height: float = positive(0.5)  # m, gripper height at the start
 

@@ -39,9 +39,13 @@ ROPE_GROUP, HANGER_GROUP = 1, 2  # contype/conaffinity bits: rope-hanger contact
 # kinetic damping first, then weak: the stiff equality constraints need velocity to settle their
 # last violation (one phase at 0.95 leaves ~0.5 mm of motion per control step).
 SETTLE = ((1000, 0.95), (1000, 0.99))
-# Stiffer than MuJoCo's default impedance (0.9 0.95): the top edges carry half the rope's weight on
-# vertices of 1.5 g, and the default lets them stretch ~25% at rest; this keeps it to ~6%.
+# Edge and connect constraints. A taut rope of 1.5 g vertices at dt = 0.01 s sits where MuJoCo's soft
+# constraints trade stiffness for stability: with impedance 0.95-0.99 and critical damping (solref
+# "0.02 1") it rests at ~6% stretch but, once shaken taut, keeps buzzing (vertices at ~0.5 m/s for
+# seconds); default impedance (0.9-0.95) rests at ~25%. Impedance 0.95-0.99 with damping ratio 2
+# rests at ~20% stretch and calms within a second (measured: tests/test_hepi_deformables.py).
 SOLIMP = "0.95 0.99 0.001"
+SOLREF = "0.02 2"
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ def rope_mjcf(cfg: RopeClosingCfg) -> str:
     below = cfg.pole_length - cfg.pole_top_above
     return f"""<mujoco model="hepi_rope_closing">
   <option timestep="{cfg.physics_dt}" integrator="implicitfast" solver="Newton" cone="pyramidal"
+          viscosity="{cfg.air_viscosity}"
           iterations="{cfg.solver_iterations}" ls_iterations="6"/>
   <visual><global offwidth="640" offheight="480"/></visual>
   <worldbody>
@@ -91,14 +96,14 @@ def rope_mjcf(cfg: RopeClosingCfg) -> str:
     </body>
     <flexcomp name="{ROPE}" type="grid" dim="1" count="{n} 1 1" spacing="{L / (n - 1)} 1 1" pos="0 0 {z}"
               radius="{cfg.rope_radius}" mass="{cfg.rope_mass}" rgba="0.8 0.5 0.2 1">
-      <edge equality="true" solimp="{SOLIMP}" damping="{cfg.rope_damping}"/>
+      <edge equality="true" solimp="{SOLIMP}" solref="{SOLREF}" damping="{cfg.rope_damping}"/>
       <contact contype="{ROPE_GROUP}" conaffinity="{HANGER_GROUP}" selfcollide="none"
                friction="{cfg.friction} 0.005 0.0001"/>
     </flexcomp>
   </worldbody>
   <equality>
-    <connect body1="{GRIPPERS[0]}" body2="{ROPE}_0" anchor="0 0 0" solimp="{SOLIMP}"/>
-    <connect body1="{GRIPPERS[1]}" body2="{ROPE}_{n - 1}" anchor="0 0 0" solimp="{SOLIMP}"/>
+    <connect body1="{GRIPPERS[0]}" body2="{ROPE}_0" anchor="0 0 0" solimp="{SOLIMP}" solref="{SOLREF}"/>
+    <connect body1="{GRIPPERS[1]}" body2="{ROPE}_{n - 1}" anchor="0 0 0" solimp="{SOLIMP}" solref="{SOLREF}"/>
   </equality>
 </mujoco>
 """
