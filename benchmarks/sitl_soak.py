@@ -259,7 +259,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     figures["logs"] = str(log_dir)
     nominal = figures["nominal_hz"]
-    print(f"SITL soak: {figures['task']}, {figures['minutes']:g} min of sim time in {figures['wall_s']:g} s wall")
+    sim_s = figures["bridge"].get("sim_time_s", 0.0)
+    print(
+        f"SITL soak: {figures['task']}, {figures['minutes']:g} min asked: {sim_s:g} s of sim time, "
+        f"{figures['wall_s']:g} s wall in all (startup included)"
+    )
     print(f"  bridge: {figures['bridge']}, realtime ratio {figures['realtime_ratio']}")
     for name, m in figures["memory"].items():
         print(f"  memory {name:>10}: {m['warm_mib']:.1f} -> {m['end_mib']:.1f} MiB ({100 * m['growth']:+.2f}%)")
