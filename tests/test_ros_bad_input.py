@@ -40,7 +40,8 @@ from deploy_ros.policy_node import PolicyNode  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "assets" / "policies").glob("*/policy.onnx"))
-DOMAIN = 100 + os.getpid() % 100  # a DDS domain of this test process only (concurrent test runs)
+# A DDS domain of this test process (concurrent test runs); Linux keeps 0-101 clear of ephemeral ports.
+DOMAIN = 10 + os.getpid() % 80
 ENV = {**os.environ, "ROS_DOMAIN_ID": str(DOMAIN), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "OMP_NUM_THREADS": "1"}
 
 
