@@ -210,3 +210,24 @@ def test_hcsp_levels_draw_the_match_they_own():
         with make_renderer(env, width=320, height=240) as renderer:
             blue, red = _team_pixels(renderer.render([0])[0])
             assert blue > 20 and red > 20, (task, blue, red)
+
+
+@pytest.mark.parametrize("task", ["hepi_rope_closing", "hepi_cloth_hanging"])
+def test_hepi_world_renderer_draws_the_simulated_model_in_each_envs_state(task: str) -> None:
+    """The rope/cloth renderer draws the env's own MuJoCo model: two envs in different states give
+    different pictures, and a state change of one env changes only its picture."""
+    _backend_or_skip()
+    env = sim.make(task, num_envs=2, seed=0)
+    env.reset()
+    with make_renderer(env, width=96, height=72) as renderer:
+        first = renderer.render()
+        assert first.dtype == np.uint8 and first.shape == (2, 72, 96, 3)
+        assert (first.reshape(2, -1, 3).max(1) > 60).all()  # something lit in each picture
+        assert not _same_picture(first[0], first[1])  # the envs were reset to different poses
+        actions = env.zero_actions()
+        actions["grippers"][1] = 1.0  # only env 1 moves
+        for _ in range(10):
+            env.step(actions)
+        after = renderer.render()
+    assert _same_picture(after[0], first[0]) or np.abs(after[0].astype(int) - first[0]).mean() < 1.0
+    assert not _same_picture(after[1], first[1])

@@ -9,7 +9,8 @@ GL backend: an existing ``MUJOCO_GL`` is respected; otherwise ``egl`` is tried, 
 so child processes skip the probe. Headless Debian needs ``libegl1 libopengl0 libgl1-mesa-dri``
 for EGL (software llvmpipe without a GPU) or ``libosmesa6`` for OSMesa.
 
-A new task adds a subclass of :class:`MujocoRenderer` (``_build_xml``, ``_fetch``, ``_set_data``),
+A new task adds a subclass of :class:`MujocoRenderer` (``_build_xml`` or ``_build_model``, ``_fetch``,
+``_set_data``),
 usually in its own package, and names it in its env class: ``renderer = "module:Class"``
 (:func:`make_renderer` imports it on first use).
 """
@@ -207,7 +208,7 @@ class MujocoRenderer(ABC):
         self.env = env
         self.width, self.height = int(width), int(height)
         self.camera_mode = camera
-        self.model = mujoco.MjModel.from_xml_string(self._build_xml())
+        self.model = self._build_model()
         self.data = mujoco.MjData(self.model)
         self._renderer = create_renderer(self.model, self.width, self.height, msaa)
         _live_renderers.add(self)
@@ -228,9 +229,16 @@ class MujocoRenderer(ABC):
             self._camera.fixedcamid = cam_id
 
     # ----------------------------------------------------------------- task hooks
-    @abstractmethod
     def _build_xml(self) -> str:
         """The MJCF document drawn for every env (must contain the camera ``fixed_camera``)."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither _build_xml nor _build_model")
+
+    def _build_model(self) -> mujoco.MjModel:
+        """The model drawn for every env: by default compiled from :meth:`_build_xml`; a task whose
+        simulation already is a MuJoCo model may return (a copy of) that one."""
+        import mujoco
+
+        return mujoco.MjModel.from_xml_string(self._build_xml())
 
     @abstractmethod
     def _fetch(self, env_ids: torch.Tensor) -> dict[str, np.ndarray]:

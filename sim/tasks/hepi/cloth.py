@@ -54,6 +54,7 @@ class ClothHangingEnv(HepiEnv):
     """Batched cloth hanging over a bar with two floating grippers; see the module docstring."""
 
     task_name = "hepi_cloth_hanging"
+    renderer = "sim.tasks.hepi.world_render:WorldRenderer"
     cfg_class = ClothHangingCfg
     best_metric = ("metrics/success", "max")
     # Window mean at the last control step: hung over the bar (not_hung = 0).

@@ -87,6 +87,7 @@ class RopeClosingEnv(HepiEnv):
     """Batched rope closing round a pole with two floating grippers; see the module docstring."""
 
     task_name = "hepi_rope_closing"
+    renderer = "sim.tasks.hepi.world_render:WorldRenderer"
     cfg_class = RopeClosingCfg
     best_metric = ("metrics/success", "max")
     # Window mean at the last control step: closed round the pole (not_closed = 0).
