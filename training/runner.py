@@ -595,7 +595,10 @@ class Runner:
             "metrics": dict(st.last_eval),
         }
         if resumable:
-            payload["env_state"] = self.env.state_snapshot()
+            try:
+                payload["env_state"] = self.env.state_snapshot()
+            except Exception as exc:  # noqa: BLE001 - never lose a checkpoint to the optional env copy
+                payload["env_state"] = f"the env state snapshot failed ({type(exc).__name__}: {exc})"
             payload["rollout_memory"] = self.alg.memory
         save_checkpoint(path, payload)
 

@@ -213,7 +213,10 @@ class MultiAgentEnv(ABC):
             elif isinstance(value, (bool, int, float, str, type(None))):
                 out[path] = value
             elif type(value).__module__ == "numpy" and hasattr(value, "shape"):
-                out[path + "#numpy"] = torch.from_numpy(value.copy()) if value.shape else value.item()
+                if value.dtype.kind not in "biuf":  # object, string, complex arrays: not state torch can hold
+                    problems.append(f"{path} (numpy {value.dtype})")
+                else:
+                    out[path + "#numpy"] = torch.from_numpy(value.copy()) if value.shape else value.item()
             elif isinstance(value, _SNAPSHOT_CONSTANTS) or inspect.isroutine(value) or depth > 4:
                 return  # networks (frozen opponents, skills), constants, classes, bound methods, compiled loops
             elif id(value) in seen:
