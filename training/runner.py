@@ -292,8 +292,8 @@ class Runner:
         else:
             try:
                 why = self.env.load_state_snapshot(env_state)
-            except RuntimeError as exc:  # failed half-way: learn() resets the env
-                why = str(exc)
+            except Exception as exc:  # noqa: BLE001 - failed (half-way): learn() resets the env instead
+                why = f"{type(exc).__name__}: {exc}"
         memory = payload.get("rollout_memory") or {}
         if why is None and memory:
             try:
