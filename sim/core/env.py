@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import inspect
 import logging
 import math
@@ -56,6 +57,17 @@ _SNAPSHOT_MODULES = frozenset({"sim", "policies", "training"})
 _SNAPSHOT_CONSTANTS = (torch.nn.Module, type, torch.device, torch.dtype, functools.partial)
 ACTION_TOL = 1e-6  # |a| up to 1 + this is float round-off of a clamped action, not out of range
 _LOG = logging.getLogger("covey.sim")
+
+
+def _empty_instance(class_path: str) -> Any:
+    """An uninitialised instance of ``"module:QualName"`` (a covey class only), for a snapshot restore."""
+    module_name, _, qualname = class_path.partition(":")
+    if module_name.split(".")[0] not in _SNAPSHOT_MODULES:
+        raise ValueError(f"a snapshot may only rebuild covey classes, got {class_path!r}")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj.__new__(obj)
 
 
 def _where_envs(mask: Tensor, new: Obs, old: Obs) -> Obs:
@@ -231,6 +243,8 @@ class MultiAgentEnv(ABC):
                     walk(item, f"{path}[{i}]", depth + 1)
             elif hasattr(value, "__dict__") and type(value).__module__.split(".")[0] in _SNAPSHOT_MODULES:
                 seen.add(id(value))
+                # Its class, so that a restore can rebuild it where the fresh env has None (per-step records).
+                out[path + "#class"] = f"{type(value).__module__}:{type(value).__qualname__}"
                 for key, item in vars(value).items():
                     walk(item, f"{path}.{key}", depth + 1)
             else:
@@ -249,7 +263,9 @@ class MultiAgentEnv(ABC):
         current = self.state_snapshot()
         if isinstance(current, str):
             return current
-        missing = sorted(set(current) - set(snapshot))
+        # A None in the fresh env where the checkpoint holds an object (e.g. the last step's events) is rebuilt.
+        rebuilt = {p for p in current if current[p] is None and p + "#class" in snapshot}
+        missing = sorted(set(current) - set(snapshot) - rebuilt)
         if missing:
             return f"the env has state the checkpoint lacks ({', '.join(missing[:3])})"
         for path, value in snapshot.items():
@@ -263,8 +279,15 @@ class MultiAgentEnv(ABC):
         try:
             for path, value in snapshot.items():
                 now = current.get(path)
+                if path.endswith("#class"):
+                    if now != value:  # absent in the fresh env: an empty instance, its fields follow
+                        self._set_path(path.removesuffix("#class"), _empty_instance(value))
+                    continue
                 if isinstance(now, Tensor) and "#" not in path:
-                    now.copy_(value.to(now.device))
+                    if torch._debug_has_internal_overlap(now) == 1:  # an expanded view cannot be written into
+                        self._set_path(path, value.to(now.device).clone())
+                    else:
+                        now.copy_(value.to(now.device))
                 elif path not in current:  # e.g. a lazily created per-term buffer: added as saved
                     self._set_path(path, value.clone() if isinstance(value, Tensor) else value)
                 elif "#" in path or now != value:
