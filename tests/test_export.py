@@ -192,4 +192,4 @@ def test_export_cli_rejects_a_missing_checkpoint(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "export.py", f"checkpoint={tmp_path / 'nope.pt'}"], cwd=ROOT, capture_output=True, text=True
     )
-    assert proc.returncode == 1 and "no checkpoint" in proc.stderr
+    assert proc.returncode == 1 and "no complete checkpoint" in proc.stderr
