@@ -19,6 +19,8 @@ stores it in the ONNX metadata under ``"ros"``, and the policy node reads it fro
   the node's namespace. ``qos``: ``"sensor"`` (best effort, newest only: state streams) or
   ``"reliable"`` (set-points sent once must not be lost). ``stale``: true for a stream that goes
   stale after the node's timeout; false for a set-point that holds until replaced.
+* ``points`` (``sensor_msgs/PointCloud2`` inputs, optional): how many points a cloud carries, for
+  tools that synthesise inputs (``deploy_ros.selftest``, tests); the builder checks the real count.
 * ``builder``: ``"vector"`` (a ``Float32MultiArray`` frame -> the entry's float32 vector, with its
   history), ``"image"`` (``sensor_msgs/Image`` -> uint8 ``[H, W, C]``, size and channels checked),
   or ``"module:Class"`` of a task's own builder (numpy only), constructed as

@@ -22,8 +22,9 @@ import numpy as np
 from deploy_ros.cli import report
 
 
-def synthetic_message(msg_type: str, entry: dict | None, k: int):
-    """A plausible message of ``msg_type`` for tick ``k`` (``entry``: the model input it feeds, for sizes)."""
+def synthetic_message(msg_type: str, entry: dict | None, k: int, spec: dict | None = None):
+    """A plausible message of ``msg_type`` for tick ``k`` (``entry``: the model input it feeds, for sizes;
+    ``spec``: the profile input, whose ``points`` gives a point cloud's size)."""
     from deploy_ros.messages import message_class
 
     msg = message_class(msg_type)()
@@ -44,7 +45,7 @@ def synthetic_message(msg_type: str, entry: dict | None, k: int):
     elif msg_type == "sensor_msgs/PointCloud2":
         from sensor_msgs.msg import PointField
 
-        n = int(entry["shape"][0])
+        n = int((spec or {}).get("points") or entry["shape"][0])
         msg.fields = [PointField(name=a, offset=4 * i, datatype=7, count=1) for i, a in enumerate("xyz")]
         msg.height, msg.width, msg.point_step, msg.row_step = 1, n, 12, 12 * n
         msg.data = np.random.default_rng(0).uniform(-0.3, 0.3, (n, 3)).astype(np.float32).tobytes()
@@ -95,7 +96,7 @@ def run(model: str, agent: int = 0, ticks: int = 20) -> str:
         for k in range(ticks):
             before = {key: node._latest.get(key) for key in pubs}
             for key, spec in ros["inputs"].items():
-                pubs[key].publish(synthetic_message(spec["msg"], feeds[key], k))
+                pubs[key].publish(synthetic_message(spec["msg"], feeds[key], k, spec))
             deadline = time.monotonic() + 5.0
             while time.monotonic() < deadline and any(node._latest.get(key) is before[key] for key in pubs):
                 executor.spin_once(timeout_sec=0.005)

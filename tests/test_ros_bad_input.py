@@ -142,7 +142,9 @@ NAN, INF, HUGE = float("nan"), float("inf"), 1e30
 UNIT_TILT = tuple(np.array([0.9, 0.1, -0.3, 0.2]) / np.linalg.norm([0.9, 0.1, -0.3, 0.2]))
 
 
-def _variants(msg_type: str, entry: dict | None) -> tuple[Callable[[], object], list[tuple[str, Callable, bool]]]:
+def _variants(
+    msg_type: str, entry: dict | None, spec: dict | None = None
+) -> tuple[Callable[[], object], list[tuple[str, Callable, bool]]]:
     """``(good message, [(label, message, is_bad)])`` for one input type (``entry``: the model input it feeds)."""
     if msg_type == "nav_msgs/Odometry":
         return _odom, [
@@ -183,7 +185,7 @@ def _variants(msg_type: str, entry: dict | None) -> tuple[Callable[[], object], 
             ("unknown encoding", lambda: _image(h, w, c, encoding="32FC1"), True),
         ]
     if msg_type == "sensor_msgs/PointCloud2":
-        n = int(entry["shape"][0]) if entry else 8
+        n = int((spec or {}).get("points") or (entry["shape"][0] if entry else 8))
         pts = np.random.default_rng(0).uniform(-0.5, 0.5, (n, 3))
         bad_pt = pts.copy()
         bad_pt[n // 2, 1] = NAN
@@ -277,7 +279,7 @@ def test_bad_input_on_every_subscription_gives_the_safe_command_within_one_tick(
         for k in ros["inputs"]
     }
     try:
-        table = {k: _variants(s["msg"], feeds[k]) for k, s in ros["inputs"].items()}
+        table = {k: _variants(s["msg"], feeds[k], s) for k, s in ros["inputs"].items()}
     except KeyError as exc:
         pytest.fail(f"{model.parent.name}: add bad-input variants for message type {exc}")
     safe = np.asarray(ros["command"]["safe"], dtype=np.float64)

@@ -277,7 +277,13 @@ class HepiEnv(MultiAgentEnv):
         if not self.robot_builder:
             return {}
         inputs = {
-            "points": {"msg": "sensor_msgs/PointCloud2", "topic": "object_points", "qos": "sensor", "stale": True},
+            "points": {
+                "msg": "sensor_msgs/PointCloud2",
+                "topic": "object_points",
+                "qos": "sensor",
+                "stale": True,
+                "points": self.n_object,  # how many points a cloud carries (the graph also has actuator nodes)
+            },
             "target": {"msg": "geometry_msgs/PoseStamped", "topic": "target", "qos": "reliable", "stale": False},
         }
         for a in range(self.n_actuator):
