@@ -438,6 +438,12 @@ def test_the_robot_distribution_ships_the_node_without_torch_and_its_selftest_pa
     assert {"onnxruntime", "numpy", "ros-rclpy"} <= {d.split(">")[0].split("[")[0] for d in project["dependencies"]}
     for package in ("deploy_ros", "sim"):
         assert (robot / package).resolve() == (ROOT / package).resolve()
-    for model in SHIPPED:
+    from deploy_ros.model import load_policy
+
+    # A shipped model whose task has no deployment profile yet (hepi_rope_closing) is not deployable;
+    # every other one must fly.
+    deployable = [m for m in SHIPPED if (load_policy(m)[1].get("ros") or {}).get("inputs")]
+    assert {"cable_load", "hepi_insertion"} <= {m.parent.name for m in deployable}
+    for model in deployable:
         assert selftest.main([str(model), "--ticks", "5"]) == 0, capsys.readouterr().err
         assert "selftest: ok" in capsys.readouterr().out
