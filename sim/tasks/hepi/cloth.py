@@ -44,8 +44,11 @@ __all__ = ["ClothHangingEnv"]
 # across the bar, away from the cloth's start; z up from the bar top), phase switch times, gain.
 EXPERT_ABOVE = (-0.04, 0.08)  # m (along n, along z): phase 1, above the bar's near side
 EXPERT_OVER = (0.06, 0.06)  # m: phase 2, above its far side
-EXPERT_DOWN_N = 0.03  # m along n: phase 3, down the far side (to half the cloth length below the top)
-EXPERT_PHASES = (0.5, 0.9)  # s: phase 1 -> 2 -> 3
+EXPERT_DOWN_N = 0.05  # m along n: phase 3, down the far side (to half the cloth length below the top)
+# Phases switch on the gripper's own position, not on the clock, so the expert's action is a function
+# of what the policy sees (a DAgger student cannot imitate a timed script): phase 2 once the gripper
+# is this high above the bar top, phase 3 once it is this far across it.
+EXPERT_SWITCH = (0.045, 0.04)  # m: (phase 2: z above the top, phase 3: n across the top)
 EXPERT_GAIN = 5.0  # 1/s
 EXPERT_AXIS_MARGIN = 0.05  # m: waypoints stay this far inside the bar's ends
 
@@ -220,9 +223,9 @@ class ClothHangingEnv(HepiEnv):
     def expert_policy(self):
         """A scripted baseline on the true state: each gripper goes above the near side of the bar
         point nearest to it, over to the far side, then down it to half the cloth length below the
-        bar top, following time-phased waypoints with a proportional controller."""
+        bar top, with a proportional controller. The phase is read from the gripper's position
+        across and above the bar (``EXPERT_SWITCH``), never from the time."""
         cfg = self.cfg
-        dt = cfg.physics_dt * cfg.decimation
         reach = cfg.bar_length / 2 - EXPERT_AXIS_MARGIN
 
         def act(obs) -> dict[str, Tensor]:
@@ -235,11 +238,12 @@ class ClothHangingEnv(HepiEnv):
             across = torch.nn.functional.normalize(cross(up, axis), dim=-1)
             away = torch.sign(((top - self.centre.unsqueeze(1)) * across).sum(-1, keepdim=True))
             n_far = across * torch.where(away == 0, 1.0, away)  # from the cloth's start over the bar
-            t = (self.episode_step.float() * dt).view(-1, 1, 1)
-            n_off = torch.where(t < EXPERT_PHASES[0], EXPERT_ABOVE[0], EXPERT_OVER[0])
-            n_off = torch.where(t < EXPERT_PHASES[1], n_off, EXPERT_DOWN_N)
-            z_off = torch.where(t < EXPERT_PHASES[0], EXPERT_ABOVE[1], EXPERT_OVER[1])
-            z_off = torch.where(t < EXPERT_PHASES[1], z_off, -cfg.cloth_size / 2)
+            n_pos = ((g - base) * n_far).sum(-1, keepdim=True)  # [E, 2, 1] across the bar, + = far side
+            z_pos = (g - base)[..., 2:]  # [E, 2, 1] above the bar top
+            over, high = n_pos > EXPERT_SWITCH[1], z_pos > EXPERT_SWITCH[0]
+            n_off = torch.where(over, EXPERT_DOWN_N, torch.where(high, EXPERT_OVER[0], EXPERT_ABOVE[0]))
+            z_off = torch.where(high, EXPERT_OVER[1], EXPERT_ABOVE[1])
+            z_off = torch.where(over, -cfg.cloth_size / 2, z_off)
             goal = base + n_off * n_far + z_off * up
             v = EXPERT_GAIN * (goal - g) / cfg.max_lin_vel
             v = v / torch.linalg.vector_norm(v, dim=-1, keepdim=True).clamp(min=1.0)
