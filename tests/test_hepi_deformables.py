@@ -154,3 +154,98 @@ def test_limit_span_pulls_far_pairs_to_the_limit_about_their_midpoint():
     out = limit_span(pos, 0.5)
     torch.testing.assert_close(out[0], torch.tensor([[0.25, 0.0, 0.0], [0.75, 0.0, 0.0]]))
     torch.testing.assert_close(out[1], pos[1])  # within the limit: unchanged
+
+
+def _quat_from_to(a, b):
+    """wxyz unit quaternion rotating unit vector ``a [3]`` onto unit vector ``b [3]`` (numpy)."""
+    import numpy as np
+
+    c = np.cross(a, b)
+    q = np.array([1.0 + float(a @ b), *c])
+    return q / np.linalg.norm(q)
+
+
+def test_the_robot_side_graph_builder_reproduces_the_simulator_observation(env):
+    """line_target_robot.GraphPart, fed what a robot measures (tracked points, gripper odometry, the
+    pole/bar pose), builds every graph part as the simulator does; point velocities are finite
+    differences of consecutive clouds (zero on an episode's first frame)."""
+    import numpy as np
+
+    from deploy_ros.messages import OdometryState, PoseState
+    from deploy_ros.profile import DeploymentProfile, make_builder
+
+    spec = env.spec.groups["grippers"]
+    meta = {
+        "n_agents": 1,
+        "control_hz": env.spec.control_hz,
+        "deployment": env.deployment_constants("grippers"),
+        "inputs": [{"name": k, **spec.observations[k].to_dict()} for k in spec.actor_obs],
+    }
+    profile = DeploymentProfile.parse(env.deployment_profile("grippers"), list(spec.actor_obs), spec.action_dim)
+    assert env.deployment_profile("grippers")["inputs"]["points"]["points"] == env.n_object
+    expert = env.expert_policy()
+    obs = env.reset(seed=5)
+    for _ in range(20):  # mid-manoeuvre: moving, swinging
+        obs, *_ = env.step(expert(obs))
+    rope = env.task_name == "hepi_rope_closing"
+    origin, axis = (env.pole_pos, env.pole_axis) if rope else (env.bar_pos, env.bar_axis)
+    local = np.array(meta["deployment"]["line_axis"])
+
+    def inputs(e: int) -> dict:
+        vel = env.vertex_velocities()[e]
+        ends = env.ends if rope else env.corners
+        out = {
+            "points": env.vertices()[e].numpy().astype(np.float32),
+            "target": PoseState(origin[e].double().numpy(), _quat_from_to(local, axis[e].double().numpy())),
+        }
+        for a in range(2):
+            out[f"gripper{a}"] = OdometryState(
+                env.grippers()[e, a].double().numpy(), np.array([1.0, 0, 0, 0]),
+                vel[ends[a]].double().numpy(), np.zeros(3),
+            )  # fmt: skip
+        return out
+
+    E, n, k = env.num_envs, env.n_object, env.graph_k
+    builders = [
+        {e_["name"]: make_builder(profile.observations[e_["name"]], meta, e_, 0) for e_ in meta["inputs"]}
+        for _ in range(E)
+    ]
+    first = [inputs(e) for e in range(E)]
+    built = [{name: b.reset(first[e]) for name, b in builders[e].items()} for e in range(E)]
+    for e in range(E):
+        for name, sim_part in obs["grippers"].items():
+            sim_part = sim_part[e, 0].numpy()
+            got = built[e][name]
+            assert got.dtype == sim_part.dtype and got.shape == sim_part.shape, name
+            if name == "scene_node_vectors":
+                np.testing.assert_allclose(got[:, :2], sim_part[:, :2], atol=2e-5)  # position, to the line
+                assert (got[:n, 2] == 0).all()  # no previous cloud: no velocity yet
+                np.testing.assert_allclose(got[n:, 2], sim_part[n:, 2], atol=1e-6)  # grippers: odometry
+            elif name == "scene_edge_index":
+                assert (got[n * k :] == sim_part[n * k :]).all()
+                pos = obs["grippers"]["scene_node_vectors"][e, 0, :n, 0].numpy()
+                d = np.linalg.norm(pos[:, None] - pos[None], axis=-1)
+                for part in (got, sim_part):
+                    senders = part[: n * k, 0].reshape(n, k)
+                    np.testing.assert_allclose(
+                        np.sort(d[np.arange(n)[:, None], senders], -1),
+                        np.sort(d + np.eye(n) * 1e9, -1)[:, :k],
+                        atol=1e-5,
+                    )
+            else:
+                assert (got == sim_part).all(), name
+    obs, *_ = env.step(expert(obs))
+    dt = 1.0 / env.spec.control_hz
+    fd, sim_vel = [], []
+    for e in range(E):
+        nxt = inputs(e)
+        got = builders[e]["scene_node_vectors"].push(nxt, np.zeros(spec.action_dim), dt=dt)
+        want = (nxt["points"].astype(np.float64) - first[e]["points"]) / dt
+        np.testing.assert_allclose(got[:n, 2], want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got[:n, :2], obs["grippers"]["scene_node_vectors"][e, 0, :n, :2].numpy(), atol=2e-5)
+        fd.append(got[:n, 2])
+        sim_vel.append(obs["grippers"]["scene_node_vectors"][e, 0, :n, 2].numpy())
+    fd, sim_vel = np.concatenate(fd), np.concatenate(sim_vel)
+    # the finite difference over one control period tracks the simulator's instantaneous velocity
+    cos = (fd * sim_vel).sum() / (np.linalg.norm(fd) * np.linalg.norm(sim_vel))
+    assert cos > 0.9, cos

@@ -440,10 +440,9 @@ def test_the_robot_distribution_ships_the_node_without_torch_and_its_selftest_pa
         assert (robot / package).resolve() == (ROOT / package).resolve()
     from deploy_ros.model import load_policy
 
-    # A shipped model whose task has no deployment profile yet (hepi_rope_closing) is not deployable;
-    # every other one must fly.
+    # A shipped model whose task has no deployment profile is not deployable; every other one must fly.
     deployable = [m for m in SHIPPED if (load_policy(m)[1].get("ros") or {}).get("inputs")]
-    assert {"cable_load", "hepi_insertion"} <= {m.parent.name for m in deployable}
+    assert {"cable_load", "hepi_insertion", "hepi_rope_closing"} <= {m.parent.name for m in deployable}
     for model in deployable:
         assert selftest.main([str(model), "--ticks", "5"]) == 0, capsys.readouterr().err
         assert "selftest: ok" in capsys.readouterr().out

@@ -58,6 +58,7 @@ class ClothHangingEnv(HepiEnv):
 
     task_name = "hepi_cloth_hanging"
     renderer = "sim.tasks.hepi.world_render:WorldRenderer"
+    robot_builder = "sim.tasks.hepi.line_target_robot:GraphPart"
     cfg_class = ClothHangingCfg
     best_metric = ("metrics/success", "max")
     # Window mean at the last control step: hung over the bar (not_hung = 0).
@@ -206,6 +207,18 @@ class ClothHangingEnv(HepiEnv):
 
     def _reward_terms(self) -> dict[str, Tensor]:
         return {"task_error": self.task_terms()["task_error_m"]}
+
+    def deployment_constants(self, group: str = GROUP) -> dict:
+        """What the robot-side builder (:mod:`sim.tasks.hepi.line_target_robot`) needs: the target
+        pose on ``target`` is the bar (its centre; local x along its axis);
+        ``line_lift`` (m) raises the line above that axis."""
+        return {
+            "graph_k": self.graph_k,
+            "line_axis": [1.0, 0.0, 0.0],
+            "line_lift": float(self._lift),
+            "n_object_points": self.n_object,
+            "n_actuators": self.n_actuator,
+        }
 
     # ----------------------------------------------------------------- metrics
     def step_metrics(self) -> dict[str, Tensor]:

@@ -88,6 +88,7 @@ class RopeClosingEnv(HepiEnv):
 
     task_name = "hepi_rope_closing"
     renderer = "sim.tasks.hepi.world_render:WorldRenderer"
+    robot_builder = "sim.tasks.hepi.line_target_robot:GraphPart"
     cfg_class = RopeClosingCfg
     best_metric = ("metrics/success", "max")
     # Window mean at the last control step: closed round the pole (not_closed = 0).
@@ -228,6 +229,18 @@ class RopeClosingEnv(HepiEnv):
 
     def _reward_terms(self) -> dict[str, Tensor]:
         return {"task_error": self.task_terms()["task_error_m"]}
+
+    def deployment_constants(self, group: str = GROUP) -> dict:
+        """What the robot-side builder (:mod:`sim.tasks.hepi.line_target_robot`) needs: the target
+        pose on ``target`` is the pole (a point of its axis; local z along it);
+        ``line_lift`` (m) raises the line above that axis."""
+        return {
+            "graph_k": self.graph_k,
+            "line_axis": [0.0, 0.0, 1.0],
+            "line_lift": 0.0,
+            "n_object_points": self.n_object,
+            "n_actuators": self.n_actuator,
+        }
 
     # ----------------------------------------------------------------- metrics
     def step_metrics(self) -> dict[str, Tensor]:
