@@ -416,7 +416,7 @@ class MakeArgs:
     width: int = field(default=160, metadata={"help": "image width (px)"})
     height: int = field(default=120, metadata={"help": "image height (px)"})
     fov_y: float = field(default=60.0, metadata={"help": "vertical field of view (deg)"})
-    frames: int = field(default=96, metadata={"help": "number of views"})
+    frames: int = field(default=128, metadata={"help": "number of views"})
     seed: int = field(default=0, metadata={"help": "pose sampling seed"})
 
 
