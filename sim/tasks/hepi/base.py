@@ -28,36 +28,64 @@
   is computed here when ``cfg.rewards`` has that field and the task does not return it.
 
 A subclass sets, BEFORE calling ``super().__init__``: ``self.world`` (a ``BatchedMjWorld`` whose
-``control`` is ``("mocap_pos", "mocap_quat")``), ``self.n_object``, ``self.n_actuator`` and
-``self.action_vectors`` (1 or 2); optionally ``self.vector_names`` (default: position,
-target_displacement, linear_velocity, angular_velocity). Its config needs ``physics_dt``,
+``control`` is ``("mocap_pos", "mocap_quat")``; :func:`mocap_world` makes it), ``self.n_object``,
+``self.n_actuator`` and ``self.action_vectors`` (1 or 2); optionally ``self.vector_names`` (default:
+position, target_displacement, linear_velocity, angular_velocity). Its config needs ``physics_dt``,
 ``decimation``, ``episode_length_s``, ``max_lin_vel``, ``rewards`` and, for 2 action vectors,
 ``max_ang_vel``; ``max_lead`` is read when :meth:`_held_positions` returns positions.
 It implements :meth:`_task_reset`, :meth:`_node_vectors`, :meth:`_reward_terms` and may override
 :meth:`_workspace`, :meth:`_held_positions`, :meth:`_task_terminations`, :meth:`step_metrics`,
-:meth:`_task_episode_metrics`, :meth:`_make_graph`. ``state_cache`` (a dict cleared whenever the
-state changes) memoises values several hooks read (poses, errors). A task deployable under ROS sets
-``robot_builder`` (its numpy graph builder, e.g. :mod:`sim.tasks.hepi.insertion_robot`).
+:meth:`_task_episode_metrics`, :meth:`_make_graph` (:meth:`_scene_graph` builds one).
+``state_cache`` (a dict cleared whenever the state changes) memoises values several hooks read
+(poses, errors). A task deployable under ROS sets ``robot_builder`` (its numpy graph builder, e.g.
+:mod:`sim.tasks.hepi.insertion_robot`).
 Shapes: E envs, Na actuators, No object nodes, V vectors per node.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Sequence
 from typing import ClassVar
 
+import mujoco
 import torch
 from torch import Tensor
 
 from sim.core.config import resolve_device
 from sim.core.env import MultiAgentEnv, Obs
+from sim.core.randomization import uniform
 from sim.core.spec import EnvSpec, GroupSpec
 from sim.mujoco.world import BatchedMjWorld
-from sim.physics.quaternion import quat_mul
+from sim.physics.quaternion import quat_from_axis_angle, quat_mul
 from sim.tasks.hepi.graph import SceneGraph
 
 GROUP = "grippers"
 VECTOR_NAMES = ("position", "target_displacement", "linear_velocity", "angular_velocity")
+MOCAP_CONTROL = ("mocap_pos", "mocap_quat")  # what a HepiEnv world is stepped with (grippers first)
+
+
+def mocap_world(
+    models: mujoco.MjModel | Sequence[mujoco.MjModel], num_envs: int, cfg, device: str | torch.device
+) -> BatchedMjWorld:
+    """The batched world of a hepi task (``cfg.mujoco`` its stepping settings): its controls are every
+    mocap pose, ``[E, T, nmocap * 7]``, which :meth:`HepiEnv._control_step` fills."""
+    return BatchedMjWorld(models, num_envs, control=MOCAP_CONTROL, cfg=cfg.mujoco, device=device)
+
+
+def yaw_quat(yaw: Tensor) -> Tensor:
+    """``[..., 4]`` rotations about z by ``yaw [...]`` (rad)."""
+    z = torch.zeros(*yaw.shape, 3, device=yaw.device)
+    z[..., 2] = 1.0
+    return quat_from_axis_angle(z, yaw)
+
+
+def random_tilt(k: int, max_angle: float, rng: torch.Generator, device: torch.device) -> Tensor:
+    """``[k, 4]`` rotations about a uniformly random horizontal axis by an angle uniform in [0, max_angle]."""
+    phi = uniform(-math.pi, math.pi, (k,), rng, device)
+    axis = torch.stack((torch.cos(phi), torch.sin(phi), torch.zeros_like(phi)), -1)
+    return quat_from_axis_angle(axis, uniform(0.0, max_angle, (k,), rng, device))
 
 
 def rotation_quat(omega: Tensor, t: Tensor) -> Tensor:
@@ -137,13 +165,19 @@ class HepiEnv(MultiAgentEnv):
     # ----------------------------------------------------------------- task hooks (subclasses)
     def _make_graph(self, device: torch.device) -> SceneGraph:
         """The observation graph (called once, before the spec is built)."""
-        return SceneGraph(
+        return self._scene_graph(device)
+
+    def _scene_graph(self, device: torch.device, graph_class: type[SceneGraph] = SceneGraph, **extra) -> SceneGraph:
+        """A ``graph_class`` over this task's ``n_object`` object and ``n_actuator`` actuator nodes with
+        its ``vector_names`` and ``graph_k``; ``extra`` goes to the class (e.g. a rigid object's keypoints)."""
+        return graph_class(
             self.n_object,
             self.n_actuator,
             len(self.vector_names),
             k=self.graph_k,
             vector_names=self.vector_names,
             device=device,
+            **extra,
         )
 
     def _task_reset(self, env_ids: Tensor) -> None:

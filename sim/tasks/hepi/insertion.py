@@ -29,9 +29,8 @@ import torch
 from torch import Tensor
 
 from sim.core.randomization import uniform
-from sim.mujoco.world import BatchedMjWorld
-from sim.physics.quaternion import cross, quat_conj, quat_from_axis_angle, quat_mul, quat_rotate, quat_to_matrix
-from sim.tasks.hepi.base import GROUP, HepiEnv
+from sim.physics.quaternion import cross, quat_conj, quat_mul, quat_rotate, quat_to_matrix
+from sim.tasks.hepi.base import GROUP, HepiEnv, mocap_world, random_tilt, yaw_quat
 from sim.tasks.hepi.graph import SceneGraph
 from sim.tasks.hepi.insertion_config import HELD_OUT_SHAPES, InsertionCfg
 from sim.tasks.hepi.insertion_model import build_variants
@@ -42,20 +41,6 @@ __all__ = ["HELD_OUT_SHAPES", "InsertionEnv", "RigidPegGraph"]
 PRE_INSERT_HEIGHT = 0.01  # m: the expert's pre-insertion pose, peg bottom this far above the opening
 EXPERT_GAIN = 8.0  # 1/s: the expert's proportional gains (position and attitude)
 EXPERT_ALIGN_TOL = (0.001, 0.03)  # m, rad: aligned enough to go down (the clearance is 1.5 mm)
-
-
-def random_tilt(k: int, max_angle: float, rng: torch.Generator, device: torch.device) -> Tensor:
-    """``[k, 4]`` rotations about a uniformly random horizontal axis by an angle uniform in [0, max_angle]."""
-    phi = uniform(-math.pi, math.pi, (k,), rng, device)
-    axis = torch.stack((torch.cos(phi), torch.sin(phi), torch.zeros_like(phi)), -1)
-    return quat_from_axis_angle(axis, uniform(0.0, max_angle, (k,), rng, device))
-
-
-def yaw_quat(yaw: Tensor) -> Tensor:
-    """``[..., 4]`` rotations about z by ``yaw [...]`` (rad)."""
-    z = torch.zeros(*yaw.shape, 3, device=yaw.device)
-    z[..., 2] = 1.0
-    return quat_from_axis_angle(z, yaw)
 
 
 def rotation_vector(q: Tensor) -> Tensor:
@@ -108,13 +93,7 @@ class InsertionEnv(HepiEnv):
         self.n_actuator = cfg.n_actuators
         self.n_object = 2 * N_OUTLINE
         self.action_vectors = 2
-        self.world = BatchedMjWorld(
-            [v.model for v in self.variants],
-            num_envs,
-            control=("mocap_pos", "mocap_quat"),
-            cfg=cfg.mujoco,
-            device=device,
-        )
+        self.world = mocap_world([v.model for v in self.variants], num_envs, cfg, device)
         super().__init__(cfg, num_envs, device, seed, compile)
         E, dev = num_envs, self.device
         f32 = dict(dtype=torch.float32, device=dev)
@@ -133,15 +112,7 @@ class InsertionEnv(HepiEnv):
 
     def _make_graph(self, device: torch.device) -> RigidPegGraph:
         keypoints = torch.as_tensor(np.stack([v.keypoints for v in self.variants]), dtype=torch.float32)
-        return RigidPegGraph(
-            self.n_object,
-            self.n_actuator,
-            len(self.vector_names),
-            k=self.graph_k,
-            vector_names=self.vector_names,
-            device=device,
-            variant_keypoints=keypoints,
-        )
+        return self._scene_graph(device, RigidPegGraph, variant_keypoints=keypoints)
 
     # ----------------------------------------------------------------- geometry of the current state
     @property
