@@ -123,6 +123,19 @@ class RadianceField(nn.Module):
         self.occ.copy_(occ)
         return occ.float().mean().item()
 
+    @torch.no_grad()
+    def occupancy_from_points(self, x: Tensor, dilate: int = 1) -> Tensor:
+        """bool grid (``occ``'s shape) marking the cells that hold any of the world points x [N, 3], dilated."""
+        res = torch.tensor(self.occ.shape, device=x.device)
+        idx = ((self.normalise(x) + 1) / 2 * res).long()
+        idx = idx[((idx >= 0) & (idx < res)).all(dim=-1)]
+        grid = torch.zeros(self.occ.shape, dtype=torch.bool, device=x.device)
+        grid[idx[:, 0], idx[:, 1], idx[:, 2]] = True
+        if dilate:
+            k = 2 * dilate + 1
+            grid = F.max_pool3d(grid[None, None].float(), k, stride=1, padding=dilate)[0, 0] > 0
+        return grid
+
     # ---------------------------------------------------------------- subclass hooks
     def _density(self, xn: Tensor) -> Tensor:
         raise NotImplementedError

@@ -31,11 +31,17 @@ def _integral_slice(env) -> slice:
     return env.spec.groups[GROUP].observations["policy"].slices()["own_attach_err_int"]
 
 
-def make_env(task_cfg: dict, seed: int, goal: list[float] | None = None):
+def make_env(task_cfg: dict, seed: int, goal: list[float] | None = None, compile: bool = False):
     """One evaluation-mode env (noise and randomisation off); ``goal`` = ``[x, y, z, roll, pitch, yaw]``
-    relative to the start (None: the seed's draw)."""
+    relative to the start (None: the seed's draw). ``compile``: the control loop through
+    ``torch.compile``, compiled here (two warm-up steps, then the reset below) so that the first
+    real-time tick does not stall for minutes."""
     cfg = deep_merge(dict(task_cfg), sim.evaluation_overrides(task_cfg["name"]))
-    env = sim.make(cfg, num_envs=1, device="cpu", seed=seed)
+    env = sim.make(cfg, num_envs=1, device="cpu", seed=seed, compile=compile)
+    if compile:
+        env.reset(seed=seed)
+        for _ in range(2):
+            env.step(env.zero_actions())
     env.reset(seed=seed)
     if goal:
         if len(goal) != 6:
@@ -64,7 +70,7 @@ class CableLoadBridge:
         from nav_msgs.msg import Odometry
 
         goal = list(node.declare_parameter("goal", [0.0]).value)
-        self.env = make_env(task_cfg, seed, goal if len(goal) == 6 else None)
+        self.env = make_env(task_cfg, seed, goal if len(goal) == 6 else None, bool(getattr(node, "compile", False)))
         self.n = self.env.spec.groups[GROUP].n_agents
         self.command_topics = {GROUP: [f"/mav{i}/command" for i in range(self.n)]}
         self.odom_pubs = [node.create_publisher(Odometry, f"/mav{i}/odom", 10) for i in range(self.n)]

@@ -24,21 +24,16 @@ whole about the vertical, which keeps it at rest under gravity.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 
+from sim.tasks.hepi.flex_model import FLEX_GROUP, TARGET_GROUP, CapsuleTarget, FlexModel, flex_scene_mjcf, relax_to_rest
+from sim.tasks.hepi.flex_model import scene_mocap
 from sim.tasks.hepi.rope_config import RopeClosingCfg
 
 ROPE = "rope"  # flexcomp name; its vertex bodies are rope_0 .. rope_{n-1}
-GRIPPERS = ("gripper0", "gripper1")
 HANGER = "hanger"
-ROPE_GROUP, HANGER_GROUP = 1, 2  # contype/conaffinity bits: rope-hanger contacts only
-# Damped relaxation to the rest state: (physics steps, velocity kept per step) phases. Strong
-# kinetic damping first, then weak: the stiff equality constraints need velocity to settle their
-# last violation (one phase at 0.95 leaves ~0.5 mm of motion per control step).
-SETTLE = ((1000, 0.95), (1000, 0.99))
 # Edge and connect constraints. A taut rope of 1.5 g vertices at dt = 0.01 s sits where MuJoCo's soft
 # constraints trade stiffness for stability: with impedance 0.95-0.99 and critical damping (solref
 # "0.02 1") it rests at ~6% stretch but, once shaken taut, keeps buzzing (vertices at ~0.5 m/s for
@@ -46,67 +41,29 @@ SETTLE = ((1000, 0.95), (1000, 0.99))
 # rests at ~20% stretch and calms within a second (measured: tests/test_hepi_deformables.py).
 SOLIMP = "0.95 0.99 0.001"
 SOLREF = "0.02 2"
-
-
-@dataclass(frozen=True)
-class RopeModel:
-    """The compiled model and its canonical start.
-
-    Attributes:
-        model: the ``MjModel``.
-        rest_qpos: ``[nq]`` the rope at rest in the canonical frame.
-        vertex_origin: ``[n, 3]`` world position of each vertex at qpos = 0.
-        rest_vertices: ``[n, 3]`` vertex positions at rest (canonical frame).
-        grip_start: ``[2, 3]`` gripper positions at the start (canonical frame).
-        gripper_mocap: mocap indices of the two grippers; ``hanger_mocap`` that of the pole.
-    """
-
-    model: mujoco.MjModel
-    rest_qpos: np.ndarray
-    vertex_origin: np.ndarray
-    rest_vertices: np.ndarray
-    grip_start: np.ndarray
-    gripper_mocap: tuple[int, int]
-    hanger_mocap: int
+RopeModel = FlexModel  # node order = flexcomp order; held nodes: the first and the last vertex
 
 
 def rope_mjcf(cfg: RopeClosingCfg) -> str:
     """The scene XML: the straight rope along x centred at the grip height (its rest shape is
     found by :func:`build_rope_model`)."""
     n, L = cfg.n_links, cfg.rope_length
-    z = cfg.grip_height
     below = cfg.pole_length - cfg.pole_top_above
-    return f"""<mujoco model="hepi_rope_closing">
-  <option timestep="{cfg.physics_dt}" integrator="implicitfast" solver="Newton" cone="pyramidal"
-          viscosity="{cfg.air_viscosity}"
-          iterations="{cfg.solver_iterations}" ls_iterations="6"/>
-  <visual><global offwidth="640" offheight="480"/></visual>
-  <worldbody>
-    <light pos="0 0 2" dir="0 0 -1"/>
-    <body name="{GRIPPERS[0]}" mocap="true" pos="{-L / 2} 0 {z}">
-      <geom type="sphere" size="0.015" rgba="0.2 0.4 0.9 1" contype="0" conaffinity="0"/>
-    </body>
-    <body name="{GRIPPERS[1]}" mocap="true" pos="{L / 2} 0 {z}">
-      <geom type="sphere" size="0.015" rgba="0.2 0.4 0.9 1" contype="0" conaffinity="0"/>
-    </body>
-    <body name="{HANGER}" mocap="true" pos="0 0.5 {z}">
-      <geom name="pole" type="capsule" fromto="0 0 {-below} 0 0 {cfg.pole_top_above}" size="{cfg.pole_radius}"
-            rgba="0.6 0.6 0.6 1" contype="{HANGER_GROUP}" conaffinity="{ROPE_GROUP}"
-            friction="{cfg.friction} 0.005 0.0001"/>
-    </body>
-    <flexcomp name="{ROPE}" type="grid" dim="1" count="{n} 1 1" spacing="{L / (n - 1)} 1 1" pos="0 0 {z}"
+    rope = f"""    <flexcomp name="{ROPE}" type="grid" dim="1" count="{n} 1 1" spacing="{L / (n - 1)} 1 1" pos="0 0 {cfg.grip_height}"
               radius="{cfg.rope_radius}" mass="{cfg.rope_mass}" rgba="0.8 0.5 0.2 1">
       <edge equality="true" solimp="{SOLIMP}" solref="{SOLREF}" damping="{cfg.rope_damping}"/>
-      <contact contype="{ROPE_GROUP}" conaffinity="{HANGER_GROUP}" selfcollide="none"
+      <contact contype="{FLEX_GROUP}" conaffinity="{TARGET_GROUP}" selfcollide="none"
                friction="{cfg.friction} 0.005 0.0001"/>
-    </flexcomp>
-  </worldbody>
-  <equality>
-    <connect body1="{GRIPPERS[0]}" body2="{ROPE}_0" anchor="0 0 0" solimp="{SOLIMP}" solref="{SOLREF}"/>
-    <connect body1="{GRIPPERS[1]}" body2="{ROPE}_{n - 1}" anchor="0 0 0" solimp="{SOLIMP}" solref="{SOLREF}"/>
-  </equality>
-</mujoco>
-"""
+    </flexcomp>"""
+    return flex_scene_mjcf(
+        "hepi_rope_closing",
+        cfg,
+        grip_x=L / 2,
+        target=CapsuleTarget(HANGER, "pole", (0, 0, -below, 0, 0, cfg.pole_top_above), cfg.pole_radius),
+        flexcomp=rope,
+        held_bodies=(f"{ROPE}_0", f"{ROPE}_{n - 1}"),
+        connect_attrs=f'solimp="{SOLIMP}" solref="{SOLREF}"',
+    )
 
 
 def _initial_u(cfg: RopeClosingCfg) -> np.ndarray:
@@ -127,32 +84,23 @@ def _initial_u(cfg: RopeClosingCfg) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=8)
-def build_rope_model(cfg: RopeClosingCfg) -> RopeModel:
+def build_rope_model(cfg: RopeClosingCfg) -> FlexModel:
     """Compile the scene and find the rope's rest shape under gravity by damped relaxation (the
-    pole parked out of reach); cached per config."""
+    pole parked out of reach), starting from a U; cached per config."""
     model = mujoco.MjModel.from_xml_string(rope_mjcf(cfg))
     n = cfg.n_links
-    vert_bodies = model.flex_vertbodyid[:n]
-    origin = model.body_pos[vert_bodies].copy()
-    mocap = [int(model.body_mocapid[model.body(b).id]) for b in (*GRIPPERS, HANGER)]
+    origin = model.body_pos[model.flex_vertbodyid[:n]].copy()
+    mocap = scene_mocap(model, HANGER)
     grip = np.array([[-cfg.grip_span / 2, 0.0, cfg.grip_height], [cfg.grip_span / 2, 0.0, cfg.grip_height]])
-
-    data = mujoco.MjData(model)
-    data.qpos[:] = (_initial_u(cfg) - origin).reshape(-1)
-    data.mocap_pos[mocap[0]], data.mocap_pos[mocap[1]] = grip
-    data.mocap_pos[mocap[2]] = (0.0, 10.0, cfg.grip_height)  # far away while settling
-    for steps, decay in SETTLE:
-        for _ in range(steps):
-            mujoco.mj_step(model, data)
-            data.qvel[:] *= decay
-    data.qvel[:] = 0.0
-    rest_qpos = data.qpos.copy()
-    return RopeModel(
+    rest_qpos = relax_to_rest(model, grip, mocap, cfg.grip_height, qpos=(_initial_u(cfg) - origin).reshape(-1))
+    return FlexModel(
         model=model,
         rest_qpos=rest_qpos,
         vertex_origin=origin,
         rest_vertices=origin + rest_qpos.reshape(n, 3),
         grip_start=grip,
+        node_order=np.arange(n),
+        held_nodes=(0, n - 1),
         gripper_mocap=(mocap[0], mocap[1]),
-        hanger_mocap=mocap[2],
+        target_mocap=mocap[2],
     )
