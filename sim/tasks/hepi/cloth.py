@@ -86,7 +86,7 @@ class ClothHangingEnv(HepiEnv):
         E, dev = num_envs, self.device
         f32 = dict(dtype=torch.float32, device=dev)
         # Node order: row by row from the held edge; order[j] = flexcomp vertex of node j.
-        self.order = torch.as_tensor(self.cloth.rows.reshape(-1), device=dev)
+        self.order = torch.as_tensor(self.cloth.node_order, device=dev)
         self.vertex_origin = torch.as_tensor(self.cloth.vertex_origin, **f32)[self.order]  # [n^2, 3]
         self.rest_qpos = torch.as_tensor(self.cloth.rest_qpos, **f32)  # [nq] flexcomp order
         self.grip_start = torch.as_tensor(self.cloth.grip_start, **f32)  # [2, 3] canonical frame

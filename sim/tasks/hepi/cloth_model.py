@@ -18,8 +18,10 @@ corners through ``connect`` constraints; ``bar`` (mocap): a capsule along its lo
 cloth collides with it only.
 
 Vertex ``i`` sits at ``vertex_origin[i] + qpos[3 i: 3 i + 3]`` and moves with ``qvel[3 i: 3 i + 3]``.
-Vertices are ordered row by row from the held (top) edge down: ``rows [n_side, n_side]`` gives
-the vertex index of (row, column); row 0 is the held edge, column 0 / n_side - 1 the held corners.
+Graph nodes go row by row from the held (top) edge down: ``node_order [n_side^2]`` gives the vertex
+of node ``row * n_side + column``; row 0 is the held edge, its columns 0 and n_side - 1 (nodes 0 and
+``n_side - 1``) the held corners. The scene around the cloth (grippers, bar, connects) and the damped
+relaxation to rest are the rope's too: :mod:`sim.tasks.hepi.flex_model`.
 
 Canonical start frame: the cloth hanging at rest in the plane y = 0 below grippers at
 ``(+-cloth_size / 2, 0, grip_height)``, the bar ahead on +y. The task turns and shifts the start
@@ -29,46 +31,24 @@ as a whole about the vertical, which keeps it at rest under gravity.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 
 from sim.tasks.hepi.cloth_config import ClothHangingCfg
+from sim.tasks.hepi.flex_model import (
+    FLEX_GROUP,
+    TARGET_GROUP,
+    CapsuleTarget,
+    FlexModel,
+    flex_scene_mjcf,
+    relax_to_rest,
+    scene_mocap,
+)
 
 CLOTH = "cloth"  # flexcomp name; vertex bodies cloth_0 .. cloth_{n^2-1} (flexcomp's own order)
-GRIPPERS = ("gripper0", "gripper1")
 BAR = "bar"
-CLOTH_GROUP, BAR_GROUP = 1, 2  # contype/conaffinity bits: cloth-bar contacts only
-# Damped relaxation to the rest state: (physics steps, velocity kept per step) phases. Strong
-# kinetic damping first, then weak: the stiff equality constraints need velocity to settle their
-# last violation (one phase at 0.95 leaves ~0.5 mm of motion per control step).
-SETTLE = ((1000, 0.95), (1000, 0.99))
 SOLIMP = "0.95 0.99 0.001"  # stiffer than the default 0.9: the top edges carry the cloth's weight
-
-
-@dataclass(frozen=True)
-class ClothModel:
-    """The compiled model and its canonical start.
-
-    Attributes:
-        model: the ``MjModel``.
-        rest_qpos: ``[nq]`` the cloth at rest in the canonical frame.
-        vertex_origin: ``[n^2, 3]`` world position of each flexcomp vertex at qpos = 0.
-        rows: ``[n_side, n_side]`` long: flexcomp vertex index of (row, column), row 0 held.
-        rest_vertices: ``[n^2, 3]`` vertex positions at rest (flexcomp order, canonical frame).
-        grip_start: ``[2, 3]`` gripper positions at the start (canonical frame).
-        gripper_mocap: mocap indices of the two grippers; ``bar_mocap`` that of the bar.
-    """
-
-    model: mujoco.MjModel
-    rest_qpos: np.ndarray
-    vertex_origin: np.ndarray
-    rows: np.ndarray
-    rest_vertices: np.ndarray
-    grip_start: np.ndarray
-    gripper_mocap: tuple[int, int]
-    bar_mocap: int
 
 
 def _grid(cfg: ClothHangingCfg) -> np.ndarray:
@@ -85,40 +65,23 @@ def cloth_mjcf(cfg: ClothHangingCfg) -> str:
     """The scene XML: the flat cloth in the vertical plane y = 0, top edge at the grip height."""
     n, s = cfg.n_side, cfg.cloth_size
     sp = s / (n - 1)
-    z = cfg.grip_height
     top0, top1 = _corner_vertices(cfg)
     L = cfg.bar_length
-    return f"""<mujoco model="hepi_cloth_hanging">
-  <option timestep="{cfg.physics_dt}" integrator="implicitfast" solver="Newton" cone="pyramidal"
-          viscosity="{cfg.air_viscosity}"
-          iterations="{cfg.solver_iterations}" ls_iterations="6"/>
-  <visual><global offwidth="640" offheight="480"/></visual>
-  <worldbody>
-    <light pos="0 0 2" dir="0 0 -1"/>
-    <body name="{GRIPPERS[0]}" mocap="true" pos="{-s / 2} 0 {z}">
-      <geom type="sphere" size="0.015" rgba="0.2 0.4 0.9 1" contype="0" conaffinity="0"/>
-    </body>
-    <body name="{GRIPPERS[1]}" mocap="true" pos="{s / 2} 0 {z}">
-      <geom type="sphere" size="0.015" rgba="0.2 0.4 0.9 1" contype="0" conaffinity="0"/>
-    </body>
-    <body name="{BAR}" mocap="true" pos="0 0.5 {z}">
-      <geom name="bar" type="capsule" fromto="{-L / 2} 0 0 {L / 2} 0 0" size="{cfg.bar_radius}"
-            rgba="0.6 0.6 0.6 1" contype="{BAR_GROUP}" conaffinity="{CLOTH_GROUP}"
-            friction="{cfg.friction} 0.005 0.0001"/>
-    </body>
-    <flexcomp name="{CLOTH}" type="grid" dim="2" count="{n} {n} 1" spacing="{sp} {sp} {sp}"
-              pos="0 0 {z - s / 2}" euler="90 0 0" radius="{cfg.cloth_radius}" mass="{cfg.cloth_mass}"
+    cloth = f"""    <flexcomp name="{CLOTH}" type="grid" dim="2" count="{n} {n} 1" spacing="{sp} {sp} {sp}"
+              pos="0 0 {cfg.grip_height - s / 2}" euler="90 0 0" radius="{cfg.cloth_radius}" mass="{cfg.cloth_mass}"
               rgba="0.3 0.7 0.4 1">
       <edge equality="true" solimp="{SOLIMP}"/>
       <contact contype="0" conaffinity="0" selfcollide="none"/>
-    </flexcomp>
-  </worldbody>
-  <equality>
-    <connect body1="{GRIPPERS[0]}" body2="{CLOTH}_{top0}" anchor="0 0 0" solimp="{SOLIMP}"/>
-    <connect body1="{GRIPPERS[1]}" body2="{CLOTH}_{top1}" anchor="0 0 0" solimp="{SOLIMP}"/>
-  </equality>
-</mujoco>
-"""
+    </flexcomp>"""
+    return flex_scene_mjcf(
+        "hepi_cloth_hanging",
+        cfg,
+        grip_x=s / 2,
+        target=CapsuleTarget(BAR, "bar", (-L / 2, 0, 0, L / 2, 0, 0), cfg.bar_radius),
+        flexcomp=cloth,
+        held_bodies=(f"{CLOTH}_{top0}", f"{CLOTH}_{top1}"),
+        connect_attrs=f'solimp="{SOLIMP}"',
+    )
 
 
 def _rows(cfg: ClothHangingCfg) -> np.ndarray:
@@ -136,9 +99,9 @@ def _corner_vertices(cfg: ClothHangingCfg) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=8)
-def build_cloth_model(cfg: ClothHangingCfg) -> ClothModel:
+def build_cloth_model(cfg: ClothHangingCfg) -> FlexModel:
     """Compile the scene and let the cloth come to rest below the grippers by damped relaxation
-    (the bar parked out of reach); cached per config."""
+    (the bar parked out of reach), starting flat; cached per config."""
     n2 = cfg.n_side**2
     spec = mujoco.MjSpec.from_string(cloth_mjcf(cfg))
     for i in range(n2):  # one massless collision sphere per vertex (see the module docstring)
@@ -146,31 +109,23 @@ def build_cloth_model(cfg: ClothHangingCfg) -> ClothModel:
         g.type = mujoco.mjtGeom.mjGEOM_SPHERE
         g.size = [cfg.cloth_radius, 0.0, 0.0]
         g.mass = 0.0
-        g.contype, g.conaffinity = CLOTH_GROUP, BAR_GROUP
+        g.contype, g.conaffinity = FLEX_GROUP, TARGET_GROUP
         g.friction = [cfg.friction, 0.005, 0.0001]
         g.rgba = [0.3, 0.7, 0.4, 0.0]  # invisible: the flex draws the cloth
     model = spec.compile()
     origin = model.body_pos[model.flex_vertbodyid[:n2]].copy()
-    mocap = [int(model.body_mocapid[model.body(b).id]) for b in (*GRIPPERS, BAR)]
+    mocap = scene_mocap(model, BAR)
     rows = _rows(cfg)
     grip = origin[[rows[0, 0], rows[0, -1]]].copy()
-
-    data = mujoco.MjData(model)
-    data.mocap_pos[mocap[0]], data.mocap_pos[mocap[1]] = grip
-    data.mocap_pos[mocap[2]] = (0.0, 10.0, cfg.grip_height)  # far away while settling
-    for steps, decay in SETTLE:
-        for _ in range(steps):
-            mujoco.mj_step(model, data)
-            data.qvel[:] *= decay
-    data.qvel[:] = 0.0
-    rest_qpos = data.qpos.copy()
-    return ClothModel(
+    rest_qpos = relax_to_rest(model, grip, mocap, cfg.grip_height)
+    return FlexModel(
         model=model,
         rest_qpos=rest_qpos,
         vertex_origin=origin,
-        rows=rows,
         rest_vertices=origin + rest_qpos.reshape(n2, 3),
         grip_start=grip,
+        node_order=rows.reshape(-1),
+        held_nodes=(0, cfg.n_side - 1),  # row 0 (the held edge), its first and last column
         gripper_mocap=(mocap[0], mocap[1]),
-        bar_mocap=mocap[2],
+        target_mocap=mocap[2],
     )

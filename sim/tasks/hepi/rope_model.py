@@ -16,6 +16,10 @@ empty rows); ``hanger`` (mocap): the pole, a capsule along its local z from
 Vertex ``i`` sits at ``vertex_origin[i] + qpos[3 i: 3 i + 3]`` (world frame) and moves with
 ``qvel[3 i: 3 i + 3]``: the task reads object nodes straight from the state, no sensors needed.
 
+The scene around the rope (grippers, pole, connects) and the damped relaxation to rest are the
+cloth's too: :mod:`sim.tasks.hepi.flex_model`. Node order = vertex order; gripper 0 holds node 0,
+gripper 1 node ``n_links - 1``.
+
 Canonical start frame: grippers at ``(+-grip_span / 2, 0, grip_height)``, the rope hanging at rest
 in the plane y = 0 below them, the pole ahead on +y. The task turns and shifts this start as a
 whole about the vertical, which keeps it at rest under gravity.
@@ -28,8 +32,15 @@ import functools
 import mujoco
 import numpy as np
 
-from sim.tasks.hepi.flex_model import FLEX_GROUP, TARGET_GROUP, CapsuleTarget, FlexModel, flex_scene_mjcf, relax_to_rest
-from sim.tasks.hepi.flex_model import scene_mocap
+from sim.tasks.hepi.flex_model import (
+    FLEX_GROUP,
+    TARGET_GROUP,
+    CapsuleTarget,
+    FlexModel,
+    flex_scene_mjcf,
+    relax_to_rest,
+    scene_mocap,
+)
 from sim.tasks.hepi.rope_config import RopeClosingCfg
 
 ROPE = "rope"  # flexcomp name; its vertex bodies are rope_0 .. rope_{n-1}
@@ -41,15 +52,15 @@ HANGER = "hanger"
 # rests at ~20% stretch and calms within a second (measured: tests/test_hepi_deformables.py).
 SOLIMP = "0.95 0.99 0.001"
 SOLREF = "0.02 2"
-RopeModel = FlexModel  # node order = flexcomp order; held nodes: the first and the last vertex
 
 
 def rope_mjcf(cfg: RopeClosingCfg) -> str:
     """The scene XML: the straight rope along x centred at the grip height (its rest shape is
     found by :func:`build_rope_model`)."""
     n, L = cfg.n_links, cfg.rope_length
+    z = cfg.grip_height
     below = cfg.pole_length - cfg.pole_top_above
-    rope = f"""    <flexcomp name="{ROPE}" type="grid" dim="1" count="{n} 1 1" spacing="{L / (n - 1)} 1 1" pos="0 0 {cfg.grip_height}"
+    rope = f"""    <flexcomp name="{ROPE}" type="grid" dim="1" count="{n} 1 1" spacing="{L / (n - 1)} 1 1" pos="0 0 {z}"
               radius="{cfg.rope_radius}" mass="{cfg.rope_mass}" rgba="0.8 0.5 0.2 1">
       <edge equality="true" solimp="{SOLIMP}" solref="{SOLREF}" damping="{cfg.rope_damping}"/>
       <contact contype="{FLEX_GROUP}" conaffinity="{TARGET_GROUP}" selfcollide="none"
