@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sim.core.config import at_least, non_negative, positive
-from sim.mujoco.world import MjWorldCfg
+from sim.tasks.hepi.flex_config import FlexTaskCfg
 
 
 @dataclass(frozen=True)
@@ -17,8 +17,9 @@ class ClothRewardCfg:
 
 
 @dataclass(frozen=True)
-class ClothHangingCfg:
-    """hepi_cloth_hanging settings; override any field through ``sim.make(..., **overrides)`` or hydra."""
+class ClothHangingCfg(FlexTaskCfg):
+    """hepi_cloth_hanging settings; override any field through ``sim.make(..., **overrides)`` or hydra.
+    Placement, timing, gripper limits and stepping: :class:`~sim.tasks.hepi.flex_config.FlexTaskCfg`."""
 
     # Cloth: a MuJoCo 2-D flex grid (n x n vertices, edges kept at length by equality constraints).
     # Vertices per side: n_side^2 object nodes. 6 (36 nodes) for speed: 7 x 7 costs 1.35-1.45x more per
@@ -46,30 +47,13 @@ class ClothHangingCfg:
     bar_yaw_max: float = non_negative(0.25)  # rad, bar axis turned from the cloth's top edge
     friction: float = non_negative(1.0)  # cloth-bar sliding friction coefficient
 
-    # Scene placement: the whole start turned by a random yaw and shifted.
-    yaw_range: float = non_negative(3.14159)  # rad, uniform in +-
-    shift_range: float = non_negative(0.1)  # m, uniform in +- on x and y
-
-    # Timing (the paper's: 100 Hz physics, 50 Hz control, 2 s episodes).
-    physics_dt: float = positive(0.01)  # s
-    decimation: int = at_least(1, 2)  # physics steps per control step
-    episode_length_s: float = positive(2.0)
-
-    # Actions: a linear velocity per gripper, [-1, 1] scaled to max_lin_vel.
-    max_lin_vel: float = positive(0.5)  # m/s
-    # m: a gripper leads its corner by at most this (bounded constraint force). Above the steady lag of a
-    # soft connect at full speed (~2 * 0.02 s * max_lin_vel = 2 cm), else the bound jerks the grippers back.
-    max_lead: float = positive(0.05)
-    workspace: float = positive(0.5)  # m: grippers stay within this box (+-) around the start centre
+    episode_length_s: float = positive(2.0)  # the paper's (timing: FlexTaskCfg)
     max_span_frac: float = positive(1.0)  # grippers stay within this fraction of the held edge's length of each other
 
     # Success: the middle row within success_error of the bar top, both edges hanging below it.
     success_error: float = positive(0.04)  # m
     success_drop: float = non_negative(0.03)  # m: held and free edges at least this below the bar top
-    solver_iterations: int = at_least(1, 20)  # MuJoCo Newton iterations (usually 1-3 are used)
     rewards: ClothRewardCfg = field(default_factory=ClothRewardCfg)
-    # Stepping (rollout threads); the task reads vertices from qpos/qvel, no sensors: no exact-sensor pass.
-    mujoco: MjWorldCfg = field(default_factory=lambda: MjWorldCfg(exact_sensors=False))
 
     def __post_init__(self) -> None:
         spacing = self.cloth_size / (self.n_side - 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sim.core.config import at_least, fraction, non_negative, positive
-from sim.mujoco.world import MjWorldCfg
+from sim.tasks.hepi.flex_config import FlexTaskCfg
 
 
 @dataclass(frozen=True)
@@ -19,8 +19,9 @@ class RopeRewardCfg:
 
 
 @dataclass(frozen=True)
-class RopeClosingCfg:
-    """hepi_rope_closing settings; override any field through ``sim.make(..., **overrides)`` or hydra."""
+class RopeClosingCfg(FlexTaskCfg):
+    """hepi_rope_closing settings; override any field through ``sim.make(..., **overrides)`` or hydra.
+    Placement, timing, gripper limits and stepping: :class:`~sim.tasks.hepi.flex_config.FlexTaskCfg`."""
 
     # Rope: a MuJoCo 1-D flex (n_links vertices, capsule edges kept at length by equality constraints).
     n_links: int = at_least(3, 40)  # vertices = object nodes
@@ -43,21 +44,7 @@ class RopeClosingCfg:
     pole_tilt_max: float = non_negative(0.15)  # rad, tilt of the pole axis from vertical
     friction: float = non_negative(0.5)  # rope-pole sliding friction coefficient
 
-    # Scene placement: the whole start (grippers, rope, pole) turned by a random yaw and shifted.
-    yaw_range: float = non_negative(3.14159)  # rad, uniform in +-
-    shift_range: float = non_negative(0.1)  # m, uniform in +- on x and y
-
-    # Timing (the paper's: 100 Hz physics, 50 Hz control, 4 s episodes).
-    physics_dt: float = positive(0.01)  # s
-    decimation: int = at_least(1, 2)  # physics steps per control step
-    episode_length_s: float = positive(4.0)
-
-    # Actions: a linear velocity per gripper, [-1, 1] scaled to max_lin_vel.
-    max_lin_vel: float = positive(0.5)  # m/s
-    # m: a gripper leads its rope end by at most this (bounded constraint force). Above the steady lag of a
-    # soft connect at full speed (~2 * 0.02 s * max_lin_vel = 2 cm), else the bound jerks the grippers back.
-    max_lead: float = positive(0.05)
-    workspace: float = positive(0.5)  # m: grippers stay within this box (+-) around the start centre
+    episode_length_s: float = positive(4.0)  # the paper's (timing: FlexTaskCfg)
     # Grippers stay within this fraction of the rope length of each other: a rope pulled straight between
     # them would need an unbounded tension against gravity (the soft edge constraints stretch instead).
     max_span_frac: float = positive(0.9)
@@ -66,10 +53,7 @@ class RopeClosingCfg:
     gripper_weight: float = non_negative(1.0)  # weight of the gripper gap in the task error
     success_gap: float = positive(0.05)  # m: grippers closer than this ...
     success_winding: float = fraction(0.75)  # ... and the closed loop winds round the pole at least this (turns)
-    solver_iterations: int = at_least(1, 20)  # MuJoCo Newton iterations (usually 2-4 are used)
     rewards: RopeRewardCfg = field(default_factory=RopeRewardCfg)
-    # Stepping (rollout threads); the task reads vertices from qpos/qvel, no sensors: no exact-sensor pass.
-    mujoco: MjWorldCfg = field(default_factory=lambda: MjWorldCfg(exact_sensors=False))
 
     def __post_init__(self) -> None:
         if self.grip_span >= self.rope_length:
