@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import sim
-from sim.tasks.hepi.rope import limit_span, winding_number
+from sim.tasks.hepi.flex import limit_span
+from sim.tasks.hepi.rope import winding_number
 
 TASKS = ("hepi_rope_closing", "hepi_cloth_hanging")
 

@@ -13,7 +13,7 @@ Task error (m): the distance, across the bar axis, from the centroid of the clot
 radius plus the cloth half-thickness). Success: that error below ``success_error`` and the held and
 the free edge (row centroids) both at least ``success_drop`` below the bar top.
 
-Graph observation (:class:`sim.tasks.hepi.base.HepiEnv`): ``n_side^2`` object nodes (the cloth
+Graph observation (:class:`sim.tasks.hepi.flex.FlexEnv`, as the rope's): ``n_side^2`` object nodes (the cloth
 vertices, row by row from the held edge) and 2 actuator nodes (the grippers, at their corners);
 vectors per node, world frame: position, displacement to the bar's top line (the closest point of
 it minus the node), linear velocity. Action per gripper: a linear velocity (world frame), scaled by
@@ -30,13 +30,11 @@ import torch
 from torch import Tensor
 
 from sim.core.randomization import uniform
-from sim.mujoco.world import BatchedMjWorld
-from sim.physics.quaternion import cross, quat_mul, quat_rotate
-from sim.tasks.hepi.base import GROUP, HepiEnv
+from sim.physics.quaternion import cross, quat_mul
+from sim.tasks.hepi.base import GROUP, yaw_quat
 from sim.tasks.hepi.cloth_config import ClothHangingCfg
 from sim.tasks.hepi.cloth_model import build_cloth_model
-from sim.tasks.hepi.insertion import yaw_quat
-from sim.tasks.hepi.rope import VECTOR_NAMES, axis_offset, limit_span
+from sim.tasks.hepi.flex import FlexEnv, axis_offset
 
 __all__ = ["ClothHangingEnv"]
 
@@ -53,18 +51,14 @@ EXPERT_GAIN = 5.0  # 1/s
 EXPERT_AXIS_MARGIN = 0.05  # m: waypoints stay this far inside the bar's ends
 
 
-class ClothHangingEnv(HepiEnv):
+class ClothHangingEnv(FlexEnv):
     """Batched cloth hanging over a bar with two floating grippers; see the module docstring."""
 
     task_name = "hepi_cloth_hanging"
-    renderer = "sim.tasks.hepi.world_render:WorldRenderer"
-    robot_builder = "sim.tasks.hepi.line_target_robot:GraphPart"
     cfg_class = ClothHangingCfg
-    best_metric = ("metrics/success", "max")
     # Window mean at the last control step: hung over the bar (not_hung = 0).
     success_criteria: ClassVar = {"not_hung": 0.5}
-    evaluation_window_s = 0.02  # the last control step: success is where the cloth ends
-    vector_names = VECTOR_NAMES
+    line_axis = (1.0, 0.0, 0.0)  # the bar: its local x axis
 
     def __init__(
         self,
@@ -74,52 +68,23 @@ class ClothHangingEnv(HepiEnv):
         seed: int = 0,
         compile: bool = False,
     ) -> None:
-        self.cloth = build_cloth_model(cfg)
+        super().__init__(cfg, build_cloth_model(cfg), num_envs, device, seed, compile)
         n = cfg.n_side
-        self.n_object = n * n
-        self.n_actuator = 2
-        self.action_vectors = 1
-        self.world = BatchedMjWorld(
-            self.cloth.model, num_envs, control=("mocap_pos", "mocap_quat"), cfg=cfg.mujoco, device=device
-        )
-        super().__init__(cfg, num_envs, device, seed, compile)
-        E, dev = num_envs, self.device
-        f32 = dict(dtype=torch.float32, device=dev)
-        # Node order: row by row from the held edge; order[j] = flexcomp vertex of node j.
-        self.order = torch.as_tensor(self.cloth.node_order, device=dev)
-        self.vertex_origin = torch.as_tensor(self.cloth.vertex_origin, **f32)[self.order]  # [n^2, 3]
-        self.rest_qpos = torch.as_tensor(self.cloth.rest_qpos, **f32)  # [nq] flexcomp order
-        self.grip_start = torch.as_tensor(self.cloth.grip_start, **f32)  # [2, 3] canonical frame
-        self.corners = torch.tensor([0, n - 1], device=dev)  # node indices of the held corners
-        self.mid_rows = torch.tensor([(n - 1) // 2, n // 2], device=dev)  # the middle row (two when n is even)
-        self.bar_pos = torch.zeros(E, 3, **f32)  # bar centre
-        self.bar_axis = torch.zeros(E, 3, **f32)
-        self.bar_axis[:, 0] = 1.0
-        self.centre = torch.zeros(E, 3, **f32)  # start grip midpoint: the workspace centre
-        self._lift = cfg.bar_radius + cfg.cloth_radius  # bar top line above the axis
+        # The rest start summed in float32 (the rope converts its model's float64 sum): the two differ
+        # by an ulp, and this is the start every cloth episode so far was sampled from.
+        rest_qpos = torch.as_tensor(self.flex.rest_qpos, dtype=torch.float32, device=self.device)
+        self.rest_vertices = self.flex_origin + rest_qpos.view(-1, 3)
+        self.line_lift = cfg.bar_radius + cfg.cloth_radius  # the target line: the bar's top
+        # The bar by its name here (the same tensors): its centre and axis.
+        self.bar_pos, self.bar_axis = self.target_pos, self.target_axis
+        self.corners = self.held_nodes  # node indices of the held corners
+        self.mid_rows = torch.tensor([(n - 1) // 2, n // 2], device=self.device)  # the middle row (two when n is even)
         self.reset()
 
-    # ----------------------------------------------------------------- geometry of the current state
-    def vertices(self) -> Tensor:
-        """``[E, n^2, 3]`` cloth vertex positions (m, world), node order (row by row from the held edge)."""
-        if "vertices" not in self.state_cache:  # read by the observation, rewards, metrics and the lead bound
-            qpos = self.world.qpos.to(self.device).view(self.num_envs, -1, 3)[:, self.order]
-            self.state_cache["vertices"] = self.vertex_origin + qpos
-        return self.state_cache["vertices"]
-
-    def vertex_velocities(self) -> Tensor:
-        """``[E, n^2, 3]`` cloth vertex velocities (m/s, world), node order."""
-        return self.world.qvel.to(self.device).view(self.num_envs, -1, 3)[:, self.order]
-
-    def grippers(self) -> Tensor:
-        """``[E, 2, 3]`` gripper (mocap) positions (m, world)."""
-        return self.world.mocap_pos[:, :2].to(self.device)
-
+    # ----------------------------------------------------------------- task quantities
     def bar_top(self) -> Tensor:
-        """``[E, 3]`` a point of the bar's top line (above the bar centre)."""
-        top = self.bar_pos.clone()
-        top[:, 2] += self._lift
-        return top
+        """``[E, 3]`` a point of the bar's top line (above the bar centre): the target line."""
+        return self.line_point()
 
     def task_terms(self) -> dict[str, Tensor]:
         """``{task_error_m, held_drop_m, free_drop_m}`` each ``[E]``: the middle row's distance to the
@@ -143,20 +108,9 @@ class ClothHangingEnv(HepiEnv):
         # (the free edge may dangle under the axis, so no test on the horizontal side).
         return (t["task_error_m"] < self.cfg.success_error) & (t["held_drop_m"] > drop) & (t["free_drop_m"] > drop)
 
-    # ----------------------------------------------------------------- HepiEnv hooks
-    def _task_reset(self, env_ids: Tensor) -> None:
-        cfg, k, dev, rng = self.cfg, env_ids.numel(), self.device, self.rng
-        yaw = uniform(-cfg.yaw_range, cfg.yaw_range, (k,), rng, dev)
-        shift = torch.zeros(k, 3, device=dev)
-        shift[:, :2] = uniform(-cfg.shift_range, cfg.shift_range, (k, 2), rng, dev)
-        turn = yaw_quat(yaw)  # [k, 4]: the start turned about the vertical keeps the cloth at rest
-
-        def place(p: Tensor) -> Tensor:  # canonical [k, P, 3] -> world
-            return quat_rotate(turn.unsqueeze(1), p) + shift.unsqueeze(1)
-
-        origin = torch.as_tensor(self.cloth.vertex_origin, dtype=torch.float32, device=dev)  # flexcomp order
-        verts = place((origin + self.rest_qpos.view(-1, 3)).expand(k, -1, -1))
-        grip = place(self.grip_start.expand(k, -1, -1))
+    # ----------------------------------------------------------------- FlexEnv hooks
+    def _sample_target(self, k: int, turn: Tensor) -> tuple[Tensor, Tensor]:
+        cfg, dev, rng = self.cfg, self.device, self.rng
         bar = torch.stack(
             (
                 uniform(-cfg.bar_lateral, cfg.bar_lateral, (k,), rng, dev),
@@ -165,72 +119,15 @@ class ClothHangingEnv(HepiEnv):
             ),
             -1,
         )
-        bar_pos = place(bar.unsqueeze(1)).squeeze(1)
-        bar_quat = quat_mul(turn, yaw_quat(uniform(-cfg.bar_yaw_max, cfg.bar_yaw_max, (k,), rng, dev)))
-        x = torch.zeros(k, 3, device=dev)
-        x[:, 0] = 1.0
+        return bar, quat_mul(turn, yaw_quat(uniform(-cfg.bar_yaw_max, cfg.bar_yaw_max, (k,), rng, dev)))
 
-        self.bar_pos[env_ids] = bar_pos
-        self.bar_axis[env_ids] = quat_rotate(bar_quat, x)
-        self.centre[env_ids] = grip.mean(1)
-        ident = torch.zeros(k, 2, 4, device=dev)
-        ident[..., 0] = 1.0
-        self.world.set_state(
-            env_ids,
-            qpos=(verts - origin).flatten(1),
-            qvel=torch.zeros(k, self.world.nv, device=dev),
-            mocap_pos=torch.cat((grip, bar_pos.unsqueeze(1)), 1),
-            mocap_quat=torch.cat((ident, bar_quat.unsqueeze(1)), 1),
-        )
-
-    def _held_positions(self) -> Tensor:
-        return self.vertices()[:, self.corners]
-
-    def _workspace(self) -> tuple[Tensor, Tensor]:
-        c = self.centre.view(-1, 1, 1, 3)  # against the trajectory [E, T, Na, 3]
-        return c - self.cfg.workspace, c + self.cfg.workspace
-
-    def gripper_trajectory(self) -> tuple[Tensor, Tensor]:
-        """:meth:`HepiEnv.gripper_trajectory` with the grippers kept within the held edge's length of
-        each other (:func:`limit_span`): kinematic grippers pulling further would tear the cloth."""
-        pos, quat = super().gripper_trajectory()
-        return limit_span(pos, self.cfg.max_span_frac * self.cfg.cloth_size), quat
-
-    def _node_vectors(self) -> tuple[Tensor, Tensor]:
-        verts, vel = self.vertices(), self.vertex_velocities()
-        top = self.bar_top()
-
-        def vectors(p: Tensor, v: Tensor) -> Tensor:  # [E, P, 3] each -> [E, P, 3 vectors, 3]
-            return torch.stack((p, -axis_offset(p, top, self.bar_axis), v), 2)
-
-        return vectors(verts, vel), vectors(self.grippers(), vel[:, self.corners])
-
-    def _reward_terms(self) -> dict[str, Tensor]:
-        return {"task_error": self.task_terms()["task_error_m"]}
-
-    def deployment_constants(self, group: str = GROUP) -> dict:
-        """What the robot-side builder (:mod:`sim.tasks.hepi.line_target_robot`) needs: the target
-        pose on ``target`` is the bar (its centre; local x along its axis);
-        ``line_lift`` (m) raises the line above that axis."""
-        return {
-            "graph_k": self.graph_k,
-            "line_axis": [1.0, 0.0, 0.0],
-            "line_lift": float(self._lift),
-            "n_object_points": self.n_object,
-            "n_actuators": self.n_actuator,
-        }
+    def _held_length(self) -> float:
+        return self.cfg.cloth_size
 
     # ----------------------------------------------------------------- metrics
     def step_metrics(self) -> dict[str, Tensor]:
         t = self.task_terms()
         return {"task_error_m": t["task_error_m"], "not_hung": (~self.success(t)).float()}
-
-    def _task_episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
-        t = self.task_terms()
-        return {
-            "metrics/success": self.success(t)[env_ids].float().mean(),
-            "metrics/task_error": t["task_error_m"][env_ids].mean(),
-        }
 
     # ----------------------------------------------------------------- baseline
     def expert_policy(self):

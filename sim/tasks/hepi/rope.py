@@ -13,8 +13,8 @@ the grippers closer than ``success_gap`` and the closed loop (the rope, then the
 from its last vertex back to its first) winding round the pole axis at least
 ``success_winding`` turns.
 
-Graph observation (:class:`sim.tasks.hepi.base.HepiEnv`): 40 object nodes (the rope vertices)
-and 2 actuator nodes (the grippers, at their rope ends); vectors per node, world frame: position,
+Graph observation (:class:`sim.tasks.hepi.flex.FlexEnv`, as the cloth's): 40 object nodes (the rope
+vertices) and 2 actuator nodes (the grippers, at their rope ends); vectors per node, world frame: position,
 displacement to the pole axis (the closest axis point minus the node), linear velocity. Action per
 gripper: a linear velocity (world frame), scaled by ``max_lin_vel`` (0.5 m/s).
 
@@ -30,16 +30,14 @@ import torch
 from torch import Tensor
 
 from sim.core.randomization import uniform
-from sim.mujoco.world import BatchedMjWorld
-from sim.physics.quaternion import cross, quat_mul, quat_rotate
-from sim.tasks.hepi.base import GROUP, HepiEnv
-from sim.tasks.hepi.insertion import random_tilt, yaw_quat
+from sim.physics.quaternion import cross, quat_mul
+from sim.tasks.hepi.base import random_tilt
+from sim.tasks.hepi.flex import FlexEnv, axis_offset
 from sim.tasks.hepi.rope_config import RopeClosingCfg
 from sim.tasks.hepi.rope_model import build_rope_model
 
-__all__ = ["RopeClosingEnv", "axis_offset", "limit_span", "winding_number"]
+__all__ = ["RopeClosingEnv", "winding_number"]
 
-VECTOR_NAMES = ("position", "target_displacement", "linear_velocity")
 # The scripted expert: waypoints in the pole frame (f: from the start grip line towards the pole,
 # s: along the grip line towards gripper 1), phase switch times and its proportional gain.
 EXPERT_BESIDE = 0.12  # m: phase 1, each gripper beside the pole, this far out along s
@@ -47,14 +45,6 @@ EXPERT_PAST = (0.08, 0.12)  # m: phase 2, (out along s, past the pole along f)
 EXPERT_MEET = (0.015, 0.12)  # m: phase 3, (out along s, past the pole along f): together behind it
 EXPERT_PHASES = (1.2, 2.2)  # s: phase 1 -> 2 -> 3
 EXPERT_GAIN = 5.0  # 1/s
-
-
-def axis_offset(points: Tensor, origin: Tensor, axis: Tensor) -> Tensor:
-    """``[..., P, 3]``: the part of ``points - origin`` across a line (``points [..., P, 3]``, the
-    line through ``origin [..., 3]`` along the unit ``axis [..., 3]``)."""
-    rel = points - origin.unsqueeze(-2)
-    a = axis.unsqueeze(-2)
-    return rel - (rel * a).sum(-1, keepdim=True) * a
 
 
 def winding_number(points: Tensor, origin: Tensor, axis: Tensor) -> Tensor:
@@ -74,27 +64,14 @@ def winding_number(points: Tensor, origin: Tensor, axis: Tensor) -> Tensor:
     return step.sum(-1) / (2 * math.pi)
 
 
-def limit_span(pos: Tensor, max_span: float) -> Tensor:
-    """Gripper positions ``[..., 2, 3]`` with pairs further apart than ``max_span`` (m) pulled towards
-    their midpoint to exactly that distance."""
-    mid = pos.mean(-2, keepdim=True)
-    half = pos - mid
-    span = 2 * torch.linalg.vector_norm(half[..., :1, :], dim=-1, keepdim=True)
-    return mid + half * (max_span / span.clamp(min=max_span))
-
-
-class RopeClosingEnv(HepiEnv):
+class RopeClosingEnv(FlexEnv):
     """Batched rope closing round a pole with two floating grippers; see the module docstring."""
 
     task_name = "hepi_rope_closing"
-    renderer = "sim.tasks.hepi.world_render:WorldRenderer"
-    robot_builder = "sim.tasks.hepi.line_target_robot:GraphPart"
     cfg_class = RopeClosingCfg
-    best_metric = ("metrics/success", "max")
     # Window mean at the last control step: closed round the pole (not_closed = 0).
     success_criteria: ClassVar = {"not_closed": 0.5}
-    evaluation_window_s = 0.02  # the last control step: success is where the rope ends
-    vector_names = VECTOR_NAMES
+    line_axis = (0.0, 0.0, 1.0)  # the pole: its local z axis
 
     def __init__(
         self,
@@ -104,43 +81,13 @@ class RopeClosingEnv(HepiEnv):
         seed: int = 0,
         compile: bool = False,
     ) -> None:
-        self.rope = build_rope_model(cfg)
-        self.n_object = cfg.n_links
-        self.n_actuator = 2
-        self.action_vectors = 1
-        self.world = BatchedMjWorld(
-            self.rope.model, num_envs, control=("mocap_pos", "mocap_quat"), cfg=cfg.mujoco, device=device
-        )
-        super().__init__(cfg, num_envs, device, seed, compile)
-        E, dev = num_envs, self.device
-        f32 = dict(dtype=torch.float32, device=dev)
-        self.vertex_origin = torch.as_tensor(self.rope.vertex_origin, **f32)  # [n, 3]
-        self.rest_vertices = torch.as_tensor(self.rope.rest_vertices, **f32)  # [n, 3] canonical frame
-        self.grip_start = torch.as_tensor(self.rope.grip_start, **f32)  # [2, 3] canonical frame
-        self.ends = torch.tensor([0, cfg.n_links - 1], device=dev)
-        self.pole_pos = torch.zeros(E, 3, **f32)  # a point of the pole axis at the start grip height
-        self.pole_axis = torch.zeros(E, 3, **f32)
-        self.pole_axis[:, 2] = 1.0
-        self.centre = torch.zeros(E, 3, **f32)  # start grip midpoint: the workspace centre
-        self.frame = torch.zeros(E, 2, 3, **f32)  # (s, f): along the start grip line, towards the pole
+        super().__init__(cfg, build_rope_model(cfg), num_envs, device, seed, compile)
+        # The pole by its name here (the same tensors): a point of its axis at the start grip height.
+        self.pole_pos, self.pole_axis = self.target_pos, self.target_axis
+        self.ends = self.held_nodes  # node indices of the held rope ends
         self.reset()
 
-    # ----------------------------------------------------------------- geometry of the current state
-    def vertices(self) -> Tensor:
-        """``[E, n, 3]`` rope vertex positions (m, world)."""
-        if "vertices" not in self.state_cache:  # read by the observation, rewards, metrics and the lead bound
-            qpos = self.world.qpos.to(self.device)
-            self.state_cache["vertices"] = self.vertex_origin + qpos.view(self.num_envs, -1, 3)
-        return self.state_cache["vertices"]
-
-    def vertex_velocities(self) -> Tensor:
-        """``[E, n, 3]`` rope vertex velocities (m/s, world)."""
-        return self.world.qvel.to(self.device).view(self.num_envs, -1, 3)
-
-    def grippers(self) -> Tensor:
-        """``[E, 2, 3]`` gripper (mocap) positions (m, world)."""
-        return self.world.mocap_pos[:, :2].to(self.device)
-
+    # ----------------------------------------------------------------- task quantities
     def task_terms(self) -> dict[str, Tensor]:
         """``{loop_dist_m, gap_m, winding, task_error_m}`` each ``[E]``: the rope centroid's distance to
         the pole axis, the gripper gap, the loop's turns round the pole and the task error."""
@@ -164,19 +111,9 @@ class RopeClosingEnv(HepiEnv):
         t = self.task_terms() if terms is None else terms
         return (t["gap_m"] < self.cfg.success_gap) & (t["winding"].abs() >= self.cfg.success_winding)
 
-    # ----------------------------------------------------------------- HepiEnv hooks
-    def _task_reset(self, env_ids: Tensor) -> None:
-        cfg, k, dev, rng = self.cfg, env_ids.numel(), self.device, self.rng
-        yaw = uniform(-cfg.yaw_range, cfg.yaw_range, (k,), rng, dev)
-        shift = torch.zeros(k, 3, device=dev)
-        shift[:, :2] = uniform(-cfg.shift_range, cfg.shift_range, (k, 2), rng, dev)
-        turn = yaw_quat(yaw)  # [k, 4]: the start turned about the vertical keeps the rope at rest
-
-        def place(p: Tensor) -> Tensor:  # canonical [k, P, 3] -> world
-            return quat_rotate(turn.unsqueeze(1), p) + shift.unsqueeze(1)
-
-        verts = place(self.rest_vertices.expand(k, -1, -1))
-        grip = place(self.grip_start.expand(k, -1, -1))
+    # ----------------------------------------------------------------- FlexEnv hooks
+    def _sample_target(self, k: int, turn: Tensor) -> tuple[Tensor, Tensor]:
+        cfg, dev, rng = self.cfg, self.device, self.rng
         pole = torch.stack(
             (
                 uniform(-cfg.pole_lateral, cfg.pole_lateral, (k,), rng, dev),
@@ -185,62 +122,10 @@ class RopeClosingEnv(HepiEnv):
             ),
             -1,
         )
-        pole_pos = place(pole.unsqueeze(1)).squeeze(1)
-        pole_quat = quat_mul(random_tilt(k, cfg.pole_tilt_max, rng, dev), turn)
-        z = torch.zeros(k, 3, device=dev)
-        z[:, 2] = 1.0
-        axes = torch.eye(3, device=dev)[:2].expand(k, -1, -1)  # canonical (s, f) = (x, y)
+        return pole, quat_mul(random_tilt(k, cfg.pole_tilt_max, rng, dev), turn)
 
-        self.pole_pos[env_ids] = pole_pos
-        self.pole_axis[env_ids] = quat_rotate(pole_quat, z)
-        self.centre[env_ids] = grip.mean(1)
-        self.frame[env_ids] = quat_rotate(turn.unsqueeze(1), axes)
-        ident = torch.zeros(k, 2, 4, device=dev)
-        ident[..., 0] = 1.0
-        self.world.set_state(
-            env_ids,
-            qpos=(verts - self.vertex_origin).flatten(1),
-            qvel=torch.zeros(k, self.world.nv, device=dev),
-            mocap_pos=torch.cat((grip, pole_pos.unsqueeze(1)), 1),
-            mocap_quat=torch.cat((ident, pole_quat.unsqueeze(1)), 1),
-        )
-
-    def _held_positions(self) -> Tensor:
-        return self.vertices()[:, self.ends]
-
-    def _workspace(self) -> tuple[Tensor, Tensor]:
-        c = self.centre.view(-1, 1, 1, 3)  # against the trajectory [E, T, Na, 3]
-        return c - self.cfg.workspace, c + self.cfg.workspace
-
-    def gripper_trajectory(self) -> tuple[Tensor, Tensor]:
-        """:meth:`HepiEnv.gripper_trajectory` with the grippers kept within the rope's length of each
-        other (:func:`limit_span`): kinematic grippers pulling further would stretch the rope without bound."""
-        pos, quat = super().gripper_trajectory()
-        return limit_span(pos, self.cfg.max_span_frac * self.cfg.rope_length), quat
-
-    def _node_vectors(self) -> tuple[Tensor, Tensor]:
-        verts, vel = self.vertices(), self.vertex_velocities()
-        g = self.grippers()
-
-        def vectors(p: Tensor, v: Tensor) -> Tensor:  # [E, P, 3] each -> [E, P, 3 vectors, 3]
-            return torch.stack((p, -axis_offset(p, self.pole_pos, self.pole_axis), v), 2)
-
-        return vectors(verts, vel), vectors(g, vel[:, self.ends])
-
-    def _reward_terms(self) -> dict[str, Tensor]:
-        return {"task_error": self.task_terms()["task_error_m"]}
-
-    def deployment_constants(self, group: str = GROUP) -> dict:
-        """What the robot-side builder (:mod:`sim.tasks.hepi.line_target_robot`) needs: the target
-        pose on ``target`` is the pole (a point of its axis; local z along it);
-        ``line_lift`` (m) raises the line above that axis."""
-        return {
-            "graph_k": self.graph_k,
-            "line_axis": [0.0, 0.0, 1.0],
-            "line_lift": 0.0,
-            "n_object_points": self.n_object,
-            "n_actuators": self.n_actuator,
-        }
+    def _held_length(self) -> float:
+        return self.cfg.rope_length
 
     # ----------------------------------------------------------------- metrics
     def step_metrics(self) -> dict[str, Tensor]:
@@ -250,13 +135,6 @@ class RopeClosingEnv(HepiEnv):
             "gap_m": t["gap_m"],
             "loop_dist_m": t["loop_dist_m"],
             "not_closed": (~self.success(t)).float(),
-        }
-
-    def _task_episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
-        t = self.task_terms()
-        return {
-            "metrics/success": self.success(t)[env_ids].float().mean(),
-            "metrics/task_error": t["task_error_m"][env_ids].mean(),
         }
 
     # ----------------------------------------------------------------- baseline
@@ -276,8 +154,6 @@ class RopeClosingEnv(HepiEnv):
             ahead = torch.where(t < EXPERT_PHASES[0], 0.0, EXPERT_PAST[1])
             ahead = torch.where(t < EXPERT_PHASES[1], ahead, EXPERT_MEET[1])
             goal = self.pole_pos.unsqueeze(1) + side * out * s + ahead * f  # [E, 2, 3]
-            v = EXPERT_GAIN * (goal - self.grippers()) / cfg.max_lin_vel
-            v = v / torch.linalg.vector_norm(v, dim=-1, keepdim=True).clamp(min=1.0)
-            return {GROUP: v.flatten(1).unsqueeze(1)}
+            return self.proportional_action(goal, EXPERT_GAIN)
 
         return act
