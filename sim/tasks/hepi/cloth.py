@@ -35,6 +35,7 @@ from sim.tasks.hepi.base import GROUP, yaw_quat
 from sim.tasks.hepi.cloth_config import ClothHangingCfg
 from sim.tasks.hepi.cloth_model import build_cloth_model
 from sim.tasks.hepi.flex import FlexEnv, axis_offset
+from sim.tasks.hepi.flex_model import FlexModel
 
 __all__ = ["ClothHangingEnv"]
 
@@ -60,26 +61,20 @@ class ClothHangingEnv(FlexEnv):
     success_criteria: ClassVar = {"not_hung": 0.5}
     line_axis = (1.0, 0.0, 0.0)  # the bar: its local x axis
 
-    def __init__(
-        self,
-        cfg: ClothHangingCfg,
-        num_envs: int,
-        device: str | torch.device = "cpu",
-        seed: int = 0,
-        compile: bool = False,
-    ) -> None:
-        super().__init__(cfg, build_cloth_model(cfg), num_envs, device, seed, compile)
-        n = cfg.n_side
+    def _build_flex(self, cfg: ClothHangingCfg) -> FlexModel:
+        return build_cloth_model(cfg)
+
+    def _init_task(self) -> None:
+        n = self.cfg.n_side
         # The rest start summed in float32 (the rope converts its model's float64 sum): the two differ
         # by an ulp, and this is the start every cloth episode so far was sampled from.
         rest_qpos = torch.as_tensor(self.flex.rest_qpos, dtype=torch.float32, device=self.device)
         self.rest_vertices = self.flex_origin + rest_qpos.view(-1, 3)
-        self.line_lift = cfg.bar_radius + cfg.cloth_radius  # the target line: the bar's top
+        self.line_lift = self.cfg.bar_radius + self.cfg.cloth_radius  # the target line: the bar's top
         # The bar by its name here (the same tensors): its centre and axis.
         self.bar_pos, self.bar_axis = self.target_pos, self.target_axis
         self.corners = self.held_nodes  # node indices of the held corners
         self.mid_rows = torch.tensor([(n - 1) // 2, n // 2], device=self.device)  # the middle row (two when n is even)
-        self.reset()
 
     # ----------------------------------------------------------------- task quantities
     def bar_top(self) -> Tensor:

@@ -42,8 +42,8 @@ from sim.tasks.hepi.flex_model import (
     CapsuleTarget,
     FlexModel,
     flex_scene_mjcf,
-    relax_to_rest,
-    scene_mocap,
+    rest_flex_model,
+    vertex_origin,
 )
 
 CLOTH = "cloth"  # flexcomp name; vertex bodies cloth_0 .. cloth_{n^2-1} (flexcomp's own order)
@@ -113,19 +113,13 @@ def build_cloth_model(cfg: ClothHangingCfg) -> FlexModel:
         g.friction = [cfg.friction, 0.005, 0.0001]
         g.rgba = [0.3, 0.7, 0.4, 0.0]  # invisible: the flex draws the cloth
     model = spec.compile()
-    origin = model.body_pos[model.flex_vertbodyid[:n2]].copy()
-    mocap = scene_mocap(model, BAR)
     rows = _rows(cfg)
-    grip = origin[[rows[0, 0], rows[0, -1]]].copy()
-    rest_qpos = relax_to_rest(model, grip, mocap, cfg.grip_height)
-    return FlexModel(
-        model=model,
-        rest_qpos=rest_qpos,
-        vertex_origin=origin,
-        rest_vertices=origin + rest_qpos.reshape(n2, 3),
-        grip_start=grip,
+    grip = vertex_origin(model, n2)[[rows[0, 0], rows[0, -1]]]
+    return rest_flex_model(
+        model,
+        target=BAR,
+        grip=grip,
+        grip_height=cfg.grip_height,
         node_order=rows.reshape(-1),
         held_nodes=(0, cfg.n_side - 1),  # row 0 (the held edge), its first and last column
-        gripper_mocap=(mocap[0], mocap[1]),
-        target_mocap=mocap[2],
     )

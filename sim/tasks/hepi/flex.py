@@ -21,10 +21,10 @@ pole, the cloth's bar). It holds:
 * **Reward and metrics**: ``task_error`` from :meth:`task_terms` (``task_error_m``); per episode
   ``metrics/success`` (:meth:`success`) and ``metrics/task_error``.
 
-A subclass calls ``super().__init__(cfg, flex_model, ...)``, adds its own buffers, then calls
-``self.reset()``; it sets ``line_axis`` (and ``line_lift`` when the line is not the axis) and
-implements :meth:`_sample_target`, :meth:`_held_length`, :meth:`task_terms`, :meth:`success` and
-:meth:`step_metrics`. Its config is a :class:`~sim.tasks.hepi.flex_config.FlexTaskCfg`.
+A subclass sets ``line_axis`` (and ``line_lift`` when the line is not the axis), implements
+:meth:`_build_flex`, :meth:`_sample_target`, :meth:`_held_length`, :meth:`task_terms`,
+:meth:`success` and :meth:`step_metrics`, and may add its own buffers in :meth:`_init_task`. Its
+config is a :class:`~sim.tasks.hepi.flex_config.FlexTaskCfg`.
 Shapes: E envs, n vertices (object nodes), k envs being reset.
 """
 
@@ -75,35 +75,38 @@ class FlexEnv(HepiEnv):
     line_lift: float = 0.0  # m: the target line lies this far above the target's axis (world z)
 
     def __init__(
-        self,
-        cfg: FlexTaskCfg,
-        flex: FlexModel,
-        num_envs: int,
-        device: str | torch.device = "cpu",
-        seed: int = 0,
-        compile: bool = False,
+        self, cfg: FlexTaskCfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False
     ) -> None:
-        self.flex = flex
-        self.n_object = len(flex.node_order)
+        self.flex = self._build_flex(cfg)
+        self.n_object = len(self.flex.node_order)
         self.n_actuator = 2
         self.action_vectors = 1
-        self.world = mocap_world(flex.model, num_envs, cfg, device)
+        self.world = mocap_world(self.flex.model, num_envs, cfg, device)
         super().__init__(cfg, num_envs, device, seed, compile)
         E, dev = num_envs, self.device
         f32 = dict(dtype=torch.float32, device=dev)
-        self.node_order = torch.as_tensor(flex.node_order, device=dev)  # [n] flexcomp vertex of each node
-        self.flex_origin = torch.as_tensor(flex.vertex_origin, **f32)  # [n, 3] vertices at qpos = 0, flexcomp order
+        self.node_order = torch.as_tensor(self.flex.node_order, device=dev)  # [n] flexcomp vertex of each node
+        self.flex_origin = torch.as_tensor(self.flex.vertex_origin, **f32)  # [n, 3] at qpos = 0, flexcomp order
         self.vertex_origin = self.flex_origin[self.node_order]  # [n, 3] node order
-        self.rest_vertices = torch.as_tensor(flex.rest_vertices, **f32)  # [n, 3] flexcomp order, canonical frame
-        self.grip_start = torch.as_tensor(flex.grip_start, **f32)  # [2, 3] canonical frame
-        self.held_nodes = torch.tensor(flex.held_nodes, device=dev)  # [2] the node each gripper holds
+        self.rest_vertices = torch.as_tensor(self.flex.rest_vertices, **f32)  # [n, 3] flexcomp order, canonical
+        self.grip_start = torch.as_tensor(self.flex.grip_start, **f32)  # [2, 3] canonical frame
+        self.held_nodes = torch.tensor(self.flex.held_nodes, device=dev)  # [2] the node each gripper holds
         self.target_pos = torch.zeros(E, 3, **f32)  # a point of the target's axis (its mocap position)
         self.target_axis = torch.zeros(E, 3, **f32)
         self.target_axis[:] = torch.tensor(self.line_axis, **f32)
         self.centre = torch.zeros(E, 3, **f32)  # start grip midpoint: the workspace centre
         self.frame = torch.zeros(E, 2, 3, **f32)  # (s, f): along the start grip line, towards the target
+        self._init_task()
+        self.reset()
 
     # ----------------------------------------------------------------- task hooks (subclasses)
+    def _build_flex(self, cfg: FlexTaskCfg) -> FlexModel:
+        """The task's compiled flex scene and its resting start (called first in ``__init__``)."""
+        raise NotImplementedError
+
+    def _init_task(self) -> None:
+        """The task's own buffers and settings (called once, after the common ones, before the first reset)."""
+
     def _sample_target(self, k: int, turn: Tensor) -> tuple[Tensor, Tensor]:
         """The target of ``k`` new episodes whose start is turned by ``turn [k, 4]``: ``(position [k, 3]``
         in the canonical start frame, ``orientation [k, 4]`` in the world)."""

@@ -4,7 +4,7 @@ Both scenes are a MuJoCo ``flexcomp`` (rope: 1-D, cloth: 2-D) whose vertices are
 world-axis slide joints, two mocap grippers (visual only) pulling two of its vertices through
 ``connect`` constraints, and one mocap target (the rope's pole, the cloth's bar): a capsule the flex
 collides with, and nothing else. :func:`flex_scene_mjcf` writes that scene around the task's own
-flexcomp; :func:`relax_to_rest` finds the flex's resting start under gravity.
+flexcomp; :func:`rest_flex_model` finds the flex's resting start under gravity.
 
 Body order = mocap order: ``gripper0``, ``gripper1``, the target. Vertex ``i`` (flexcomp order) sits
 at ``vertex_origin[i] + qpos[3 i: 3 i + 3]`` and moves with ``qvel[3 i: 3 i + 3]``.
@@ -108,24 +108,45 @@ def flex_scene_mjcf(
 """
 
 
-def scene_mocap(model: mujoco.MjModel, target: str) -> list[int]:
-    """Mocap indices of ``gripper0``, ``gripper1`` and the ``target`` body."""
-    return [int(model.body_mocapid[model.body(b).id]) for b in (*GRIPPERS, target)]
+def vertex_origin(model: mujoco.MjModel, n: int) -> np.ndarray:
+    """``[n, 3]`` world position of each of the ``n`` flexcomp vertices at qpos = 0 (flexcomp order)."""
+    return model.body_pos[model.flex_vertbodyid[:n]].copy()
 
 
-def relax_to_rest(
-    model: mujoco.MjModel, grip: np.ndarray, mocap: list[int], grip_height: float, qpos: np.ndarray | None = None
-) -> np.ndarray:
-    """``[nq]`` the flex at rest under gravity: held at ``grip [2, 3]`` (mocap indices ``mocap``:
-    grippers, target), started from ``qpos`` (default: the model's), the target parked out of reach,
-    by the damped relaxation :data:`SETTLE`."""
+def rest_flex_model(
+    model: mujoco.MjModel,
+    *,
+    target: str,
+    grip: np.ndarray,
+    grip_height: float,
+    node_order: np.ndarray,
+    held_nodes: tuple[int, int],
+    start: np.ndarray | None = None,
+) -> FlexModel:
+    """The :class:`FlexModel` of a compiled flex scene: the flex relaxed to rest (:data:`SETTLE`)
+    under gravity, held at ``grip [2, 3]`` (m, canonical frame), from ``start [n, 3]`` vertex
+    positions (default: the model's own), the mocap ``target`` body parked out of reach."""
+    n = len(node_order)
+    origin = vertex_origin(model, n)
+    mocap = [int(model.body_mocapid[model.body(b).id]) for b in (*GRIPPERS, target)]
     data = mujoco.MjData(model)
-    if qpos is not None:
-        data.qpos[:] = qpos
+    if start is not None:
+        data.qpos[:] = (start - origin).reshape(-1)
     data.mocap_pos[mocap[0]], data.mocap_pos[mocap[1]] = grip
     data.mocap_pos[mocap[2]] = (0.0, PARKED_Y, grip_height)
     for steps, decay in SETTLE:
         for _ in range(steps):
             mujoco.mj_step(model, data)
             data.qvel[:] *= decay
-    return data.qpos.copy()
+    rest_qpos = data.qpos.copy()
+    return FlexModel(
+        model=model,
+        rest_qpos=rest_qpos,
+        vertex_origin=origin,
+        rest_vertices=origin + rest_qpos.reshape(n, 3),
+        grip_start=grip,
+        node_order=node_order,
+        held_nodes=held_nodes,
+        gripper_mocap=(mocap[0], mocap[1]),
+        target_mocap=mocap[2],
+    )

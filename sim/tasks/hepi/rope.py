@@ -33,6 +33,7 @@ from sim.core.randomization import uniform
 from sim.physics.quaternion import cross, quat_mul
 from sim.tasks.hepi.base import random_tilt
 from sim.tasks.hepi.flex import FlexEnv, axis_offset
+from sim.tasks.hepi.flex_model import FlexModel
 from sim.tasks.hepi.rope_config import RopeClosingCfg
 from sim.tasks.hepi.rope_model import build_rope_model
 
@@ -73,19 +74,13 @@ class RopeClosingEnv(FlexEnv):
     success_criteria: ClassVar = {"not_closed": 0.5}
     line_axis = (0.0, 0.0, 1.0)  # the pole: its local z axis
 
-    def __init__(
-        self,
-        cfg: RopeClosingCfg,
-        num_envs: int,
-        device: str | torch.device = "cpu",
-        seed: int = 0,
-        compile: bool = False,
-    ) -> None:
-        super().__init__(cfg, build_rope_model(cfg), num_envs, device, seed, compile)
+    def _build_flex(self, cfg: RopeClosingCfg) -> FlexModel:
+        return build_rope_model(cfg)
+
+    def _init_task(self) -> None:
         # The pole by its name here (the same tensors): a point of its axis at the start grip height.
         self.pole_pos, self.pole_axis = self.target_pos, self.target_axis
         self.ends = self.held_nodes  # node indices of the held rope ends
-        self.reset()
 
     # ----------------------------------------------------------------- task quantities
     def task_terms(self) -> dict[str, Tensor]:

@@ -38,8 +38,7 @@ from sim.tasks.hepi.flex_model import (
     CapsuleTarget,
     FlexModel,
     flex_scene_mjcf,
-    relax_to_rest,
-    scene_mocap,
+    rest_flex_model,
 )
 from sim.tasks.hepi.rope_config import RopeClosingCfg
 
@@ -98,20 +97,13 @@ def _initial_u(cfg: RopeClosingCfg) -> np.ndarray:
 def build_rope_model(cfg: RopeClosingCfg) -> FlexModel:
     """Compile the scene and find the rope's rest shape under gravity by damped relaxation (the
     pole parked out of reach), starting from a U; cached per config."""
-    model = mujoco.MjModel.from_xml_string(rope_mjcf(cfg))
-    n = cfg.n_links
-    origin = model.body_pos[model.flex_vertbodyid[:n]].copy()
-    mocap = scene_mocap(model, HANGER)
-    grip = np.array([[-cfg.grip_span / 2, 0.0, cfg.grip_height], [cfg.grip_span / 2, 0.0, cfg.grip_height]])
-    rest_qpos = relax_to_rest(model, grip, mocap, cfg.grip_height, qpos=(_initial_u(cfg) - origin).reshape(-1))
-    return FlexModel(
-        model=model,
-        rest_qpos=rest_qpos,
-        vertex_origin=origin,
-        rest_vertices=origin + rest_qpos.reshape(n, 3),
-        grip_start=grip,
+    n, half, z = cfg.n_links, cfg.grip_span / 2, cfg.grip_height
+    return rest_flex_model(
+        mujoco.MjModel.from_xml_string(rope_mjcf(cfg)),
+        target=HANGER,
+        grip=np.array([[-half, 0.0, z], [half, 0.0, z]]),
+        grip_height=z,
         node_order=np.arange(n),
         held_nodes=(0, n - 1),
-        gripper_mocap=(mocap[0], mocap[1]),
-        target_mocap=mocap[2],
+        start=_initial_u(cfg),
     )
