@@ -79,9 +79,10 @@ class RadianceField(nn.Module):
         return ok & self.occ[idx[:, 0], idx[:, 1], idx[:, 2]]
 
     def density(self, x: Tensor) -> Tensor:
-        """sigma [N] (1/m) at world points x [N, 3]; 0 outside the aabb."""
+        """sigma [N] (1/m) at world points x [N, 3]; 0 outside the aabb and in empty occupancy cells (the
+        occupancy grid is part of the model: training never sampled those cells)."""
         sigma = self._density(self.normalise(x))
-        return torch.where(self.inside(x), sigma, torch.zeros_like(sigma))
+        return torch.where(self.occupied(x), sigma, torch.zeros_like(sigma))
 
     def rgb(self, x: Tensor, d: Tensor) -> Tensor:
         """Colour [N, 3] in [0, 1] at world points x [N, 3] seen along unit directions d [N, 3]."""
