@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from sim.mujoco.world import BatchedMjWorld, MjWorldCfg, _as_index, _to_numpy
+from sim.mujoco.world import BatchedMjWorld, _as_index
 
 try:  # optional dependency
     import mujoco_warp as mjw
@@ -48,17 +48,8 @@ def _varying_fields(models: Sequence[mujoco.MjModel]) -> list[str]:
 class WarpMjWorld(BatchedMjWorld):
     """``num_envs`` MuJoCo Warp worlds; see :class:`BatchedMjWorld` for the interface."""
 
-    def __init__(
-        self,
-        models: mujoco.MjModel | Sequence[mujoco.MjModel],
-        num_envs: int,
-        *,
-        model_index: Sequence[int] | np.ndarray | Tensor | None = None,
-        control: Sequence[str] = ("ctrl",),
-        cfg: MjWorldCfg | None = None,
-        device: torch.device | str = "cpu",
-    ) -> None:
-        self._init_common(models, num_envs, model_index, control, cfg, device)
+    def _init_backend(self) -> None:
+        """The Warp model and data (one world per env) and torch views of their arrays."""
         wp.init()
         self._wp_device = "cpu" if self.device.type == "cpu" else f"cuda:{self.device.index or 0}"
         varying = _varying_fields(self.models)
@@ -84,14 +75,7 @@ class WarpMjWorld(BatchedMjWorld):
     # ------------------------------------------------------------------ stepping
     def step(self, control: Tensor | np.ndarray | None = None, nstep: int = 1) -> None:
         if control is not None:
-            c = torch.as_tensor(control, dtype=torch.float32, device=self.device)
-            if c.ndim == 2:
-                c = c[:, None]
-            E = self.num_envs
-            if c.shape[0] != E or c.shape[-1] != self.ncontrol or c.shape[1] not in (1, nstep):
-                raise ValueError(
-                    f"control must be [{E}, {self.ncontrol}] or [{E}, {nstep}, {self.ncontrol}], got {tuple(c.shape)}"
-                )
+            c = self._per_step_control(torch.as_tensor(control, dtype=torch.float32, device=self.device), nstep)
         with wp.ScopedDevice(self._wp_device):
             for k in range(nstep):
                 if control is not None:
@@ -126,7 +110,7 @@ class WarpMjWorld(BatchedMjWorld):
             return
         ids = torch.as_tensor(ids_np, device=self.device)
         v, n, sl = self._view, len(ids_np), self._slices
-        state0 = torch.as_tensor(np.stack([self._state0[i] for i in self._index[ids_np]]), device=self.device)
+        state0, pos0, quat0 = (torch.as_tensor(x, device=self.device) for x in self._initial_state(ids_np))
 
         def put(name: str, value: Tensor | np.ndarray | None, default: Tensor) -> None:
             x = default if value is None else torch.as_tensor(value, dtype=torch.float32, device=self.device)
@@ -138,8 +122,6 @@ class WarpMjWorld(BatchedMjWorld):
         put("time", None, state0[:, sl["time"]][:, 0])
         put("ctrl", ctrl, torch.zeros(n, self.nu, device=self.device))
         if self.nmocap:
-            pos0 = torch.as_tensor(np.stack([self._mocap0[i][0] for i in self._index[ids_np]]), device=self.device)
-            quat0 = torch.as_tensor(np.stack([self._mocap0[i][1] for i in self._index[ids_np]]), device=self.device)
             put("mocap_pos", mocap_pos, pos0)
             put("mocap_quat", mocap_quat, quat0)
         self._diverged[ids] = False
@@ -147,11 +129,7 @@ class WarpMjWorld(BatchedMjWorld):
             mjw.forward(self._m, self._d)  # sensors (and everything derived) at the new states
 
     def set_model(self, env_ids: Tensor | np.ndarray | Sequence[int], model_index: Tensor | np.ndarray | int) -> None:
-        ids = _as_index(env_ids, None)
-        new = np.broadcast_to(_to_numpy(model_index).astype(np.int64), ids.shape)
-        if len(ids) and (new.min() < 0 or new.max() >= len(self.models)):
-            raise ValueError(f"model_index must lie in [0, {len(self.models)})")
-        self._index[ids] = new
+        ids, new = self._assign_variants(env_ids, model_index)
         rows = torch.as_tensor(ids, device=self.device)
         for f, view in self._fields.items():
             values = np.stack([getattr(self.models[k], f) for k in new])

@@ -31,6 +31,7 @@ import copy
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import mujoco
 import numpy as np
@@ -40,6 +41,7 @@ from torch import Tensor
 
 from sim.core.config import non_negative
 
+ArrayT = TypeVar("ArrayT", np.ndarray, Tensor)
 BACKENDS = ("rollout", "warp")
 CONTROLS = ("ctrl", "mocap_pos", "mocap_quat")
 STATE_SPEC = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -105,6 +107,10 @@ class BatchedMjWorld:
         device: torch.device | str = "cpu",
     ) -> None:
         self._init_common(models, num_envs, model_index, control, cfg, device)
+        self._init_backend()
+
+    def _init_backend(self) -> None:
+        """The rollout backend's per-env arrays, thread ``MjData`` pool and zero-timestep model copies."""
         index = self._index
         self._state = np.stack([self._state0[i] for i in index])
         self._mocap_pos = np.stack([self._mocap0[i][0] for i in index]).reshape(self.num_envs, self.nmocap, 3)
@@ -217,13 +223,7 @@ class BatchedMjWorld:
             full[..., self._full_slices["mocap_pos"]] = self._mocap_pos.reshape(E, 1, -1)
             full[..., self._full_slices["mocap_quat"]] = self._mocap_quat.reshape(E, 1, -1)
         if control is not None:
-            c = _to_numpy(control)
-            if c.ndim == 2:
-                c = c[:, None]
-            if c.shape[0] != E or c.shape[-1] != self.ncontrol or c.shape[1] not in (1, nstep):
-                raise ValueError(
-                    f"control must be [{E}, {self.ncontrol}] or [{E}, {nstep}, {self.ncontrol}], got {c.shape}"
-                )
+            c = self._per_step_control(_to_numpy(control), nstep)
             for name, sl in self.control_slices.items():
                 full[..., self._full_slices[name]] = c[..., sl]
             self._ctrl = full[:, -1, self._full_slices["ctrl"]].copy()
@@ -244,6 +244,18 @@ class BatchedMjWorld:
             self._refresh_sensors(None)
         else:
             self._sensordata = np.ascontiguousarray(sensordata[:, -1])
+
+    def _per_step_control(self, c: ArrayT, nstep: int) -> ArrayT:
+        """``c`` (numpy or torch) as ``[E, 1 or nstep, ncontrol]``: a ``[E, ncontrol]`` control is held
+        for all ``nstep`` steps. Raises ValueError on any other shape."""
+        if c.ndim == 2:
+            c = c[:, None]
+        E = self.num_envs
+        if c.shape[0] != E or c.shape[-1] != self.ncontrol or c.shape[1] not in (1, nstep):
+            raise ValueError(
+                f"control must be [{E}, {self.ncontrol}] or [{E}, {nstep}, {self.ncontrol}], got {tuple(c.shape)}"
+            )
+        return c
 
     def _refresh_sensors(self, env_ids: np.ndarray | None) -> None:
         """Sensors at the current state of ``env_ids`` (all when None): one zero-timestep step."""
@@ -279,14 +291,13 @@ class BatchedMjWorld:
         ids = _as_index(env_ids, None)
         if len(ids) == 0:
             return
-        self._state[ids] = np.stack([self._state0[i] for i in self._index[ids]])
+        state0, pos0, quat0 = self._initial_state(ids)
+        self._state[ids] = state0
         if qpos is not None:
             self._state[ids, self._slices["qpos"]] = _to_numpy(qpos).reshape(len(ids), self.nq)
         if qvel is not None:
             self._state[ids, self._slices["qvel"]] = _to_numpy(qvel).reshape(len(ids), self.nv)
         if self.nmocap:
-            pos0 = np.stack([self._mocap0[i][0] for i in self._index[ids]])
-            quat0 = np.stack([self._mocap0[i][1] for i in self._index[ids]])
             self._mocap_pos[ids] = pos0 if mocap_pos is None else _to_numpy(mocap_pos).reshape(len(ids), self.nmocap, 3)
             self._mocap_quat[ids] = (
                 quat0 if mocap_quat is None else _to_numpy(mocap_quat).reshape(len(ids), self.nmocap, 4)
@@ -295,16 +306,34 @@ class BatchedMjWorld:
         self._diverged[ids] = False
         self._refresh_sensors(ids)
 
+    def _initial_state(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The initial values of envs ``ids [n]`` (their variants'): ``(state [n, nstate],
+        mocap_pos [n, nmocap, 3], mocap_quat [n, nmocap, 4])``, float64."""
+        variants = self._index[ids]
+        return (
+            np.stack([self._state0[i] for i in variants]),
+            np.stack([self._mocap0[i][0] for i in variants]),
+            np.stack([self._mocap0[i][1] for i in variants]),
+        )
+
     def set_model(self, env_ids: Tensor | np.ndarray | Sequence[int], model_index: Tensor | np.ndarray | int) -> None:
         """Switch ``env_ids`` to other variants (call :meth:`set_state` afterwards to place them)."""
+        ids, new = self._assign_variants(env_ids, model_index)
+        for i, k in zip(ids.tolist(), new.tolist(), strict=True):
+            self._env_models[i] = self.models[k]
+            self._env_zero_dt[i] = self._zero_dt[k]
+
+    def _assign_variants(
+        self, env_ids: Tensor | np.ndarray | Sequence[int], model_index: Tensor | np.ndarray | int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Check ``model_index`` (one variant, or one per env) and record it for ``env_ids``; returns
+        ``(ids [n], variants [n])`` for the backend to switch its models."""
         ids = _as_index(env_ids, None)
         new = np.broadcast_to(_to_numpy(model_index).astype(np.int64), ids.shape)
         if len(ids) and (new.min() < 0 or new.max() >= len(self.models)):
             raise ValueError(f"model_index must lie in [0, {len(self.models)})")
         self._index[ids] = new
-        for i, k in zip(ids.tolist(), new.tolist(), strict=True):
-            self._env_models[i] = self.models[k]
-            self._env_zero_dt[i] = self._zero_dt[k]
+        return ids, new
 
     # ------------------------------------------------------------------ reading
     def _tensor(self, array: np.ndarray) -> Tensor:
