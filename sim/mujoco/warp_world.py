@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from sim.mujoco.world import BatchedMjWorld, _as_index
+from sim.mujoco.world import BatchedMjWorld
 
 try:  # optional dependency
     import mujoco_warp as mjw
@@ -95,36 +95,24 @@ class WarpMjWorld(BatchedMjWorld):
                 v[name].copy_(c[:, sl].reshape(E, self.nmocap, -1))
 
     # ------------------------------------------------------------------ writing states
-    def set_state(
-        self,
-        env_ids: Tensor | np.ndarray | Sequence[int],
-        *,
-        qpos: Tensor | np.ndarray | None = None,
-        qvel: Tensor | np.ndarray | None = None,
-        mocap_pos: Tensor | np.ndarray | None = None,
-        mocap_quat: Tensor | np.ndarray | None = None,
-        ctrl: Tensor | np.ndarray | None = None,
-    ) -> None:
-        ids_np = _as_index(env_ids, None)
-        if len(ids_np) == 0:
-            return
+    def _write_state(self, ids_np: np.ndarray, given: dict[str, Tensor | np.ndarray]) -> None:
         ids = torch.as_tensor(ids_np, device=self.device)
         v, n, sl = self._view, len(ids_np), self._slices
         state0, pos0, quat0 = (torch.as_tensor(x, device=self.device) for x in self._initial_state(ids_np))
 
-        def put(name: str, value: Tensor | np.ndarray | None, default: Tensor) -> None:
+        def put(name: str, default: Tensor) -> None:  # the given value, else the default
+            value = given.get(name)
             x = default if value is None else torch.as_tensor(value, dtype=torch.float32, device=self.device)
             v[name][ids] = x.reshape(n, *v[name].shape[1:]).to(v[name].dtype)
 
-        put("qpos", qpos, state0[:, sl["qpos"]])
-        put("qvel", qvel, state0[:, sl["qvel"]])
-        put("act", None, state0[:, sl["act"]])
-        put("time", None, state0[:, sl["time"]][:, 0])
-        put("ctrl", ctrl, torch.zeros(n, self.nu, device=self.device))
+        put("qpos", state0[:, sl["qpos"]])
+        put("qvel", state0[:, sl["qvel"]])
+        put("act", state0[:, sl["act"]])
+        put("time", state0[:, sl["time"]][:, 0])
+        put("ctrl", torch.zeros(n, self.nu, device=self.device))
         if self.nmocap:
-            put("mocap_pos", mocap_pos, pos0)
-            put("mocap_quat", mocap_quat, quat0)
-        self._diverged[ids] = False
+            put("mocap_pos", pos0)
+            put("mocap_quat", quat0)
         with wp.ScopedDevice(self._wp_device):
             mjw.forward(self._m, self._d)  # sensors (and everything derived) at the new states
 
@@ -136,29 +124,17 @@ class WarpMjWorld(BatchedMjWorld):
             view[rows] = torch.as_tensor(values, device=self.device).reshape(len(ids), *view.shape[1:]).to(view.dtype)
 
     # ------------------------------------------------------------------ reading
-    @property
-    def qpos(self) -> Tensor:
-        return self._view["qpos"].float().clone()
+    # float32 copies of the Warp arrays (shapes: BatchedMjWorld's properties of the same names)
+    qpos = property(lambda self: self._read("qpos"))
+    qvel = property(lambda self: self._read("qvel"))
+    time = property(lambda self: self._read("time"))
+    mocap_pos = property(lambda self: self._read("mocap_pos"))
+    mocap_quat = property(lambda self: self._read("mocap_quat"))
+    sensordata = property(lambda self: self._read("sensordata"))
 
-    @property
-    def qvel(self) -> Tensor:
-        return self._view["qvel"].float().clone()
-
-    @property
-    def time(self) -> Tensor:
-        return self._view["time"].float().clone()
-
-    @property
-    def mocap_pos(self) -> Tensor:
-        return self._view["mocap_pos"].float().clone()
-
-    @property
-    def mocap_quat(self) -> Tensor:
-        return self._view["mocap_quat"].float().clone()
-
-    @property
-    def sensordata(self) -> Tensor:
-        return self._view["sensordata"].float().clone()
+    def _read(self, name: str) -> Tensor:
+        """A float32 copy of the Warp data array ``name`` (a copy: later steps do not change it)."""
+        return self._view[name].float().clone()
 
     def diverged(self) -> Tensor:
         return self._diverged | ~torch.isfinite(self._view["sensordata"]).all(1)

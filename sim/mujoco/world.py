@@ -291,19 +291,26 @@ class BatchedMjWorld:
         ids = _as_index(env_ids, None)
         if len(ids) == 0:
             return
+        given = {"qpos": qpos, "qvel": qvel, "mocap_pos": mocap_pos, "mocap_quat": mocap_quat, "ctrl": ctrl}
+        self._write_state(ids, {k: v for k, v in given.items() if v is not None})
+        self._diverged[ids] = False
+
+    def _write_state(self, ids: np.ndarray, given: dict[str, Tensor | np.ndarray]) -> None:
+        """The backend's :meth:`set_state` of envs ``ids [n]`` (non-empty): the ``given`` parts
+        (``qpos``, ``qvel``, ``mocap_pos``, ``mocap_quat``, ``ctrl``, each ``[n, ...]``), the rest from
+        the variants' initial state (ctrl 0), then the sensors."""
+        n = len(ids)
         state0, pos0, quat0 = self._initial_state(ids)
         self._state[ids] = state0
-        if qpos is not None:
-            self._state[ids, self._slices["qpos"]] = _to_numpy(qpos).reshape(len(ids), self.nq)
-        if qvel is not None:
-            self._state[ids, self._slices["qvel"]] = _to_numpy(qvel).reshape(len(ids), self.nv)
+        if "qpos" in given:
+            self._state[ids, self._slices["qpos"]] = _to_numpy(given["qpos"]).reshape(n, self.nq)
+        if "qvel" in given:
+            self._state[ids, self._slices["qvel"]] = _to_numpy(given["qvel"]).reshape(n, self.nv)
         if self.nmocap:
-            self._mocap_pos[ids] = pos0 if mocap_pos is None else _to_numpy(mocap_pos).reshape(len(ids), self.nmocap, 3)
-            self._mocap_quat[ids] = (
-                quat0 if mocap_quat is None else _to_numpy(mocap_quat).reshape(len(ids), self.nmocap, 4)
-            )
-        self._ctrl[ids] = 0.0 if ctrl is None else _to_numpy(ctrl).reshape(len(ids), self.nu)
-        self._diverged[ids] = False
+            pos, quat = given.get("mocap_pos"), given.get("mocap_quat")
+            self._mocap_pos[ids] = pos0 if pos is None else _to_numpy(pos).reshape(n, self.nmocap, 3)
+            self._mocap_quat[ids] = quat0 if quat is None else _to_numpy(quat).reshape(n, self.nmocap, 4)
+        self._ctrl[ids] = _to_numpy(given["ctrl"]).reshape(n, self.nu) if "ctrl" in given else 0.0
         self._refresh_sensors(ids)
 
     def _initial_state(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
