@@ -36,15 +36,7 @@ import mujoco
 import numpy as np
 
 from sim.tasks.hepi.cloth_config import ClothHangingCfg
-from sim.tasks.hepi.flex_model import (
-    FLEX_GROUP,
-    TARGET_GROUP,
-    CapsuleTarget,
-    FlexModel,
-    flex_scene_mjcf,
-    rest_flex_model,
-    vertex_origin,
-)
+from sim.tasks.hepi.flex_model import FLEX_CONTACT, CapsuleTarget, FlexModel, flex_scene_mjcf, rest_flex_model
 
 CLOTH = "cloth"  # flexcomp name; vertex bodies cloth_0 .. cloth_{n^2-1} (flexcomp's own order)
 BAR = "bar"
@@ -109,16 +101,13 @@ def build_cloth_model(cfg: ClothHangingCfg) -> FlexModel:
         g.type = mujoco.mjtGeom.mjGEOM_SPHERE
         g.size = [cfg.cloth_radius, 0.0, 0.0]
         g.mass = 0.0
-        g.contype, g.conaffinity = FLEX_GROUP, TARGET_GROUP
+        g.contype, g.conaffinity = FLEX_CONTACT
         g.friction = [cfg.friction, 0.005, 0.0001]
         g.rgba = [0.3, 0.7, 0.4, 0.0]  # invisible: the flex draws the cloth
-    model = spec.compile()
     rows = _rows(cfg)
-    grip = vertex_origin(model, n2)[[rows[0, 0], rows[0, -1]]]
     return rest_flex_model(
-        model,
+        spec.compile(),
         target=BAR,
-        grip=grip,
         grip_height=cfg.grip_height,
         node_order=rows.reshape(-1),
         held_nodes=(0, cfg.n_side - 1),  # row 0 (the held edge), its first and last column

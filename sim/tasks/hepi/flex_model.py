@@ -20,6 +20,7 @@ import numpy as np
 
 GRIPPERS = ("gripper0", "gripper1")
 FLEX_GROUP, TARGET_GROUP = 1, 2  # contype/conaffinity bits: flex-target contacts only
+FLEX_CONTACT = (FLEX_GROUP, TARGET_GROUP)  # (contype, conaffinity) of the flex's collision parts
 # Damped relaxation to the rest state: (physics steps, velocity kept per step) phases. Strong
 # kinetic damping first, then weak: the stiff equality constraints need velocity to settle their
 # last violation (one phase at 0.95 leaves ~0.5 mm of motion per control step).
@@ -117,17 +118,20 @@ def rest_flex_model(
     model: mujoco.MjModel,
     *,
     target: str,
-    grip: np.ndarray,
     grip_height: float,
     node_order: np.ndarray,
     held_nodes: tuple[int, int],
+    grip: np.ndarray | None = None,
     start: np.ndarray | None = None,
 ) -> FlexModel:
     """The :class:`FlexModel` of a compiled flex scene: the flex relaxed to rest (:data:`SETTLE`)
-    under gravity, held at ``grip [2, 3]`` (m, canonical frame), from ``start [n, 3]`` vertex
-    positions (default: the model's own), the mocap ``target`` body parked out of reach."""
+    under gravity, held at ``grip [2, 3]`` (m, canonical frame; default: where the held vertices
+    sit in the model), from ``start [n, 3]`` vertex positions (default: the model's own), the mocap
+    ``target`` body parked out of reach."""
     n = len(node_order)
     origin = vertex_origin(model, n)
+    if grip is None:
+        grip = origin[node_order[list(held_nodes)]]
     mocap = [int(model.body_mocapid[model.body(b).id]) for b in (*GRIPPERS, target)]
     data = mujoco.MjData(model)
     if start is not None:

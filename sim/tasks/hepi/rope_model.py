@@ -32,14 +32,7 @@ import functools
 import mujoco
 import numpy as np
 
-from sim.tasks.hepi.flex_model import (
-    FLEX_GROUP,
-    TARGET_GROUP,
-    CapsuleTarget,
-    FlexModel,
-    flex_scene_mjcf,
-    rest_flex_model,
-)
+from sim.tasks.hepi.flex_model import FLEX_CONTACT, CapsuleTarget, FlexModel, flex_scene_mjcf, rest_flex_model
 from sim.tasks.hepi.rope_config import RopeClosingCfg
 
 ROPE = "rope"  # flexcomp name; its vertex bodies are rope_0 .. rope_{n-1}
@@ -59,10 +52,11 @@ def rope_mjcf(cfg: RopeClosingCfg) -> str:
     n, L = cfg.n_links, cfg.rope_length
     z = cfg.grip_height
     below = cfg.pole_length - cfg.pole_top_above
+    contype, conaffinity = FLEX_CONTACT
     rope = f"""    <flexcomp name="{ROPE}" type="grid" dim="1" count="{n} 1 1" spacing="{L / (n - 1)} 1 1" pos="0 0 {z}"
               radius="{cfg.rope_radius}" mass="{cfg.rope_mass}" rgba="0.8 0.5 0.2 1">
       <edge equality="true" solimp="{SOLIMP}" solref="{SOLREF}" damping="{cfg.rope_damping}"/>
-      <contact contype="{FLEX_GROUP}" conaffinity="{TARGET_GROUP}" selfcollide="none"
+      <contact contype="{contype}" conaffinity="{conaffinity}" selfcollide="none"
                friction="{cfg.friction} 0.005 0.0001"/>
     </flexcomp>"""
     return flex_scene_mjcf(
