@@ -31,7 +31,7 @@ from torch import Tensor
 
 from sim.core.randomization import uniform
 from sim.physics.quaternion import cross, quat_mul
-from sim.tasks.hepi.base import GROUP, yaw_quat
+from sim.tasks.hepi.base import yaw_quat
 from sim.tasks.hepi.cloth_config import ClothHangingCfg
 from sim.tasks.hepi.cloth_model import build_cloth_model
 from sim.tasks.hepi.flex import FlexEnv, axis_offset
@@ -150,8 +150,6 @@ class ClothHangingEnv(FlexEnv):
             z_off = torch.where(high, EXPERT_OVER[1], EXPERT_ABOVE[1])
             z_off = torch.where(over, -cfg.cloth_size / 2, z_off)
             goal = base + n_off * n_far + z_off * up
-            v = EXPERT_GAIN * (goal - g) / cfg.max_lin_vel
-            v = v / torch.linalg.vector_norm(v, dim=-1, keepdim=True).clamp(min=1.0)
-            return {GROUP: v.flatten(1).unsqueeze(1)}
+            return self.proportional_action(goal, EXPERT_GAIN)
 
         return act
