@@ -66,6 +66,32 @@ def test_graph_spec_and_observation_shapes(env):
     assert env.max_episode_steps == {"hepi_rope_closing": 200, "hepi_cloth_hanging": 100}[env.task_name]
 
 
+def test_the_target_line_is_the_mocap_targets_axis(env):
+    """FlexEnv's target (pole, bar) is the third mocap body: its position and its local ``line_axis``
+    turned into the world; the observation measures against that line (raised by ``line_lift``), and
+    each gripper starts at the vertex it holds."""
+    from sim.physics.quaternion import quat_rotate
+
+    env.reset(seed=4)
+    mocap_pos, mocap_quat = env.world.mocap_pos, env.world.mocap_quat
+    torch.testing.assert_close(env.target_pos, mocap_pos[:, 2])
+    local = torch.tensor(env.line_axis).expand(env.num_envs, 3)
+    torch.testing.assert_close(env.target_axis, quat_rotate(mocap_quat[:, 2], local))
+    lift = env.line_point() - env.target_pos
+    torch.testing.assert_close(lift[:, :2], torch.zeros(env.num_envs, 2))
+    torch.testing.assert_close(lift[:, 2], torch.full((env.num_envs,), float(env.line_lift)))
+    # Displacement channel: from each node to its closest point of the line, i.e. across the line only.
+    vec = env.reset(seed=4)["grippers"]["scene_node_vectors"][:, 0]
+    to_line = vec[..., 1, :]
+    along = (to_line * env.target_axis.unsqueeze(1)).sum(-1)
+    assert along.abs().max() < 1e-5
+    closest = vec[..., 0, :] + to_line - env.line_point().unsqueeze(1)  # on the line: parallel to the axis
+    across = closest - (closest * env.target_axis.unsqueeze(1)).sum(-1, keepdim=True) * env.target_axis.unsqueeze(1)
+    assert across.abs().max() < 1e-5
+    held = env.vertices()[:, env.held_nodes]
+    assert torch.linalg.vector_norm(held - env.grippers(), dim=-1).max() < 0.01
+
+
 def test_reset_is_at_rest(env):
     env.reset(seed=1)
     before = env.vertices().clone()
