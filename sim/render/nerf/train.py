@@ -12,6 +12,7 @@ it prints the PSNR on the held-out views and checkpoints the field (``field.save
 
 from __future__ import annotations
 
+import functools
 import math
 import resource
 import sys
@@ -235,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     def run() -> None:
         args, _ = parse_args(TrainArgs, list(sys.argv[1:] if argv is None else argv))
         cap = load_capture(args.capture, downscale=args.downscale)
-        f, stats = train_field(cap, args)
+        f, stats = train_field(cap, args, log=functools.partial(print, flush=True))
         if args.out:
             f.save(args.out)
             size = Path(args.out).stat().st_size / 1e6
