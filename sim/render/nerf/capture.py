@@ -255,14 +255,14 @@ def _read_image(path: Path) -> np.ndarray:
 
 
 def _read_depth(path: Path) -> np.ndarray:
-    """z-depth in metres, float32 [H, W] (nerfstudio: 16-bit PNG in mm, or .npy in metres... scaled the same)."""
+    """z-depth in metres, float32 [H, W]. nerfstudio scales both 16-bit PNG and ``.npy`` depth by
+    ``depth_unit_scale_factor`` (1e-3), so both hold millimetres."""
     from PIL import Image
 
     if not path.is_file():
         raise CaptureError(f"{path}: depth file not found")
     try:
         if path.suffix == ".npy":
-            # nerfstudio multiplies .npy depth by depth_unit_scale_factor too; covey writes PNG only
             return np.load(path).astype(np.float32) * DEPTH_UNIT_SCALE
         with Image.open(path) as im:
             arr = np.asarray(im).astype(np.float32)
