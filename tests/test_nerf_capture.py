@@ -184,3 +184,16 @@ def test_per_frame_intrinsics(tmp_path):
     assert load_capture(tmp_path).intrinsics == intr  # all frames agree: one camera
     _edit(tmp_path, lambda m: per_frame(m, [30.0, 31.0]))
     _one_line_error(tmp_path, "frames differ in 'fl_x'")
+
+
+def test_shipped_arena_capture():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "assets" / "captures" / "soccer_arena"
+    cap = load_capture(root)
+    assert cap.images.shape == (128, 120, 160, 3) and cap.depths is not None
+    assert cap.eval_indices == list(range(0, 128, 8))
+    heights = cap.c2w[:, 2, 3]
+    assert ((heights > 0.3) & (heights < 0.6)).sum() >= 64 and (heights > 1.0).sum() >= 16  # robot-eye + high views
+    assert (cap.depths > 0).float().mean() > 0.6  # most pixels hit the arena (the rest: sky, depth edges)
+    assert cap.depths.max() < 13  # all inside the hall
