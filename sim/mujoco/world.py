@@ -94,6 +94,11 @@ class BatchedMjWorld:
         control: what :meth:`step` takes, a subset of :data:`CONTROLS` in that order.
         cfg: backend and threads.
         device: where the returned torch tensors live.
+
+    This class is the rollout backend. Another backend (``WarpMjWorld``) subclasses it and keeps
+    its checks, layouts and initial states; it implements :meth:`_init_backend`, :meth:`step`,
+    :meth:`_write_state`, :meth:`set_model` (after :meth:`_assign_variants`), :meth:`diverged` and
+    the state readers.
     """
 
     def __init__(

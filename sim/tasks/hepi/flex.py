@@ -142,7 +142,7 @@ class FlexEnv(HepiEnv):
 
     def line_point(self) -> Tensor:
         """``[E, 3]`` a point of the target line: ``target_pos`` raised by ``line_lift``."""
-        if not self.line_lift:
+        if not self.line_lift:  # the axis itself (the rope's pole): no copy, and exactly its values
             return self.target_pos
         point = self.target_pos.clone()
         point[:, 2] += self.line_lift
