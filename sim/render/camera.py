@@ -126,10 +126,10 @@ def look_c2w(pos: Tensor, quat_wxyz: Tensor, mount: CameraMount | None = None) -
 def yaw_pitch_roll_quat(yaw: Tensor, pitch: Tensor, roll: Tensor) -> Tensor:
     """Body quaternions ``[..., 4]`` (wxyz) from z-y-x Euler angles (rad): yaw about z, then pitch, then roll.
 
-    Positive pitch tilts the body's +x axis down (the sign a camera looking down has).
+    Positive pitch tilts the body's +x axis down (a right-handed turn about +y), as a camera looking down.
     """
     cy, sy = torch.cos(yaw / 2), torch.sin(yaw / 2)
-    cp, sp = torch.cos(-pitch / 2), torch.sin(-pitch / 2)  # right-handed y: a positive angle lifts +x; flip it
+    cp, sp = torch.cos(pitch / 2), torch.sin(pitch / 2)  # a positive turn about +y tips +x towards -z
     cr, sr = torch.cos(roll / 2), torch.sin(roll / 2)
     w = cr * cp * cy + sr * sp * sy
     x = sr * cp * cy - cr * sp * sy

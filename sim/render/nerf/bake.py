@@ -16,7 +16,7 @@ handful of gathers per pixel and no Python loop over cameras. Where the camera i
 panorama cannot see (disocclusions behind an obstacle) take the colour of the occluder's edge; with the second
 nearest panorama (``n_panoramas=2``) each pixel keeps the panorama whose depth agrees best with the point it found.
 
-    baked = BakedScene.bake(field, region=((-2.5, -2.0), (2.5, 2.0)), heights=(0.45,))
+    baked = BakedScene.bake(field, region=((-2.3, -1.8), (2.3, 1.8)), heights=(0.45,))
     baked.save("assets/fields/soccer_arena_baked.pt")
     rgb, depth = BakedScene.load(path).render(c2w, CameraModel())   # [B, 30, 40, 3] in [0, 1], [B, 30, 40] m
 
@@ -27,14 +27,18 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from sim.render.camera import CameraModel
 
+ARENA_REGION = ((-2.3, -1.8), (2.3, 1.8))  # where robot cameras go on the default 5 x 4 m pitch (m)
+FORMAT = "covey-panorama-bank-v1"
 SKY_DEPTH = 1000.0  # ray distance stored for rays that leave the field's aabb (m): reprojects as a direction
 
 
@@ -47,6 +51,16 @@ def panorama_dirs(width: int, height: int, device: torch.device | str = "cpu") -
     lat = math.pi / 2 - (torch.arange(height, device=device, dtype=torch.float32) + 0.5) / height * math.pi
     lat, lon = torch.meshgrid(lat, lon, indexing="ij")
     return torch.stack([lat.cos() * lon.cos(), lat.cos() * lon.sin(), lat.sin()], -1)
+
+
+def _packed(a: np.ndarray) -> Tensor:
+    """zlib-compressed bytes of ``a`` as a uint8 tensor (torch.save would pickle ``bytes`` as text, 1.5x larger)."""
+    return torch.frombuffer(bytearray(zlib.compress(np.ascontiguousarray(a).tobytes(), 9)), dtype=torch.uint8)
+
+
+def _unpacked(t: Tensor) -> np.ndarray:
+    """Inverse of :func:`_packed`: a flat uint8 array."""
+    return np.frombuffer(zlib.decompress(t.numpy().tobytes()), np.uint8)
 
 
 def _pad(pano: Tensor) -> Tensor:
@@ -95,7 +109,7 @@ class BakedScene:
     def bake(
         cls,
         field: torch.nn.Module,
-        region: tuple[tuple[float, float], tuple[float, float]] = ((-2.5, -2.0), (2.5, 2.0)),
+        region: tuple[tuple[float, float], tuple[float, float]] = ARENA_REGION,
         heights: Sequence[float] = (0.45,),
         spacing: float = 0.5,
         pano_width: int = 256,
@@ -149,15 +163,20 @@ class BakedScene:
         return cls(rgb, depth, (x0, y0, hs[0]), (sx, sy, sz), (nx, ny, len(hs)))
 
     def save(self, path: str | Path) -> None:
-        """Write the bank (uint8 colour, float16 depth) and its grid to ``path`` (a torch file)."""
+        """Write the bank and its grid to ``path`` (a torch file; colour uint8 and depth float16, zlib-compressed:
+        colour as differences along each row, depth as separate low/high byte planes; ~3x smaller)."""
         p, h, w = self.num, self.pano_h, self.pano_w
-        rgbd = self.planes.T.reshape(p, h + 1, w + 2, 4)[:, :h, 1 : w + 1]
-        rgb = (rgbd[..., :3].clamp(0, 1) * 255).round().to(torch.uint8).cpu()
+        rgbd = self.planes.T.reshape(p, h + 1, w + 2, 4)[:, :h, 1 : w + 1].cpu()
+        rgb = (rgbd[..., :3].clamp(0, 1) * 255).round().to(torch.uint8).numpy()
+        depth = rgbd[..., 3].half().numpy()
+        rgb_delta = np.diff(rgb, axis=2, prepend=np.zeros_like(rgb[:, :, :1]))  # uint8 wraps: exact inverse by cumsum
+        planes = depth.view(np.uint8).reshape(*depth.shape, 2)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         state = {
-            "format": "covey-panorama-bank-v1",
-            "rgb": rgb,
-            "depth": rgbd[..., 3].half().cpu(),
+            "format": FORMAT,
+            "shape": [p, h, w],
+            "rgb_delta_zlib": _packed(rgb_delta),
+            "depth_f16_planes_zlib": [_packed(planes[..., i]) for i in (0, 1)],
             "origin": self.origin.tolist(),
             "spacing": self.spacing.tolist(),
             "counts": list(self.counts),
@@ -167,10 +186,17 @@ class BakedScene:
     @classmethod
     def load(cls, path: str | Path, device: torch.device | str = "cpu", **kwargs) -> BakedScene:
         """Read a bank written by :meth:`save` onto ``device``; ``kwargs`` set ``iterations`` / ``n_panoramas``."""
-        state = torch.load(path, map_location=device, weights_only=True)
-        if state.get("format") != "covey-panorama-bank-v1":
-            raise ValueError(f"{path}: not a covey baked scene (format {state.get('format')!r})")
-        return cls(state["rgb"], state["depth"], state["origin"], state["spacing"], state["counts"], **kwargs)
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if state.get("format") != FORMAT:
+            raise ValueError(f"{path}: not a covey baked scene (format {state.get('format')!r}, expected {FORMAT!r})")
+        p, h, w = state["shape"]
+        delta = _unpacked(state["rgb_delta_zlib"]).reshape(p, h, w, 3)
+        rgb = np.cumsum(delta, axis=2, dtype=np.uint8)
+        lo, hi = (_unpacked(b) for b in state["depth_f16_planes_zlib"])
+        depth = np.stack([lo, hi], -1).reshape(-1).view(np.float16).reshape(p, h, w)
+        rgb_t = torch.from_numpy(rgb.copy()).to(device)
+        depth_t = torch.from_numpy(depth.astype(np.float32)).to(device)
+        return cls(rgb_t, depth_t, state["origin"], state["spacing"], state["counts"], **kwargs)
 
     def to(self, device: torch.device | str) -> BakedScene:
         """Move the tables to ``device`` (in place; returns self)."""
@@ -275,3 +301,39 @@ class BakedScene:
             t = torch.where(take, t2, t)
         t = t.clamp(cam.near, cam.far)
         return rgb.reshape(b, cam.height, cam.width, 3), t.reshape(b, cam.height, cam.width)
+
+
+def main(argv: list[str]) -> None:
+    """``python -m sim.render.nerf.bake field=<field.pt> out=<baked.pt> [spacing=0.5] [width=256] [heights=0.45]``."""
+    args = dict(a.split("=", 1) for a in argv)
+    known = {"field", "out", "spacing", "width", "heights", "region"}
+    unknown = sorted(set(args) - known)
+    if unknown or "field" not in args or "out" not in args:
+        raise SystemExit(f"usage: field=<field.pt> out=<baked.pt> [{', '.join(sorted(known - {'field', 'out'}))}]")
+    from sim.render.nerf.field import load_field
+
+    field = load_field(args["field"])
+    (x0, y0), (x1, y1) = ARENA_REGION
+    if "region" in args:
+        x0, y0, x1, y1 = (float(v) for v in args["region"].split(","))
+    start, cpu = time.perf_counter(), time.process_time()
+    baked = BakedScene.bake(
+        field,
+        region=((x0, y0), (x1, y1)),
+        heights=[float(h) for h in args.get("heights", "0.45").split(",")],
+        spacing=float(args.get("spacing", 0.5)),
+        pano_width=int(args.get("width", 256)),
+        log=True,
+    )
+    baked.save(args["out"])
+    size = Path(args["out"]).stat().st_size / 2**20
+    print(
+        f"{args['out']}: {baked.num} panoramas {baked.pano_w}x{baked.pano_h}, {size:.1f} MB; "
+        f"{time.perf_counter() - start:.0f} s wall, {time.process_time() - cpu:.0f} s CPU"
+    )
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

@@ -65,7 +65,8 @@ class BoxArena(nn.Module):
         """Procedural colour ``[N, 3]`` in [0, 1] at points ``x [N, 3]``."""
         hx, hy = self.half
         px, py, pz = x.unbind(-1)
-        on_pitch = (px.abs() < hx + 0.15) & (py.abs() < hy + 0.15) & (pz < 0.02)
+        floor = _box_sdf(x, self.lo, self.hi).argmin(-1) == 0  # nearest solid: the floor slab (box 0)
+        on_pitch = floor & (px.abs() < hx + 0.15) & (py.abs() < hy + 0.15)
         stripes = 0.5 + 0.5 * torch.cos(px * 3.0)  # mown stripes
         # Pitch lines as soft 8 cm bands (a trained field at capture resolution holds nothing much sharper).
         dist = (
@@ -87,6 +88,18 @@ class BoxArena(nn.Module):
             -1,
         )
         return torch.where(on_pitch[:, None], grass, wall).clamp(0.0, 1.0)
+
+    def occupied(self, x: Tensor) -> Tensor:
+        """Whether points ``x [N, 3]`` may hold density (``[N]`` bool; for ``volume.render_rays``' skipping)."""
+        return self.sdf(x) < 6 * self.sharpness
+
+    def rgb(self, x: Tensor, d: Tensor) -> Tensor:
+        """Colour ``[N, 3]`` at points ``x [N, 3]`` (view-independent)."""
+        return self.colour(x)
+
+    def default_step(self) -> float:
+        """Volume-rendering step (m): a fraction of the surfaces' soft shell."""
+        return 0.01
 
     def query(self, x: Tensor, d: Tensor) -> tuple[Tensor, Tensor]:
         """Density ``[N]`` and colour ``[N, 3]`` at points ``x [N, 3]`` seen along ``d [N, 3]`` (view-independent)."""
