@@ -75,77 +75,42 @@ def _per_env(x: Tensor, e: int, tail: int) -> Tensor:
     return x.expand(e, *x.shape) if x.dim() == tail + 1 else x
 
 
-def _pick(values: Tensor, idx: Tensor) -> Tensor:
-    """``values [E, A or 1, N or 1, K, C]``, winner ``idx [E, A, N]`` -> ``[E, A, N, C]``."""
-    e, a, n = idx.shape
-    values = values.expand(e, a, n, *values.shape[3:])
-    index = idx[..., None, None].expand(e, a, n, 1, values.shape[-1])
-    return values.gather(3, index).squeeze(3)
+def _dot(a: Tensor, b: Tensor) -> Tensor:
+    return (a * b).sum(-1)
 
 
-def _closest(t: Tensor) -> tuple[Tensor, Tensor]:
-    """Nearest hit over primitives: ``t [E, A, N, K]`` (inf: miss) -> distance ``[E, A, N]`` and index."""
-    return t.min(-1)
-
-
-def ray_spheres(o: Tensor, d: Tensor, s: Spheres, near: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Nearest sphere hit of rays ``o [E, A, 1, 3]``, ``d [E, A, N, 3]``: distance ``[E, A, N]`` (inf: miss), world
-    normal ``[E, A, N, 3]``, base colour ``[E, A, N, 3]``."""
-    e = o.shape[0]
-    c = s.pos[:, None, None]  # [E, 1, 1, K, 3]
-    r = _per_env(s.radius, e, 0)[:, None, None]  # [E, 1, 1, K]
-    oc = o.unsqueeze(3) - c  # [E, A, 1, K, 3]
-    b = (d.unsqueeze(3) * oc).sum(-1)  # [E, A, N, K]
-    disc = b * b - ((oc * oc).sum(-1) - r * r)
+def hit_spheres(o: Tensor, d: Tensor, c: Tensor, r: Tensor, near: float) -> tuple[Tensor, Tensor]:
+    """Ray-sphere: rays ``o, d [M, 3]`` against spheres ``c [M, 3]``, ``r [M]`` -> distance ``[M]`` (inf: miss or
+    the camera inside), outward normal ``[M, 3]``. Nearest root of ``|o + t d - c| = r``."""
+    oc = o - c
+    b = _dot(d, oc)
+    disc = b * b - (_dot(oc, oc) - r * r)
     t = -b - disc.clamp(min=0).sqrt()
     t = torch.where((disc > 0) & (t > near), t, torch.full_like(t, math.inf))
-    t, idx = _closest(t)
-    hit = o + t.clamp(max=1e6)[..., None] * d
-    normal = (hit - _pick(c, idx)) / _pick(r[..., None], idx)
-    return t, normal, _pick(_per_env(s.rgb, e, 1)[:, None, None], idx)
+    normal = (o + t.clamp(max=1e6)[:, None] * d - c) / r[:, None]
+    return t, normal
 
 
-def ray_boxes(o: Tensor, d: Tensor, bx: Boxes, near: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Nearest oriented-box hit (slab test in each box's frame); shapes as :func:`ray_spheres`."""
-    e = o.shape[0]
-    k = bx.pos.shape[1]
-    if bx.quat is None:
-        rot = torch.eye(3, device=o.device, dtype=o.dtype).expand(e, k, 3, 3)
-    else:
-        rot = quat_to_matrix(bx.quat)  # [E, K, 3, 3]: box axes as columns, world frame
-    half = _per_env(bx.half, e, 1)[:, None, None]  # [E, 1, 1, K, 3]
-    oc = o.squeeze(2)[:, :, None, :] - bx.pos[:, None]  # [E, A, K, 3]
-    o_l = torch.einsum("ekji,eakj->eaki", rot, oc).unsqueeze(2)  # [E, A, 1, K, 3]: R^T (o - c)
-    d_l = torch.einsum("ekji,eanj->eanki", rot, d)  # [E, A, N, K, 3]
+def hit_boxes(o: Tensor, d: Tensor, c: Tensor, half: Tensor, rot: Tensor, near: float) -> tuple[Tensor, Tensor]:
+    """Ray-box (slab test in the box frame): boxes ``c [M, 3]``, ``half [M, 3]``, axes ``rot [M, 3, 3]`` (columns,
+    world frame); shapes as :func:`hit_spheres`. The normal is that of the face entered last."""
+    o_l = torch.einsum("mji,mj->mi", rot, o - c)  # R^T (o - c)
+    d_l = torch.einsum("mji,mj->mi", rot, d)
     inv = 1.0 / torch.where(d_l.abs() < 1e-9, torch.full_like(d_l, 1e-9), d_l)
     t1, t2 = (-half - o_l) * inv, (half - o_l) * inv
     t_enter, axis = torch.minimum(t1, t2).max(-1)
     t_exit = torch.maximum(t1, t2).min(-1).values
     t = torch.where((t_exit >= t_enter) & (t_enter > near), t_enter, torch.full_like(t_enter, math.inf))
-    t, idx = _closest(t)
-    # The entered face's outward normal is -sign(d) along the axis where the ray entered last.
-    ax = axis.gather(-1, idx[..., None]).squeeze(-1)  # [E, A, N]
-    d_ax = _pick(d_l, idx).gather(-1, ax[..., None])  # [E, A, N, 1]
-    n_local = torch.zeros_like(d).scatter_(-1, ax[..., None], -torch.sign(d_ax))
-    rot_sel = _pick(rot[:, None, None].flatten(-2), idx).unflatten(-1, (3, 3))  # [E, A, N, 3, 3]
-    normal = (rot_sel @ n_local.unsqueeze(-1)).squeeze(-1)
-    return t, normal, _pick(_per_env(bx.rgb, e, 1)[:, None, None], idx)
+    n_local = torch.zeros_like(d_l).scatter_(-1, axis[:, None], -torch.sign(d_l.gather(-1, axis[:, None])))
+    return t, torch.einsum("mij,mj->mi", rot, n_local)
 
 
-def ray_capsules(o: Tensor, d: Tensor, cp: Capsules, near: float) -> tuple[Tensor, Tensor, Tensor]:
-    """Nearest capsule hit (cylinder body, then the cap spheres; after Inigo Quilez's ``capIntersect``); shapes as
-    :func:`ray_spheres`."""
-    e = o.shape[0]
-    pa, pb = cp.a[:, None, None], cp.b[:, None, None]  # [E, 1, 1, K, 3]
-    r = _per_env(cp.radius, e, 0)[:, None, None]  # [E, 1, 1, K]
-    ba = pb - pa
-    oa = o.unsqueeze(3) - pa  # [E, A, 1, K, 3]
-    dk = d.unsqueeze(3)  # [E, A, N, 1, 3]
-    baba = (ba * ba).sum(-1)
-    bard = (ba * dk).sum(-1)  # [E, A, N, K]
-    baoa = (ba * oa).sum(-1)
-    rdoa = (dk * oa).sum(-1)
-    oaoa = (oa * oa).sum(-1)
+def hit_capsules(o: Tensor, d: Tensor, pa: Tensor, pb: Tensor, r: Tensor, near: float) -> tuple[Tensor, Tensor]:
+    """Ray-capsule (cylinder body, then the cap sphere at the end the body hit fell beyond; after Inigo Quilez's
+    ``capIntersect``): segment ``pa, pb [M, 3]``, radius ``r [M]``; shapes as :func:`hit_spheres`."""
+    ba, oa = pb - pa, o - pa
+    baba, bard, baoa = _dot(ba, ba), _dot(ba, d), _dot(ba, oa)
+    rdoa, oaoa = _dot(d, oa), _dot(oa, oa)
     qa = baba - bard * bard
     qb = baba * rdoa - baoa * bard
     qc = baba * oaoa - baoa * baoa - r * r * baba
@@ -153,39 +118,134 @@ def ray_capsules(o: Tensor, d: Tensor, cp: Capsules, near: float) -> tuple[Tenso
     t_body = (-qb - h.clamp(min=0).sqrt()) / torch.where(qa.abs() < 1e-12, torch.full_like(qa, 1e-12), qa)
     y = baoa + t_body * bard
     body = (h >= 0) & (y > 0) & (y < baba) & (t_body > near)
-    # Cap: the sphere at whichever end the body hit fell beyond.
-    oc = torch.where((y <= 0).unsqueeze(-1), oa, o.unsqueeze(3) - pb)  # [E, A, N, K, 3]
-    cb = (dk * oc).sum(-1)
-    ch = cb * cb - ((oc * oc).sum(-1) - r * r)
+    oc = torch.where((y <= 0)[:, None], oa, o - pb)
+    cb = _dot(d, oc)
+    ch = cb * cb - (_dot(oc, oc) - r * r)
     t_cap = -cb - ch.clamp(min=0).sqrt()
     cap = (h >= 0) & (ch > 0) & (t_cap > near)
-    inf = torch.full_like(t_body, math.inf)
-    t = torch.where(body, t_body, torch.where(cap, t_cap, inf))
-    t, idx = _closest(t)
-    hit = o + t.clamp(max=1e6)[..., None] * d
-    a_sel, ba_sel = _pick(pa, idx), _pick(ba, idx)
-    frac = (((hit - a_sel) * ba_sel).sum(-1, keepdim=True) / (ba_sel * ba_sel).sum(-1, keepdim=True)).clamp(0, 1)
-    normal = (hit - a_sel - frac * ba_sel) / _pick(r[..., None], idx)
-    return t, normal, _pick(_per_env(cp.rgb, e, 1)[:, None, None], idx)
+    t = torch.where(body, t_body, torch.where(cap, t_cap, torch.full_like(t_body, math.inf)))
+    hit = o + t.clamp(max=1e6)[:, None] * d
+    frac = (_dot(hit - pa, ba) / baba).clamp(0, 1)
+    return t, (hit - pa - frac[:, None] * ba) / r[:, None]
 
 
-def ray_cast(o: Tensor, d: Tensor, prims: Primitives, near: float) -> tuple[Tensor, Tensor]:
+def _bounds(prims: Primitives, o: Tensor) -> tuple[Tensor, Tensor, Tensor, list[tuple[str, int, int]]]:
+    """Bounding spheres of every primitive: centres ``[E, K, 3]``, radii ``[E, K]`` (all kinds, in order), whether
+    each camera ``o [E, A, 3]`` is inside each primitive (``[E, A, K]``: it cannot see that one, e.g. its own body)
+    and each kind's range ``(kind, k0, k1)`` in ``K``."""
+    e = o.shape[0]
+    centres, radii, inside, ranges = [], [], [], []
+    k = 0
+    if prims.spheres is not None and prims.spheres.pos.shape[1]:
+        sp = prims.spheres
+        r = _per_env(sp.radius, e, 0)
+        centres.append(sp.pos)
+        radii.append(r)
+        inside.append((o[:, :, None] - sp.pos[:, None]).norm(dim=-1) < r[:, None])
+        ranges.append(("spheres", k, k + sp.pos.shape[1]))
+        k = ranges[-1][2]
+    if prims.boxes is not None and prims.boxes.pos.shape[1]:
+        bx = prims.boxes
+        half = _per_env(bx.half, e, 1)
+        rel = o[:, :, None] - bx.pos[:, None]  # [E, A, K, 3]
+        if bx.quat is not None:
+            rel = torch.einsum("ekji,eakj->eaki", quat_to_matrix(bx.quat), rel)
+        centres.append(bx.pos)
+        radii.append(half.norm(dim=-1))
+        inside.append((rel.abs() < half[:, None]).all(-1))
+        ranges.append(("boxes", k, k + bx.pos.shape[1]))
+        k = ranges[-1][2]
+    if prims.capsules is not None and prims.capsules.a.shape[1]:
+        cp = prims.capsules
+        r = _per_env(cp.radius, e, 0)
+        ba = (cp.b - cp.a)[:, None]
+        pa = o[:, :, None] - cp.a[:, None]
+        frac = (_dot(pa, ba) / _dot(ba, ba).clamp(min=1e-12)).clamp(0, 1)
+        centres.append((cp.a + cp.b) / 2)
+        radii.append((cp.b - cp.a).norm(dim=-1) / 2 + r)
+        inside.append((pa - frac[..., None] * ba).norm(dim=-1) < r[:, None])
+        ranges.append(("capsules", k, k + cp.a.shape[1]))
+    if not centres:
+        return o.new_zeros(e, 0, 3), o.new_zeros(e, 0), o.new_zeros(e, o.shape[1], 0, dtype=torch.bool), []
+    return torch.cat(centres, 1), torch.cat(radii, 1) * 1.01 + 1e-4, torch.cat(inside, 2), ranges
+
+
+def _rows(x: Tensor, e: int, tail: int, flat: Tensor) -> Tensor:
+    """Rows ``flat [M]`` (``env * K + k``) of a per-primitive parameter ``[K, *tail]`` or ``[E, K, *tail]``."""
+    x = _per_env(x, e, tail)
+    return x.reshape(-1, *x.shape[2:]).index_select(0, flat)
+
+
+def ray_cast(c2w: Tensor, d: Tensor, prims: Primitives, cam: CameraModel) -> tuple[Tensor, Tensor]:
     """Shaded colour ``[E, A, N, 3]`` in [0, 1] and distance ``[E, A, N]`` (inf: nothing) of the nearest primitive
-    along rays ``o [E, A, 1, 3]``, unit ``d [E, A, N, 3]``."""
-    t = torch.full(d.shape[:-1], math.inf, device=d.device, dtype=d.dtype)
-    rgb = torch.zeros_like(d)
+    along the rays of cameras ``c2w [E, A, 4, 4]``, unit directions ``d [3, E, A, N]`` (one plane per component).
+
+    Three steps, each batched over envs, cameras, pixels and primitives: the (camera, primitive) pairs whose bounding
+    sphere is in the camera's view are kept; their rays are tested against the bounding sphere (a few
+    multiply-adds); the exact intersection runs only on the (ray, primitive) pairs that pass, and a scatter-min keeps
+    the nearest hit of each pixel. A camera inside a primitive does not see it (a robot's own body).
+    """
+    _, e, a, n = d.shape
+    o = c2w[..., :3, 3]
+    near = cam.near
+    t_pix = torch.full((e * a * n,), math.inf, device=d.device, dtype=d.dtype)
+    rgb_pix = torch.zeros(e * a * n, 3, device=d.device, dtype=d.dtype)
+    centres, radii, inside, ranges = _bounds(prims, o)
+    if not ranges:
+        return rgb_pix.view(e, a, n, 3), t_pix.view(e, a, n)
+    # 1. Frustum culling of bounding spheres, per (env, camera, primitive).
+    oc = o[:, :, None, :] - centres[:, None]  # [E, A, K, 3]
+    p_cam = torch.einsum("eaji,eakj->eaki", c2w[..., :3, :3], -oc)  # centre in the camera frame
+    fwd = -p_cam[..., 2]
+    tan_x, tan_y = cam.width / (2 * cam.fx), cam.height / (2 * cam.fy)
+    r = radii[:, None]
+    in_view = (fwd > near - r) & ~inside
+    in_view &= p_cam[..., 0].abs() <= fwd * tan_x + r * math.sqrt(1 + tan_x**2)
+    in_view &= p_cam[..., 1].abs() <= fwd * tan_y + r * math.sqrt(1 + tan_y**2)
+    pe, pa, pk = in_view.nonzero(as_tuple=True)  # [P] pairs
+    pcam = pe * a + pa
+    # 2. Rays of those pairs against the bounding sphere: hit ahead of the camera.
+    ocp = oc[pe, pa, pk]  # [P, 3]
+    dp = d.reshape(3, e * a, n).index_select(1, pcam)  # [3, P, N]
+    b = dp[0] * ocp[:, 0:1] + dp[1] * ocp[:, 1:2] + dp[2] * ocp[:, 2:3]  # d.(o - c), [P, N]
+    c2 = ((ocp * ocp).sum(-1) - radii[pe, pk] ** 2)[:, None]  # < 0 when the camera is inside the bound
+    pi, ni = ((b * b > c2) & ((b < 0) | (c2 < 0))).nonzero(as_tuple=True)
+    ei, ki, cam_i = pe[pi], pk[pi], pcam[pi]
+    ray = cam_i * n + ni
+    ro = o.reshape(-1, 3).index_select(0, cam_i)
+    rd = torch.stack([c.reshape(-1).index_select(0, ray) for c in d], -1)  # [M, 3]
+    t = torch.full_like(ro[:, 0], math.inf)
+    normal = torch.zeros_like(ro)
+    base = torch.zeros_like(ro)
+    for kind, k0, k1 in ranges:
+        sel = ((ki >= k0) & (ki < k1)).nonzero(as_tuple=True)[0]
+        nk_ = k1 - k0
+        flat = ei[sel] * nk_ + (ki[sel] - k0)  # env * K_kind + k
+        if kind == "spheres":
+            sp = prims.spheres
+            tk, nk = hit_spheres(ro[sel], rd[sel], _rows(sp.pos, e, 1, flat), _rows(sp.radius, e, 0, flat), near)
+            col = _rows(sp.rgb, e, 1, flat)
+        elif kind == "boxes":
+            bx = prims.boxes
+            if bx.quat is None:
+                rot = torch.eye(3, device=d.device, dtype=d.dtype).expand(len(sel), 3, 3)
+            else:
+                rot = quat_to_matrix(_rows(bx.quat, e, 1, flat))
+            tk, nk = hit_boxes(ro[sel], rd[sel], _rows(bx.pos, e, 1, flat), _rows(bx.half, e, 1, flat), rot, near)
+            col = _rows(bx.rgb, e, 1, flat)
+        else:
+            cp = prims.capsules
+            pa, pb = _rows(cp.a, e, 1, flat), _rows(cp.b, e, 1, flat)
+            tk, nk = hit_capsules(ro[sel], rd[sel], pa, pb, _rows(cp.radius, e, 0, flat), near)
+            col = _rows(cp.rgb, e, 1, flat)
+        t[sel], normal[sel], base[sel] = tk.to(d.dtype), nk.to(d.dtype), col.to(d.dtype)
     light = torch.tensor(LIGHT_DIR, device=d.device, dtype=d.dtype)
     light = light / light.norm()
-    for kind, cast in ((prims.spheres, ray_spheres), (prims.boxes, ray_boxes), (prims.capsules, ray_capsules)):
-        if kind is None or kind.rgb.shape[-2] == 0:
-            continue
-        tk, normal, base = cast(o, d, kind, near)
-        lambert = (normal * light).sum(-1, keepdim=True).clamp(min=0.0)
-        shaded = base * (AMBIENT + (1 - AMBIENT) * lambert)
-        nearer = tk < t
-        t = torch.where(nearer, tk, t)
-        rgb = torch.where(nearer[..., None], shaded, rgb)
-    return rgb, t
+    shaded = base * (AMBIENT + (1 - AMBIENT) * (normal @ light).clamp(min=0.0))[:, None]
+    t_pix = t_pix.scatter_reduce(0, ray, t, "amin")
+    win = torch.isfinite(t) & (t == t_pix[ray])  # the nearest hit of its pixel (ties: either)
+    rgb_pix[ray[win]] = shaded[win]
+    return rgb_pix.view(e, a, n, 3), t_pix.view(e, a, n)
 
 
 class Compositor:
@@ -218,9 +278,8 @@ class Compositor:
         bg_depth = bg_depth.reshape(e, a, -1)
         if prims is not None:
             local = cam.local_dirs(c2w.device).reshape(-1, 3).to(c2w.dtype)
-            d = torch.einsum("eaij,nj->eani", c2w[..., :3, :3], local)
-            o = c2w[:, :, None, :3, 3]
-            fg, fg_depth = ray_cast(o, d, prims, cam.near)
+            d = torch.einsum("eaij,nj->iean", c2w[..., :3, :3], local).contiguous()  # [3, E, A, N]
+            fg, fg_depth = ray_cast(c2w, d, prims, cam)
             front = fg_depth < bg_depth  # the depth test
             bg = torch.where(front[..., None], fg.to(bg.dtype), bg)
             bg_depth = torch.where(front, fg_depth.to(bg_depth.dtype), bg_depth)
