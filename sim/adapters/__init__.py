@@ -30,5 +30,11 @@ _EXPORTS = {
     "CoveyParallelEnv": "sim.adapters.pettingzoo_env",
     "RslRlVecEnv": "sim.adapters.rsl_rl_env",
 }
-__all__ = sorted(_EXPORTS)  # noqa: F822 - loaded by __getattr__
+__all__ = [  # noqa: F822 - loaded by __getattr__
+    "BatchedParallelEnv",
+    "CoveyGymEnv",
+    "CoveyParallelEnv",
+    "CoveyVectorEnv",
+    "RslRlVecEnv",
+]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -17,7 +17,6 @@ and acts with ``Box(-1, 1, (action_dim,), float32)`` (clamped). Rewards are per 
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -52,11 +51,9 @@ class _PerAgent:
         }
         self._act_spaces = {name: layout.action_space(env.spec.groups[g]) for name, g, _ in self._agents}
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 - PettingZoo requires the same object per agent
     def observation_space(self, agent: str) -> spaces.Dict:
-        return self._obs_spaces[agent]
+        return self._obs_spaces[agent]  # the same object every call (PettingZoo seeds spaces per agent)
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
     def action_space(self, agent: str) -> spaces.Box:
         return self._act_spaces[agent]
 
