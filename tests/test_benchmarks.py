@@ -77,3 +77,18 @@ def test_image_ppo_smoke():
     image_row = next(line for line in lines if line.startswith("image "))
     mib, f32 = (float(v) for v in image_row.split()[1:3])
     assert f32 > 3.0 * mib
+
+
+@pytest.mark.timeout(120)
+def test_render_throughput_smoke():
+    """The rendering benchmark runs end to end on the analytic stand-in field (tiny bake, 8 cameras, no GL needed)."""
+    script = SCRIPT.with_name("render_throughput.py")
+    args = ["--field", "none", "--no-mujoco", "--batch", "8", "--repeats", "1", "--unbaked-frames", "1"]
+    args += ["--bake-width", "64", "--bake-spacing", "2.3", "--robots", "2"]
+    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    assert any(line.startswith("baked (8 cameras") for line in lines)
+    assert any(line.startswith("composited (4 envs x 2 cameras") for line in lines)
+    key, _, value = lines[-1].partition("=")
+    assert key == "composited_fps" and float(value) > 0

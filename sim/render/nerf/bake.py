@@ -112,7 +112,7 @@ class BakedScene:
         region: tuple[tuple[float, float], tuple[float, float]] = ARENA_REGION,
         heights: Sequence[float] = (0.45,),
         spacing: float = 0.5,
-        pano_width: int = 256,
+        pano_width: int = 384,
         render_rays: Callable[..., dict] | None = None,
         chunk: int = 8192,
         log: bool = False,
@@ -304,7 +304,7 @@ class BakedScene:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m sim.render.nerf.bake field=<field.pt> out=<baked.pt> [spacing=0.5] [width=256] [heights=0.45]``."""
+    """``python -m sim.render.nerf.bake field=<field.pt> out=<baked.pt> [spacing=0.5] [width=384] [heights=0.45]``."""
     args = dict(a.split("=", 1) for a in argv)
     known = {"field", "out", "spacing", "width", "heights", "region"}
     unknown = sorted(set(args) - known)
@@ -322,7 +322,7 @@ def main(argv: list[str]) -> None:
         region=((x0, y0), (x1, y1)),
         heights=[float(h) for h in args.get("heights", "0.45").split(",")],
         spacing=float(args.get("spacing", 0.5)),
-        pano_width=int(args.get("width", 256)),
+        pano_width=int(args.get("width", 384)),
         log=True,
     )
     baked.save(args["out"])
