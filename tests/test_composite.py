@@ -167,3 +167,23 @@ def test_latency_delays_by_k_frames_and_restarts_on_reset():
     o4 = aug(frames[4])
     assert torch.equal(o4[1], frames[4][1])  # env 1 restarted: its new first frame
     assert torch.equal(o4[0], frames[2][0])  # the others keep their delay
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+def test_cuda_matches_cpu(arena_bank: BakedScene):
+    """Baked background and primitives render on CUDA as on the CPU (within one grey level at a few pixels)."""
+    comp = Compositor(arena_bank, CAM)
+    c2w = _look_along_x(2, 2)
+    prims = _kind("box", 1.0)
+    prims.boxes = Boxes(pos=prims.boxes.pos.expand(2, 1, 3), half=prims.boxes.half, rgb=RED, quat=None)
+    cpu = comp.render(c2w, prims)
+    try:
+        gpu = Compositor(arena_bank.to("cuda"), CAM).render(c2w.cuda(), _to(prims, "cuda")).cpu()
+    finally:
+        arena_bank.to("cpu")
+    assert ((gpu.int() - cpu.int()).abs() > 1).float().mean() < 0.01
+
+
+def _to(prims: Primitives, device: str) -> Primitives:
+    b = prims.boxes
+    return Primitives(boxes=Boxes(pos=b.pos.to(device), half=b.half.to(device), rgb=b.rgb.to(device)))
