@@ -34,7 +34,7 @@ class TrainArgs:
 
     capture: str = field(default="assets/captures/soccer_arena", metadata={"help": "capture folder"})
     out: str = field(default="runs/nerf/field.pt", metadata={"help": "field checkpoint (.pt)"})
-    minutes: float = field(default=20.0, metadata={"help": "wall-clock budget"})
+    minutes: float = field(default=20.0, metadata={"help": "wall-clock budget, final evaluation included"})
     iters: int = field(default=0, metadata={"help": "stop after this many steps (0: the budget decides)"})
     batch: int = field(default=4096, metadata={"help": "rays per step"})
     cell: float = field(default=0.03, metadata={"help": "final grid cell (m)"})
@@ -146,13 +146,14 @@ def train_field(
     budget = args.minutes * 60
     t0, c0 = time.perf_counter(), cpu_seconds()
     next_eval = args.eval_minutes * 60
+    eval_s = 0.0  # how long a held-out evaluation takes: the budget keeps room for the final one
     stage = 0
     it = 0
     train_psnr_ema = 0.0
     held = float("nan")
     while True:
         elapsed = time.perf_counter() - t0
-        frac = elapsed / budget if args.iters <= 0 else it / args.iters
+        frac = elapsed / max(budget - eval_s, 1e-9) if args.iters <= 0 else it / args.iters
         if frac >= 1.0:
             break
         if stage < len(stages) and frac >= stages[stage]:
@@ -184,9 +185,11 @@ def train_field(
         if it % 50 == 0 and not math.isfinite(loss.item()):
             raise FloatingPointError(f"loss is {loss.item()} at step {it}")
         elapsed = time.perf_counter() - t0
-        if elapsed >= next_eval:
+        if elapsed >= next_eval and (args.iters > 0 or elapsed + 2 * eval_s < budget):
             next_eval += args.eval_minutes * 60
+            te = time.perf_counter()
             held = evaluate(f, cap, cap.eval_indices)
+            eval_s = time.perf_counter() - te
             _report(log, it, t0, c0, train_psnr_ema, held, f, out)
             if args.out:
                 f.save(args.out)
