@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from sim.core.config import ConfigError
 from sim.render.nerf.capture import Capture, camera_rays, load_capture
 from sim.render.nerf.field import TensorVMField
 from sim.render.nerf.volume import psnr, render_rays, render_views
@@ -37,6 +38,9 @@ class TrainArgs:
     minutes: float = field(default=20.0, metadata={"help": "wall-clock budget, final evaluation included"})
     iters: int = field(default=0, metadata={"help": "stop after this many steps (0: the budget decides)"})
     batch: int = field(default=4096, metadata={"help": "rays per step"})
+    aabb: list[float] | None = field(
+        default=None, metadata={"help": "scene box [x0,y0,z0,x1,y1,z1] (m); default: from depth, else the cameras"}
+    )
     cell: float = field(default=0.03, metadata={"help": "final grid cell (m)"})
     coarse: int = field(default=4, metadata={"help": "start with cells this many times larger"})
     density_rank: int = field(default=8, metadata={"help": "density components per plane"})
@@ -112,6 +116,10 @@ def train_field(
     """
     torch.manual_seed(args.seed)
     dev = torch.device(args.device)
+    if aabb is None and args.aabb is not None:
+        if len(args.aabb) != 6:
+            raise ConfigError("aabb", f"give 6 numbers [x0,y0,z0,x1,y1,z1], got {args.aabb}")
+        aabb = torch.tensor([float(v) for v in args.aabb]).view(2, 3)
     aabb = scene_aabb(cap) if aabb is None else torch.as_tensor(aabb, dtype=torch.float32)
     final_res = _res(aabb, args.cell)
     coarse_res = _res(aabb, args.cell * args.coarse)
