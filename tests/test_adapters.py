@@ -83,6 +83,10 @@ def test_gym_vector_env_layout_and_same_step_autoreset():
                 else:
                     assert info["final_obs"][i] is None
             assert "return" in info["episode"]
+            for key, value in final_ref.items():  # the batched form: every env, the observation where none ended
+                np.testing.assert_array_equal(info["final_obs_batched"][key], value.numpy())
+        else:
+            assert "final_obs" not in info and "_final_obs" not in info
     assert seen_done, "no episode ended: the auto-reset path was not exercised"
 
 

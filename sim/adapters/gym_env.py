@@ -16,7 +16,8 @@ Auto-reset: covey resets finished envs inside ``step``, which is gymnasium's
 env is already its next episode's first one; ``info["final_obs"]`` is gymnasium's object array
 (that env's last observation dict, ``None`` elsewhere) with the mask ``info["_final_obs"]``, and
 ``info["final_obs_batched"]`` holds the same as one batched dict (equal to the observation where
-nothing finished) for vectorised learners bootstrapping on truncation. ``info["episode"]`` holds
+nothing finished) for vectorised learners bootstrapping on truncation; all three only on steps where
+some env finished. ``info["episode"]`` holds
 covey's per-step episode means (return, length, terms, reasons) when an episode ended.
 
 ``numpy=True`` (default) returns numpy arrays (copies, as gymnasium's checkers and most learners
@@ -103,15 +104,12 @@ class CoveyVectorEnv(VectorEnv):
         flat = layout.to_tensor(actions, self.env.device).reshape(self.num_envs, -1)
         obs, reward, terminated, truncated, info = self.env.step(layout.split_actions(self.env.spec, flat))
         out_info: dict[str, Any] = {"rewards": self._out(reward)}
-        done = terminated | truncated
-        final = layout.flatten_groups(info["final_obs"])
-        out_info["final_obs_batched"] = self._out(final)
-        done_np = done.cpu().numpy()
+        done_np = (terminated | truncated).cpu().numpy()
         if done_np.any():
+            batched = out_info["final_obs_batched"] = self._out(layout.flatten_groups(info["final_obs"]))
             # gymnasium's SAME_STEP form: an object array of the finished sub-envs' observation dicts
             # (a loop over the finished envs only, on the steps where some finished).
             per_env = np.full(self.num_envs, None, dtype=object)
-            batched = out_info["final_obs_batched"]
             for i in np.flatnonzero(done_np):
                 per_env[i] = {k: v[i] for k, v in batched.items()}
             out_info["final_obs"], out_info["_final_obs"] = per_env, done_np
