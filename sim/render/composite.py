@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -256,10 +257,20 @@ class Compositor:
             background at infinity (tests, or tasks without a scene).
         cam: the camera model (image size, field of view, near/far).
         mount: where the camera sits on the body, for :meth:`render_bodies`.
+        depth_bias: a primitive wins the depth test unless the background is nearer by more than this (m): the
+            baked depth is good to a few cm, and an object standing on the floor would otherwise lose pixels of its
+            contact line to the floor, whose depth there equals its own.
     """
 
-    def __init__(self, background=None, cam: CameraModel | None = None, mount: CameraMount | None = None):
+    def __init__(
+        self,
+        background=None,
+        cam: CameraModel | None = None,
+        mount: CameraMount | None = None,
+        depth_bias: float = 0.03,
+    ):
         self.background = background
+        self.depth_bias = depth_bias
         self.cam = cam or CameraModel()
         self.mount = mount or CameraMount()
 
@@ -280,7 +291,7 @@ class Compositor:
             local = cam.local_dirs(c2w.device).reshape(-1, 3).to(c2w.dtype)
             d = torch.einsum("eaij,nj->iean", c2w[..., :3, :3], local).contiguous()  # [3, E, A, N]
             fg, fg_depth = ray_cast(c2w, d, prims, cam)
-            front = fg_depth < bg_depth  # the depth test
+            front = fg_depth < bg_depth + self.depth_bias  # the depth test
             bg = torch.where(front[..., None], fg.to(bg.dtype), bg)
             bg_depth = torch.where(front, fg_depth.to(bg_depth.dtype), bg_depth)
         shape = (e, a, cam.height, cam.width)
@@ -294,3 +305,55 @@ class Compositor:
     def render_bodies(self, pos: Tensor, quat_wxyz: Tensor, prims: Primitives | None = None) -> Tensor:
         """Cameras on bodies at ``pos [E, A, 3]``, ``quat [E, A, 4]`` (wxyz), through the mount -> uint8 images."""
         return self.render(look_c2w(pos, quat_wxyz, self.mount), prims)
+
+
+def demo_scene(e: int, a: int, seed: int = 0) -> tuple[Tensor, Tensor, Primitives]:
+    """``e`` envs of ``a`` robots (boxes 0.16 x 0.24 x 0.5 m, two team colours) and a ball on the default pitch,
+    each robot turned towards the ball give or take 30 deg: body ``pos [E, A, 3]``, ``quat [E, A, 4]``, primitives."""
+    g = torch.Generator().manual_seed(seed)
+    xy = (torch.rand(e, a, 2, generator=g) * 2 - 1) * torch.tensor([2.2, 1.7])
+    ball = torch.cat(
+        [(torch.rand(e, 1, 2, generator=g) * 2 - 1) * torch.tensor([1.5, 1.2]), torch.full((e, 1, 1), 0.07)], -1
+    )
+    to_ball = ball[..., :2] - xy
+    yaw = torch.atan2(to_ball[..., 1], to_ball[..., 0]) + (torch.rand(e, a, generator=g) - 0.5) * math.radians(60)
+    pos = torch.cat([xy, torch.full((e, a, 1), 0.25)], -1)
+    quat = torch.stack([torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw), torch.sin(yaw / 2)], -1)
+    team = torch.tensor([[0.15, 0.25, 0.85], [0.85, 0.15, 0.15]])[torch.arange(a) % 2]
+    prims = Primitives(
+        spheres=Spheres(pos=ball, radius=torch.tensor([0.07]), rgb=torch.tensor([[1.0, 0.45, 0.05]])),
+        boxes=Boxes(pos=pos, half=torch.tensor([[0.08, 0.12, 0.25]]).expand(a, 3), rgb=team, quat=quat),
+    )
+    return pos, quat, prims
+
+
+def main(argv: list[str]) -> None:
+    """``python -m sim.render.composite [baked=assets/fields/soccer_arena_baked.pt] [out=runs/composited.png]
+    [envs=4] [agents=2] [seed=0] [scale=6]``: every robot's camera view of a random scene, one row per env."""
+    import imageio.v3 as iio
+
+    from sim.render.nerf.bake import BakedScene
+
+    args = dict(x.split("=", 1) for x in argv)
+    known = {"baked", "out", "envs", "agents", "seed", "scale"}
+    unknown = sorted(set(args) - known)
+    if unknown:
+        raise SystemExit(f"unknown argument {unknown[0]!r}; known: {sorted(known)}")
+    e, a, scale = int(args.get("envs", 4)), int(args.get("agents", 2)), int(args.get("scale", 6))
+    bank = BakedScene.load(args.get("baked", "assets/fields/soccer_arena_baked.pt"))
+    comp = Compositor(bank, CameraModel(), CameraMount(offset=(0.05, 0.0, 0.2), pitch_deg=10.0))
+    pos, quat, prims = demo_scene(e, a, int(args.get("seed", 0)))
+    frames = comp.render_bodies(pos, quat, prims)  # uint8 [E, A, H, W, 3]
+    img = frames.repeat_interleave(scale, 2).repeat_interleave(scale, 3)
+    img = torch.nn.functional.pad(img, (0, 0, 0, 2, 0, 2), value=255)  # a white gap between views
+    grid = img.permute(0, 2, 1, 3, 4).reshape(e * img.shape[2], a * img.shape[3], 3)
+    out = Path(args.get("out", "runs/composited.png"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    iio.imwrite(out, grid.numpy())
+    print(f"{out}: {e} envs x {a} robot cameras, {tuple(frames.shape)} uint8")
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
