@@ -14,6 +14,8 @@ light, and drawn where they are nearer than the background along the same ray:
 Shapes: ``E`` envs, ``A`` cameras per env (one per agent), ``K`` primitives of a kind per env. Per-primitive
 parameters (radius, half sizes, colour) may be given per env (``[E, K, ...]``) or shared (``[K, ...]``). A camera
 inside a primitive (a robot's own body) does not see that primitive. Depth is distance along the ray (m).
+
+CLI (every robot's view of a random scene): ``python -m sim.render.composite out=runs/composited.png envs=4``.
 """
 
 from __future__ import annotations
