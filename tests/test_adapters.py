@@ -303,3 +303,33 @@ def test_rsl_rl_refuses_an_unknown_group():
 
     with pytest.raises(ValueError, match="nope"):
         RslRlVecEnv(sim.make("point_reach", num_envs=1), group="nope")
+
+
+# ----------------------------------------------------------------------------- Isaac Gym VecTask convention
+def test_vectask_view_buffers_match_covey():
+    from sim.adapters import VecTaskView
+
+    twin = sim.make("cable_load", num_envs=2)
+    view = VecTaskView(sim.make("cable_load", num_envs=2))
+    assert (view.num_envs, view.num_obs, view.num_states, view.num_actions) == (6, 150, 73, 5)
+    obs = view.reset(seed=4)
+    ref = twin.reset(seed=4)
+    assert torch.equal(obs["obs"], ref["mavs"]["policy"].reshape(6, 150))
+    assert torch.equal(obs["states"], ref["mavs"]["state"].reshape(6, 73))
+    actions = twin.sample_actions(torch.Generator().manual_seed(0))
+    obs, rew, reset, extras = view.step(actions["mavs"].reshape(6, 5))
+    ref, ref_rew, *_ = twin.step(actions)
+    assert torch.equal(obs["obs"], ref["mavs"]["policy"].reshape(6, 150)) and view.obs_buf is obs["obs"]
+    assert torch.equal(rew, ref_rew["mavs"].reshape(6)) and reset.dtype == torch.long and not reset.any()
+    view.env.episode_step[:] = view.max_episode_length - 1
+    _, _, reset, extras = view.step(torch.zeros(6, 5))
+    assert reset.all() and extras["time_outs"].all() and "episode" in extras
+    assert view.observation_space.shape == (150,) and view.action_space.shape == (5,)
+
+
+@pytest.mark.parametrize(("task", "entry"), [("pixel_reach", "image"), ("hepi_insertion", "scene_node_features")])
+def test_vectask_view_refuses_non_vector_entries_by_name(task, entry):
+    from sim.adapters import VecTaskView
+
+    with pytest.raises(ValueError, match=entry):
+        VecTaskView(sim.make(task, num_envs=1))

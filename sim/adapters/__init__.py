@@ -7,9 +7,12 @@ needs none of them:
   (a single-env ``gymnasium.Env`` view);
 * :mod:`sim.adapters.pettingzoo_env`: ``CoveyParallelEnv`` (``pettingzoo.ParallelEnv``, one batch
   index) and ``BatchedParallelEnv`` (the same per-agent dicts with a leading ``num_envs`` axis);
-* :mod:`sim.adapters.rsl_rl_env`: ``RslRlVecEnv`` (``rsl_rl.env.VecEnv``, TensorDict observations).
+* :mod:`sim.adapters.rsl_rl_env`: ``RslRlVecEnv`` (``rsl_rl.env.VecEnv``, TensorDict observations);
+* :mod:`sim.adapters.vectask_env`: ``VecTaskView`` (Isaac Gym's ``VecTask`` buffers: ``obs_buf``,
+  ``states_buf``, ``rew_buf``, ``reset_buf``, ``extras``; float vector entries only).
 
-:mod:`sim.adapters.layout` holds what they share (spaces, the flat action layout).
+:mod:`sim.adapters.layout` holds what they share (spaces, the flat action layout); :mod:`sim.adapters.rows`
+the agents-as-rows view the last two build on.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
     from sim.adapters.gym_env import CoveyGymEnv, CoveyVectorEnv
     from sim.adapters.pettingzoo_env import BatchedParallelEnv, CoveyParallelEnv
     from sim.adapters.rsl_rl_env import RslRlVecEnv
+    from sim.adapters.vectask_env import VecTaskView
 
 _EXPORTS = {
     "CoveyGymEnv": "sim.adapters.gym_env",
@@ -29,6 +33,7 @@ _EXPORTS = {
     "BatchedParallelEnv": "sim.adapters.pettingzoo_env",
     "CoveyParallelEnv": "sim.adapters.pettingzoo_env",
     "RslRlVecEnv": "sim.adapters.rsl_rl_env",
+    "VecTaskView": "sim.adapters.vectask_env",
 }
 __all__ = [  # noqa: F822 - loaded by __getattr__
     "BatchedParallelEnv",
@@ -36,5 +41,6 @@ __all__ = [  # noqa: F822 - loaded by __getattr__
     "CoveyParallelEnv",
     "CoveyVectorEnv",
     "RslRlVecEnv",
+    "VecTaskView",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -22,15 +22,15 @@ Finished envs reset inside ``step`` (rsl_rl's convention as well). Tasks with se
 
 from __future__ import annotations
 
-import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 from torch import Tensor
 
+from sim.adapters.rows import AgentRows
 from sim.core.env import MultiAgentEnv
 
 
-class RslRlVecEnv(VecEnv):
+class RslRlVecEnv(AgentRows, VecEnv):
     """rsl_rl ``VecEnv`` over one group of a covey env (agents as rows).
 
     Args:
@@ -40,56 +40,14 @@ class RslRlVecEnv(VecEnv):
     """
 
     def __init__(self, env: MultiAgentEnv, group: str | None = None, action_prior: bool = False) -> None:
-        groups = env.spec.groups
-        if group is None:
-            if len(groups) != 1:
-                raise ValueError(f"{env.task_name} has groups {sorted(groups)}: name the one rsl_rl controls (group=)")
-            group = next(iter(groups))
-        if group not in groups:
-            raise ValueError(f"group {group!r} is not one of {sorted(groups)}")
-        self.env = env
-        self.group = group
-        self.spec = groups[group]
-        self.n_agents = self.spec.n_agents
-        self.num_envs = env.num_envs * self.n_agents
-        self.num_actions = self.spec.action_dim
-        self.max_episode_length = env.max_episode_steps
-        self.device = env.device
-        self.cfg = {"task": env.task_name, "group": group, "n_agents": self.n_agents, "action_prior": action_prior}
+        super().__init__(env, group, action_prior)
         self.obs_groups = {"actor": list(self.spec.actor_obs), "critic": list(self.spec.critic_obs)}
-        prior_entry = self.spec.observations[self.spec.actor_obs[0]]
-        self._prior_key = self.spec.actor_obs[0]
-        self._prior = self.spec.action_prior_matrix().to(self.device) if action_prior else None
-        if self._prior is not None and not self.spec.action_prior:
-            self._prior = None  # the group has none: adding zeros is a no-op
-        if self._prior is not None and prior_entry.kind != "vector":
-            raise ValueError(f"the action prior reads entry {self._prior_key!r}, which is not a vector")
-        self._obs = env.reset()
-
-    # ----------------------------------------------------------------- rows <-> (env, agent)
-    def _rows(self, x: Tensor) -> Tensor:
-        """``[E, A, *shape]`` -> ``[E * A, *shape]`` (a view)."""
-        return x.reshape(self.num_envs, *x.shape[2:])
-
-    def _per_agent(self, x: Tensor) -> Tensor:
-        """``[E]`` per-env flags or values -> ``[E * A]`` (each agent of an env gets its env's)."""
-        return x.repeat_interleave(self.n_agents)
 
     def _wrap(self, obs: dict[str, dict[str, Tensor]]) -> TensorDict:
         entries = {key: self._rows(value) for key, value in obs[self.group].items()}
         return TensorDict(entries, batch_size=[self.num_envs], device=self.device)
 
     # ----------------------------------------------------------------- VecEnv
-    @property
-    def episode_length_buf(self) -> Tensor:
-        """``[rows]`` long: each row's env's step in its episode (rsl_rl randomises it at the start)."""
-        return self._per_agent(self.env.episode_step)
-
-    @episode_length_buf.setter
-    def episode_length_buf(self, value: Tensor) -> None:
-        # One counter per env: the first agent's row of each env decides.
-        self.env.episode_step = value.reshape(self.env.num_envs, self.n_agents)[:, 0].to(self.env.episode_step)
-
     def get_observations(self) -> TensorDict:
         return self._wrap(self._obs)
 
@@ -100,14 +58,8 @@ class RslRlVecEnv(VecEnv):
 
     def step(self, actions: Tensor) -> tuple[TensorDict, Tensor, Tensor, dict]:
         """``actions [rows, action_dim]`` -> ``(obs, rewards [rows], dones [rows], extras)``."""
-        act = actions.to(self.device, torch.float32).reshape(self.env.num_envs, self.n_agents, self.num_actions)
-        if self._prior is not None:
-            act = act + self._obs[self.group][self._prior_key] @ self._prior
-        all_actions = self.env.zero_actions()
-        all_actions[self.group] = act.clamp(-1.0, 1.0)
-        self._obs, reward, terminated, truncated, info = self.env.step(all_actions)
+        reward, terminated, truncated, info = self._step_rows(actions)
         extras: dict = {"time_outs": self._per_agent(truncated), "log": {}}
         if "episode" in info:
             extras["log"] = {f"/episode/{k}": v for k, v in info["episode"].items()}
-        dones = self._per_agent(terminated | truncated)
-        return self._wrap(self._obs), self._rows(reward[self.group]), dones, extras
+        return self._wrap(self._obs), reward, self._per_agent(terminated | truncated), extras
