@@ -224,16 +224,25 @@ class RouteArgs:
     config: str = field(default="", metadata={"help": "nerfstudio run's config.yml"})
     out: str = field(default="runs/nerf/nerfstudio_field.pt", metadata={"help": "covey field to write"})
     cell: float = field(default=0.04, metadata={"help": "grid spacing (m)"})
+    aabb: list[float] | None = field(
+        default=None, metadata={"help": "world box [x0,y0,z0,x1,y1,z1] to bake (m); default: nerfstudio's scene box"}
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    from sim.core.config import ConfigError
     from training.config import exit_on_user_error, parse_args
 
     def run() -> None:
         args, _ = parse_args(RouteArgs, list(sys.argv[1:] if argv is None else argv))
         if not args.config:
             raise NerfstudioUnavailable("give config=<outputs/.../config.yml>")
-        f = bake_nerfstudio(args.config, args.out, cell=args.cell)
+        box = None
+        if args.aabb is not None:
+            if len(args.aabb) != 6:
+                raise ConfigError("aabb", f"give 6 numbers [x0,y0,z0,x1,y1,z1], got {args.aabb}")
+            box = torch.tensor([float(v) for v in args.aabb]).view(2, 3)
+        f = bake_nerfstudio(args.config, args.out, aabb=box, cell=args.cell)
         print(f"baked {args.config} into {args.out}: grid {f.res}, aabb {f.aabb.tolist()}")
 
     exit_on_user_error("sim.render.nerf.nerfstudio_route", run, (NerfstudioUnavailable, FileNotFoundError))
