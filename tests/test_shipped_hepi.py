@@ -14,7 +14,7 @@ from training.checkpoint import load_policy
 from training.evaluation import actor_policy, onnx_policy, onnx_session, run_episodes, summarize, zero_policy
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets" / "policies"
-SHIPPED = ["hepi_insertion", "hepi_rope_closing"]
+SHIPPED = ["hepi_insertion", "hepi_rope_closing", "hepi_cloth_hanging"]
 EPISODES = 32
 
 
