@@ -17,4 +17,5 @@ TASKS: dict[str, str] = {
     "memory_reach": "sim.tasks.memory_reach.env:MemoryReachEnv",
     "pixel_reach": "sim.tasks.pixel_reach.env:PixelReachEnv",
     "point_reach": "sim.tasks.point_reach.env:PointReachEnv",
+    "robot_soccer": "sim.tasks.robot_soccer.env:RobotSoccerEnv",
 }

@@ -1,0 +1,102 @@
+"""Configuration of robot_soccer: 1v1 (or 2v2) soccer of small wheeled robots on the arena pitch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sim.core.config import at_least, non_negative, positive
+from sim.mujoco.world import MjWorldCfg
+
+OPPONENTS = ("none", "chaser", "attacker", "idle")  # "none": both teams are agents (matches, self-play)
+OBSERVATIONS = ("state", "vision")
+
+
+@dataclass(frozen=True)
+class RobotCfg:
+    """The default robot: a box body with a head camera on planar joints (x, y slides and a yaw hinge),
+    driven by velocity servos with force limits (like dm_control's boxhead walker, without rolling)."""
+
+    mass: float = positive(1.2)  # kg
+    half_size: tuple[float, float, float] = (0.09, 0.075, 0.07)  # m: body box half extents (x forward)
+    head_height: float = positive(0.22)  # m: camera height above the floor
+    max_speed: float = positive(1.2)  # m/s: forward/lateral velocity at |action| = 1
+    max_yaw_rate: float = positive(4.0)  # rad/s at |action| = 1
+    lateral_scale: float = positive(0.6)  # lateral speed limit as a share of max_speed (wheels prefer forward)
+    kv: float = positive(25.0)  # velocity servo gain (N per m/s)
+    kv_yaw: float = positive(0.6)  # yaw servo gain (N m per rad/s)
+    max_force: float = positive(14.0)  # N per axis: accelerations up to ~12 m/s^2
+    max_torque: float = positive(0.6)  # N m
+    kick_reach: float = positive(0.06)  # m: the kicker plate's stroke
+    kick_kp: float = positive(400.0)  # N/m: its position servo
+    kick_force: float = positive(40.0)  # N: its force limit (a kick sends the ball at ~2-3 m/s)
+
+
+@dataclass(frozen=True)
+class BallCfg:
+    radius: float = positive(0.065)  # m
+    mass: float = positive(0.15)  # kg
+    friction: float = positive(0.7)  # sliding friction with floor and robots
+    rolling_friction: float = non_negative(0.003)  # slows a rolling ball down (m)
+
+
+@dataclass(frozen=True)
+class RewardCfg:
+    """Reward of each agent = sum of named raw terms times these scales (per control step)."""
+
+    scored: float = 10.0  # 1 on the step its team scores
+    conceded: float = -10.0  # 1 on the step the other team scores
+    ball_to_goal: float = 0.5  # ball velocity towards the attacked goal (m/s)
+    approach_ball: float = 0.2  # own velocity towards the ball (m/s), while farther than 0.3 m
+    action_rate: float = -0.01  # |a_t - a_{t-1}|^2
+
+
+@dataclass(frozen=True)
+class RandomizationCfg:
+    """Domain randomisation, one model variant per env drawn from ``variants`` sampled models."""
+
+    enabled: bool = True
+    variants: int = at_least(1, 8)  # model variants (floor/ball friction, masses, servo gains)
+    friction_scale: tuple[float, float] = positive((0.7, 1.3), ordered=True)
+    mass_scale: tuple[float, float] = positive((0.85, 1.15), ordered=True)
+    gain_scale: tuple[float, float] = positive((0.8, 1.2), ordered=True)
+    camera_pitch_deg: float = non_negative(3.0)  # +- per episode (vision)
+    camera_height_m: float = non_negative(0.01)  # +- per episode (vision)
+    max_latency_steps: int = non_negative(1)  # vision frames are 0..this many control steps old (per episode)
+
+
+@dataclass(frozen=True)
+class CameraCfg:
+    """The head camera (vision observation): the paper's 40x30 RGB."""
+
+    width: int = at_least(8, 40)
+    height: int = at_least(6, 30)
+    hfov_deg: float = positive(80.0)
+    pitch_deg: float = 12.0  # down from the horizon
+    background: str = "assets/fields/soccer_arena_baked.pt"  # baked radiance field (sim.render.nerf.bake)
+
+
+@dataclass(frozen=True)
+class RobotSoccerCfg:
+    """Task settings; override any field through ``sim.make(..., **overrides)`` or hydra."""
+
+    players_per_team: int = at_least(1, 1)  # 1v1 by default, 2 for 2v2
+    opponent: str = "chaser"  # who plays team_b: a scripted team inside the env, or "none" (an agent group)
+    observation: str = "state"  # actor input: state (privileged) | vision (head camera + proprioception)
+    physics_dt: float = positive(0.01)  # s
+    decimation: int = at_least(1, 5)  # physics steps per control step (20 Hz)
+    episode_length_s: float = positive(20.0)  # a game's length; a goal ends it (end_on_goal)
+    end_on_goal: bool = True  # the episode (game) ends at the first goal; else play restarts at kickoff
+    kickoff_jitter_m: float = non_negative(0.6)  # random start positions around the kickoff spots
+    ball_start_jitter_m: float = non_negative(0.8)  # the ball starts within this of the centre spot
+    robot: RobotCfg = field(default_factory=RobotCfg)
+    ball: BallCfg = field(default_factory=BallCfg)
+    rewards: RewardCfg = field(default_factory=RewardCfg)
+    randomization: RandomizationCfg = field(default_factory=RandomizationCfg)
+    camera: CameraCfg = field(default_factory=CameraCfg)
+    mujoco: MjWorldCfg = field(default_factory=MjWorldCfg)
+
+    def __post_init__(self) -> None:
+        if self.opponent not in OPPONENTS:
+            raise ValueError(f"robot_soccer.opponent must be one of {OPPONENTS}, got {self.opponent!r}")
+        if self.observation not in OBSERVATIONS:
+            raise ValueError(f"robot_soccer.observation must be one of {OBSERVATIONS}, got {self.observation!r}")

@@ -1,0 +1,431 @@
+"""robot_soccer: 1v1 (2v2 by config) soccer of small wheeled robots on a walled pitch, physics in MuJoCo.
+
+Following Tirumala et al. (CoRL 2024, "Learning Robot Soccer from Egocentric Vision with Deep RL") on a robot that
+trains on a CPU: the pitch, goals and boards of ``assets/scenes/soccer_arena.xml`` (the scene the radiance field was
+captured from), a ball, and box robots with a head camera driven by velocity servos (:mod:`.model`), batched over envs
+by :class:`sim.mujoco.world.BatchedMjWorld` (one ``mujoco.rollout`` per control step, no Python loop over envs).
+
+* **Groups**: ``team_a`` (home, attacks +x) and ``team_b`` (away), ``players_per_team`` agents each. With
+  ``opponent`` a scripted team (``chaser``, ``attacker``, ``idle``; :mod:`.scripted`) team_b is played inside the env
+  and only ``team_a`` is an agent group: the state experts train that way. ``opponent=none`` exposes both groups
+  (matches, self-play leagues).
+* **Action** per agent ``[4]`` in [-1, 1]: forward and lateral velocity (body frame; lateral limited to
+  ``lateral_scale``), yaw rate, scaled by ``robot.max_speed`` / ``robot.max_yaw_rate``, and the kicker's extension
+  (-1 retracted, 1 out by ``robot.kick_reach``); the servos track them with force limits (so a robot accelerates at
+  ~12 m/s^2, not at once).
+* **Observations** (each agent in its team's frame: its team attacks +x; vectors egocentric in the body frame):
+  ``state`` (:func:`state_terms`: own pose and velocity, the ball, both goals, every other robot, the last action)
+  is the privileged true state: the critic's input always, and the actor's with ``observation=state``. With
+  ``observation=vision`` the actor sees ``image`` (the head camera's 40x30 RGB: the baked radiance field of the
+  arena with robots and ball composited on top, :mod:`sim.render.composite`) and ``proprio`` (own body-frame
+  velocity, yaw rate, last action): the paper's egocentric setting.
+* **Events**: goals (the ball wholly over a goal line inside the mouth), touches (a robot within touching distance
+  of the ball), ball out (over a touch or goal line outside the mouth; the boards keep it in play, as on the paper's
+  walled pitch, so play goes on). The default wheeled robot cannot fall (planar joints).
+* **Game**: an episode is a game of ``episode_length_s``; with ``end_on_goal`` the first goal ends it (training and
+  the default evaluation), else play restarts from kickoff after each goal. ``game_result`` (1 team_a won, 0 lost,
+  0.5 draw) and ``final_counters`` (goals, touches, ball out, time to first touch, ball in view) keep the last game's
+  values for :mod:`training.matches`.
+* **Rewards** per agent (:class:`.config.RewardCfg`): scored / conceded (team), ball velocity towards the attacked
+  goal (team), own approach velocity towards the ball (while farther than 0.3 m), action rate.
+
+Shapes: E envs, R = 2 * players_per_team robots (team_a first), P = players_per_team.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from sim.core.env import MultiAgentEnv, Obs
+from sim.core.randomization import uniform
+from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
+from sim.core.teams import GROUPS
+from sim.mujoco.world import BatchedMjWorld
+from sim.tasks.robot_soccer.config import RobotSoccerCfg
+from sim.tasks.robot_soccer.model import GOAL_HALF_WIDTH, PITCH_HALF, model_variants, robot_names
+from sim.tasks.robot_soccer.scripted import SCRIPTED
+
+TOUCH_MARGIN = 0.03  # m beyond contact that still counts as a touch
+COUNTERS = ("points_a", "points_b", "hits_a", "hits_b", "ball_out", "first_touch_s_a", "ball_in_view_a")
+
+
+def state_terms(players_per_team: int) -> tuple[ObsTerm, ...]:
+    """The ``state`` entry's layout (team frame: own team attacks +x; "body": the robot's frame, x forward)."""
+    terms = [
+        ObsTerm("pos", 2, "m", "team", "own position"),
+        ObsTerm("heading", 2, "", "team", "cos, sin of own yaw"),
+        ObsTerm("vel", 2, "m/s", "body", "own velocity"),
+        ObsTerm("yaw_rate", 1, "rad/s"),
+        ObsTerm("ball", 2, "m", "body", "ball minus own position"),
+        ObsTerm("ball_vel", 2, "m/s", "body", "ball velocity"),
+        ObsTerm("goal", 2, "m", "body", "centre of the attacked goal mouth minus own position"),
+        ObsTerm("own_goal", 2, "m", "body", "centre of the defended goal mouth minus own position"),
+    ]
+    others = [f"mate{i}" for i in range(players_per_team - 1)] + [f"opponent{i}" for i in range(players_per_team)]
+    for name in others:
+        terms.append(ObsTerm(f"{name}_pos", 2, "m", "body", f"{name} minus own position"))
+        terms.append(ObsTerm(f"{name}_vel", 2, "m/s", "body", f"{name}'s velocity"))
+    terms.append(ObsTerm("last_action", 4, "", "", "previous action (forward, lateral, turn, kick)"))
+    return tuple(terms)
+
+
+PROPRIO_TERMS = (
+    ObsTerm("vel", 2, "m/s", "body", "own velocity (wheel odometry)"),
+    ObsTerm("yaw_rate", 1, "rad/s", "", "gyro"),
+    ObsTerm("last_action", 4, "", "", "previous action"),
+)
+
+
+def _rotate(v: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """``v [..., 2]`` rotated by the angle whose cos/sin are given (broadcast over the leading dims)."""
+    return torch.stack((cos * v[..., 0] - sin * v[..., 1], sin * v[..., 0] + cos * v[..., 1]), -1)
+
+
+class RobotSoccerEnv(MultiAgentEnv):
+    """Batched MuJoCo soccer; see the module docstring."""
+
+    task_name = "robot_soccer"
+    cfg_class = RobotSoccerCfg
+    best_metric = ("metrics/win_a", "max")
+    evaluation_window_s = 0.05  # the game's end: who scored is what counts
+
+    def __init__(
+        self,
+        cfg: RobotSoccerCfg,
+        num_envs: int,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        compile: bool = False,
+    ) -> None:
+        self.P = cfg.players_per_team
+        self.R = 2 * self.P
+        super().__init__(cfg, num_envs, device, seed, compile)
+        E, R, dev = num_envs, self.R, self.device
+        models = model_variants(cfg, np.random.default_rng(seed))
+        index = np.arange(E) % len(models)
+        self.world = BatchedMjWorld(models, E, model_index=index, control=("ctrl",), cfg=cfg.mujoco, device=dev)
+        m = models[0]
+        self._qpos_idx = torch.tensor(
+            [m.jnt_qposadr[m.joint(f"{n}_{a}").id] for n in robot_names(self.P) for a in ("x", "y", "yaw")], device=dev
+        ).view(R, 3)
+        self._qvel_idx = torch.tensor(
+            [m.jnt_dofadr[m.joint(f"{n}_{a}").id] for n in robot_names(self.P) for a in ("x", "y", "yaw")], device=dev
+        ).view(R, 3)
+        self._ball_q = int(m.jnt_qposadr[m.joint("ball").id])
+        self._ball_v = int(m.jnt_dofadr[m.joint("ball").id])
+        self._nq, self._nv = m.nq, m.nv
+        # Team of each robot as the sign of its attack direction (+1 team_a, -1 team_b).
+        self._side = torch.tensor([1.0] * self.P + [-1.0] * self.P, device=dev)
+        # For robot r, the other robots in observation order: teammates, then opponents.
+        others = []
+        for r in range(R):
+            mates = [q for q in range(R) if q != r and (q < self.P) == (r < self.P)]
+            opps = [q for q in range(R) if (q < self.P) != (r < self.P)]
+            others.append(mates + opps)
+        self._others = torch.tensor(others, device=dev, dtype=torch.long).view(R, R - 1)
+        self._touch_dist = cfg.robot.half_size[0] + cfg.ball.radius + TOUCH_MARGIN
+        self.action = torch.zeros(E, R, 4, device=dev)
+        self.prev_action = torch.zeros_like(self.action)
+        self._scripted = SCRIPTED[cfg.opponent] if cfg.opponent != "none" else None
+        self._events = {k: torch.zeros(E, device=dev) for k in ("goal_a", "goal_b", "touch_a", "touch_b")}
+        self.counters = {k: torch.zeros(E, device=dev) for k in COUNTERS}
+        self._first_touch = torch.full((E,), math.nan, device=dev)
+        self._was_out = torch.zeros(E, dtype=torch.bool, device=dev)
+        self.game_result = torch.full((E,), math.nan, device=dev)
+        self.final_counters = {k: torch.zeros(E, device=dev) for k in COUNTERS}
+        self._cache: dict[str, Tensor] = {}
+        self.reset()
+
+    # ----------------------------------------------------------------- spec
+    def _build_spec(self) -> EnvSpec:
+        cfg, P = self.cfg, self.cfg.players_per_team
+        terms = state_terms(P)
+        state = ObsEntry((sum(t.size for t in terms),), terms=terms)
+        observations = {"state": state}
+        actor = ("state",)
+        if cfg.observation == "vision":
+            c = cfg.camera
+            observations["image"] = ObsEntry(
+                (c.height, c.width, 3),
+                torch.uint8,
+                kind="image",
+                units="RGB 0-255",
+                description=f"head camera, {c.hfov_deg:g} deg horizontal field of view, "
+                f"pitched {c.pitch_deg:g} deg down",
+            )
+            observations["proprio"] = ObsEntry((7,), terms=PROPRIO_TERMS)
+            actor = ("image", "proprio")
+        rc = cfg.robot
+        group = GroupSpec(
+            n_agents=P,
+            observations=observations,
+            action_dim=4,
+            action_names=("forward", "lateral", "turn", "kick"),
+            action_units=("m/s", "m/s", "rad/s", "m"),
+            action_scale=(rc.max_speed, rc.max_speed * rc.lateral_scale, rc.max_yaw_rate, rc.kick_reach),
+            actor_obs=actor,
+            critic_obs=("state",),
+        )
+        groups = {GROUPS[0]: group} if cfg.opponent != "none" else {GROUPS[0]: group, GROUPS[1]: group}
+        control_dt = cfg.physics_dt * cfg.decimation
+        return EnvSpec(
+            task=self.task_name,
+            groups=groups,
+            control_dt=control_dt,
+            physics_dt=cfg.physics_dt,
+            max_episode_steps=round(cfg.episode_length_s / control_dt),
+            metadata={"players_per_team": P, "opponent": cfg.opponent, "teams": {"team_a": "home", "team_b": "away"}},
+        )
+
+    # ----------------------------------------------------------------- state readers
+    def _read(self) -> dict[str, Tensor]:
+        """Positions and velocities of robots and ball, memoised until the state changes: ``pos [E, R, 2]``,
+        ``yaw [E, R]``, ``vel [E, R, 2]``, ``yaw_rate [E, R]``, ``ball [E, 3]``, ``ball_vel [E, 3]``."""
+        if not self._cache:
+            qpos, qvel = self.world.qpos, self.world.qvel
+            q = qpos[:, self._qpos_idx]  # [E, R, 3]
+            v = qvel[:, self._qvel_idx]
+            self._cache.update(
+                pos=q[..., :2],
+                yaw=q[..., 2],
+                vel=v[..., :2],
+                yaw_rate=v[..., 2],
+                ball=qpos[:, self._ball_q : self._ball_q + 3],
+                ball_vel=qvel[:, self._ball_v : self._ball_v + 3],
+            )
+        return self._cache
+
+    def robot_poses(self) -> tuple[Tensor, Tensor]:
+        """``(pos [E, R, 3], yaw [E, R])``: body centres (m) and headings (rad), world frame."""
+        s = self._read()
+        z = torch.full_like(s["yaw"], self.cfg.robot.half_size[2])
+        return torch.cat((s["pos"], z.unsqueeze(-1)), -1), s["yaw"]
+
+    def ball_position(self) -> Tensor:
+        """``[E, 3]`` m, world frame."""
+        return self._read()["ball"]
+
+    def _state_obs(self) -> Tensor:
+        """``state [E, R, D]`` for every robot (team_a first), layout :func:`state_terms`."""
+        s = self._read()
+        pos, yaw, vel = s["pos"], s["yaw"], s["vel"]
+        side = self._side.view(1, -1, 1)
+        c, sn = torch.cos(yaw), torch.sin(yaw)
+
+        def body(v: Tensor) -> Tensor:  # world vectors [E, R, 2] or [E, R, K, 2] into each robot's body frame
+            if v.dim() == 4:
+                return _rotate(v, c.unsqueeze(-1), -sn.unsqueeze(-1))
+            return _rotate(v, c, -sn)
+
+        goal_x = torch.tensor(PITCH_HALF[0], device=self.device)
+        goal = torch.stack((goal_x * self._side, torch.zeros_like(self._side)), -1)  # [R, 2] attacked goal, world
+        ball = s["ball"][:, None, :2]
+        ball_vel = s["ball_vel"][:, None, :2].expand(-1, self.R, -1)
+        others_pos = pos[:, self._others] - pos.unsqueeze(2)  # [E, R, R-1, 2]
+        others_vel = vel[:, self._others]
+        others = torch.cat((body(others_pos), body(others_vel)), -1).flatten(2)  # [E, R, (R-1) * 4]
+        heading_team = torch.stack((c, sn), -1) * side  # yaw + pi for team_b
+        parts = (
+            pos * side,
+            heading_team,
+            body(vel),
+            s["yaw_rate"].unsqueeze(-1),
+            body(ball - pos),
+            body(ball_vel),
+            body(goal - pos),
+            body(-goal - pos),
+            others,
+            self.action,
+        )
+        return torch.cat(parts, -1)
+
+    # ----------------------------------------------------------------- reset and step
+    def _reset_idx(self, env_ids: Tensor) -> None:
+        self._kickoff(env_ids)
+        for buf in self.counters.values():
+            buf[env_ids] = 0.0
+        self._first_touch[env_ids] = math.nan
+        self.action[env_ids] = 0.0
+        self.prev_action[env_ids] = 0.0
+        self._was_out[env_ids] = False
+
+    def _kickoff(self, env_ids: Tensor) -> None:
+        """Place robots (own half, facing the other goal) and ball (near the centre spot) for ``env_ids``."""
+        cfg, k, dev, P = self.cfg, env_ids.numel(), self.device, self.P
+        j = cfg.kickoff_jitter_m
+        base_y = torch.linspace(-0.6, 0.6, P, device=dev) if P > 1 else torch.zeros(1, device=dev)
+        x = torch.cat((torch.full((P,), -1.2, device=dev), torch.full((P,), 1.2, device=dev)))
+        xy = torch.stack((x, torch.cat((base_y, base_y))), -1).expand(k, -1, -1)
+        xy = xy + uniform(-j, j, (k, self.R, 2), self.rng, dev)
+        xy = xy.clamp(torch.tensor([-PITCH_HALF[0], -PITCH_HALF[1]], device=dev), torch.tensor(PITCH_HALF, device=dev))
+        yaw = torch.where(self._side > 0, 0.0, math.pi).expand(k, -1) + uniform(-0.6, 0.6, (k, self.R), self.rng, dev)
+        b = cfg.ball_start_jitter_m
+        ball = torch.stack((uniform(-b, b, (k,), self.rng, dev), uniform(-0.6 * b, 0.6 * b, (k,), self.rng, dev)), -1)
+        qpos = torch.zeros(k, self._nq, device=dev, dtype=torch.float64)
+        qpos[:, self._ball_q : self._ball_q + 2] = ball.double()
+        qpos[:, self._ball_q + 2] = cfg.ball.radius
+        qpos[:, self._ball_q + 3] = 1.0
+        q = torch.cat((xy, yaw.unsqueeze(-1)), -1).double()  # [k, R, 3]
+        qpos[:, self._qpos_idx.flatten()] = q.flatten(1)
+        self.world.set_state(env_ids, qpos=qpos.cpu().numpy())
+        self._cache.clear()
+
+    def _apply_actions(self, actions: dict[str, Tensor]) -> None:
+        self.prev_action = self.action
+        a = actions[GROUPS[0]].clamp(-1.0, 1.0)
+        if self._scripted is None:
+            b = actions[GROUPS[1]].clamp(-1.0, 1.0)
+        else:
+            b = self._scripted(self._state_obs()[:, self.P :]).clamp(-1.0, 1.0)
+        self.action = torch.cat((a, b), 1)
+
+    def _control_step(self) -> None:
+        rc, yaw = self.cfg.robot, self._read()["yaw"]
+        body_vel = self.action[..., :2] * torch.tensor(
+            [rc.max_speed, rc.max_speed * rc.lateral_scale], device=self.device
+        )
+        world_vel = _rotate(body_vel, torch.cos(yaw), torch.sin(yaw))
+        yaw_rate = self.action[..., 2] * rc.max_yaw_rate
+        kick = (self.action[..., 3] + 1.0) * (0.5 * rc.kick_reach)  # -1 retracted .. 1 fully out
+        ctrl = torch.cat((world_vel, yaw_rate.unsqueeze(-1), kick.unsqueeze(-1)), -1)  # [E, R, 4], model order
+        self.world.step(ctrl.flatten(1), self.cfg.decimation)
+        self._cache.clear()
+        self._detect_events()
+
+    def _detect_events(self) -> None:
+        """Goals, touches and ball-out of this step into ``_events`` and the game counters; restarts play after a
+        goal when the game goes on (``end_on_goal`` off)."""
+        s, r = self._read(), self.cfg.ball.radius
+        bx, by = s["ball"][:, 0], s["ball"][:, 1]
+        in_mouth = by.abs() < GOAL_HALF_WIDTH
+        goal_a = (bx > PITCH_HALF[0] + r) & in_mouth
+        goal_b = (bx < -PITCH_HALF[0] - r) & in_mouth
+        dist = torch.linalg.vector_norm(s["ball"][:, None, :2] - s["pos"], dim=-1)  # [E, R]
+        touch = dist < self._touch_dist
+        touch_a, touch_b = touch[:, : self.P].any(-1), touch[:, self.P :].any(-1)
+        out = ((by.abs() > PITCH_HALF[1] + r) | (bx.abs() > PITCH_HALF[0] + r)) & ~(goal_a | goal_b)
+        self._events = {
+            "goal_a": goal_a.float(),
+            "goal_b": goal_b.float(),
+            "touch_a": touch_a.float(),
+            "touch_b": touch_b.float(),
+        }
+        c = self.counters
+        c["points_a"] += goal_a.float()
+        c["points_b"] += goal_b.float()
+        c["hits_a"] += touch_a.float()
+        c["hits_b"] += touch_b.float()
+        c["ball_out"] += (out & ~self._was_out).float()  # counted when it crosses a line, not while it stays out
+        self._was_out = out
+        t = (self.episode_step + 1).float() * self.spec.control_dt
+        self._first_touch = torch.where(self._first_touch.isnan() & touch_a, t, self._first_touch)
+        c["ball_in_view_a"] += self._ball_in_view()[:, : self.P].float().mean(-1)
+        if not self.cfg.end_on_goal:
+            scored = goal_a | goal_b
+            ids = scored.nonzero().squeeze(-1)
+            if ids.numel():
+                self._kickoff(ids)
+
+    def _ball_in_view(self) -> Tensor:
+        """``[E, R]`` bool: the ball's centre lies inside each robot's camera field of view (no occlusion test)."""
+        s, cam = self._read(), self.cfg.camera
+        rel = s["ball"][:, None, :2] - s["pos"]
+        c, sn = torch.cos(s["yaw"]), torch.sin(s["yaw"])
+        fwd = c * rel[..., 0] + sn * rel[..., 1]
+        left = -sn * rel[..., 0] + c * rel[..., 1]
+        half = math.radians(cam.hfov_deg) / 2
+        return (fwd > 0.05) & (torch.atan2(left, fwd).abs() < half)
+
+    # ----------------------------------------------------------------- observations
+    def _update_observation_buffers(self) -> None:
+        pass
+
+    def _observations(self) -> Obs:
+        state = self._state_obs()
+        groups = {GROUPS[0]: slice(0, self.P), GROUPS[1]: slice(self.P, self.R)}
+        return {g: {"state": state[:, sl]} for g, sl in groups.items() if g in self.spec.groups}
+
+    # ----------------------------------------------------------------- rewards, terminations, metrics
+    def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        rc, s, ev = self.cfg.rewards, self._read(), self._events
+        goal_x = PITCH_HALF[0] * self._side  # [R]
+        to_goal = torch.stack(
+            (goal_x.expand(self.num_envs, -1), torch.zeros(self.num_envs, self.R, device=self.device)), -1
+        )
+        to_goal = to_goal - s["ball"][:, None, :2]
+        to_goal = to_goal / torch.linalg.vector_norm(to_goal, dim=-1, keepdim=True).clamp(min=1e-6)
+        ball_to_goal = (s["ball_vel"][:, None, :2] * to_goal).sum(-1)  # [E, R]
+        to_ball = s["ball"][:, None, :2] - s["pos"]
+        dist = torch.linalg.vector_norm(to_ball, dim=-1)
+        approach = (s["vel"] * to_ball).sum(-1) / dist.clamp(min=1e-6) * (dist > 0.3).float()
+        team_a = (self._side > 0).unsqueeze(0)
+        scored = torch.where(team_a, ev["goal_a"].unsqueeze(-1), ev["goal_b"].unsqueeze(-1))
+        conceded = torch.where(team_a, ev["goal_b"].unsqueeze(-1), ev["goal_a"].unsqueeze(-1))
+        action_rate = (self.action - self.prev_action).square().sum(-1)
+        raw = {
+            "scored": scored,
+            "conceded": conceded,
+            "ball_to_goal": ball_to_goal,
+            "approach_ball": approach,
+            "action_rate": action_rate,
+        }
+        per_agent = {name: getattr(rc, name) * val for name, val in raw.items()}  # [E, R]
+        total = torch.stack(list(per_agent.values())).sum(0)
+        reward = {GROUPS[0]: total[:, : self.P]}
+        if GROUPS[1] in self.spec.groups:
+            reward[GROUPS[1]] = total[:, self.P :]
+        terms = {name: v[:, : self.P].mean(-1) for name, v in per_agent.items()}  # logged for team_a
+        return reward, terms
+
+    def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
+        ev = self._events
+        unstable = self.world.diverged().to(self.device)
+        reasons = {"unstable": unstable}
+        if self.cfg.end_on_goal:
+            reasons["goal_a"] = ev["goal_a"] > 0
+            reasons["goal_b"] = ev["goal_b"] > 0
+        terminated = torch.stack(list(reasons.values())).any(0)
+        return terminated, reasons
+
+    def step_metrics(self) -> dict[str, Tensor]:
+        return {"goal_diff_a": self.counters["points_a"] - self.counters["points_b"]}
+
+    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
+        c = self.counters
+        steps = self.episode_step[env_ids].float().clamp(min=1)
+        diff = c["points_a"][env_ids] - c["points_b"][env_ids]
+        result = torch.where(diff > 0, 1.0, torch.where(diff < 0, 0.0, 0.5))
+        self.game_result = self.game_result.index_put((env_ids,), result)
+        horizon = torch.tensor(self.cfg.episode_length_s, device=self.device)
+        first = self._first_touch[env_ids]
+        c["first_touch_s_a"] = c["first_touch_s_a"].index_put((env_ids,), torch.where(first.isnan(), horizon, first))
+        in_view = c["ball_in_view_a"][env_ids] / steps
+        for k in COUNTERS:
+            v = in_view if k == "ball_in_view_a" else c[k][env_ids]
+            self.final_counters[k] = self.final_counters[k].index_put((env_ids,), v)
+        return {
+            "metrics/win_a": (result == 1.0).float().mean(),
+            "metrics/loss_a": (result == 0.0).float().mean(),
+            "metrics/goal_diff_a": diff.mean(),
+            "metrics/first_touch_s_a": c["first_touch_s_a"][env_ids].mean(),
+            "metrics/ball_in_view_a": in_view.mean(),
+        }
+
+    def expert_policy(self):
+        """The scripted attacker for team_a (and team_b when it is an agent group): the hand-written baseline."""
+        attacker = SCRIPTED["attacker"]
+        return lambda obs: {g: attacker(o["state"]) for g, o in obs.items()}
+
+    @classmethod
+    def evaluation_overrides(cls) -> dict:
+        return {"randomization": {"enabled": False}}
+
+    @classmethod
+    def match_teams(cls):
+        from sim.tasks.robot_soccer.teams import SoccerTeams
+
+        return SoccerTeams()
