@@ -70,7 +70,7 @@ class CameraCfg:
 
     width: int = at_least(8, 40)
     height: int = at_least(6, 30)
-    hfov_deg: float = positive(80.0)
+    fov_y_deg: float = positive(52.0)  # vertical; 40x30 square pixels make it ~66 deg horizontally
     pitch_deg: float = 12.0  # down from the horizon
     background: str = "assets/fields/soccer_arena_baked.pt"  # baked radiance field (sim.render.nerf.bake)
 

@@ -48,6 +48,7 @@ from sim.mujoco.world import BatchedMjWorld
 from sim.tasks.robot_soccer.config import RobotSoccerCfg
 from sim.tasks.robot_soccer.model import GOAL_HALF_WIDTH, PITCH_HALF, model_variants, robot_names
 from sim.tasks.robot_soccer.scripted import SCRIPTED
+from sim.tasks.robot_soccer.vision import FrameDelay, SoccerCameras, horizontal_fov_deg
 
 TOUCH_MARGIN = 0.03  # m beyond contact that still counts as a touch
 COUNTERS = ("points_a", "points_b", "hits_a", "hits_b", "ball_out", "first_touch_s_a", "ball_in_view_a")
@@ -138,6 +139,15 @@ class RobotSoccerEnv(MultiAgentEnv):
         self.game_result = torch.full((E,), math.nan, device=dev)
         self.final_counters = {k: torch.zeros(E, device=dev) for k in COUNTERS}
         self._cache: dict[str, Tensor] = {}
+        if cfg.observation == "vision":
+            # Cameras of the agent robots only (a scripted opponent needs no images).
+            self._cam_ids = torch.arange(R if cfg.opponent == "none" else self.P, device=dev)
+            A = self._cam_ids.numel()
+            self.cameras = SoccerCameras(cfg, dev)
+            self._pitch_jitter = torch.zeros(E, A, device=dev)
+            self._height_jitter = torch.zeros(E, A, device=dev)
+            self._frames = FrameDelay(cfg.randomization.max_latency_steps, E, dev)
+            self._image = torch.zeros(E, A, cfg.camera.height, cfg.camera.width, 3, dtype=torch.uint8, device=dev)
         self.reset()
 
     # ----------------------------------------------------------------- spec
@@ -154,7 +164,7 @@ class RobotSoccerEnv(MultiAgentEnv):
                 torch.uint8,
                 kind="image",
                 units="RGB 0-255",
-                description=f"head camera, {c.hfov_deg:g} deg horizontal field of view, "
+                description=f"head camera, {horizontal_fov_deg(c):.0f} deg horizontal field of view, "
                 f"pitched {c.pitch_deg:g} deg down",
             )
             observations["proprio"] = ObsEntry((7,), terms=PROPRIO_TERMS)
@@ -252,6 +262,8 @@ class RobotSoccerEnv(MultiAgentEnv):
         self.action[env_ids] = 0.0
         self.prev_action[env_ids] = 0.0
         self._was_out[env_ids] = False
+        if self.cfg.observation == "vision":
+            self._reset_cameras(env_ids)
 
     def _kickoff(self, env_ids: Tensor) -> None:
         """Place robots (own half, facing the other goal) and ball (near the centre spot) for ``env_ids``."""
@@ -337,17 +349,50 @@ class RobotSoccerEnv(MultiAgentEnv):
         c, sn = torch.cos(s["yaw"]), torch.sin(s["yaw"])
         fwd = c * rel[..., 0] + sn * rel[..., 1]
         left = -sn * rel[..., 0] + c * rel[..., 1]
-        half = math.radians(cam.hfov_deg) / 2
+        half = math.radians(horizontal_fov_deg(cam)) / 2
         return (fwd > 0.05) & (torch.atan2(left, fwd).abs() < half)
 
     # ----------------------------------------------------------------- observations
+    def render_cameras(self, env_ids: Tensor | None = None) -> Tensor:
+        """The agent robots' current head-camera frames (no latency) of ``env_ids`` (all when None),
+        ``uint8 [k, A, H, W, 3]``."""
+        pos, yaw = self.robot_poses()
+        ball = self.ball_position()
+        pj, hj = self._pitch_jitter, self._height_jitter
+        if env_ids is not None:
+            pos, yaw, ball, pj, hj = pos[env_ids], yaw[env_ids], ball[env_ids], pj[env_ids], hj[env_ids]
+        return self.cameras.render(pos, yaw, ball, self._cam_ids, pj, hj)
+
+    def _reset_cameras(self, env_ids: Tensor) -> None:
+        """Per-episode camera randomisation (pitch, height, latency) and a fresh frame history."""
+        r, k, dev = self.cfg.randomization, env_ids.numel(), self.device
+        A = self._cam_ids.numel()
+        on = float(r.enabled)
+        pitch = math.radians(r.camera_pitch_deg) * on
+        self._pitch_jitter[env_ids] = uniform(-pitch, pitch, (k, A), self.rng, dev)
+        self._height_jitter[env_ids] = uniform(-r.camera_height_m * on, r.camera_height_m * on, (k, A), self.rng, dev)
+        delay = torch.randint(0, r.max_latency_steps + 1, (k,), generator=self.rng, device=dev) if r.enabled else 0
+        frames = self.render_cameras(env_ids)
+        self._frames.reset(env_ids, frames, torch.as_tensor(delay, device=dev).expand(k))
+        self._image = self._image.index_copy(
+            0, env_ids, frames if self._frames.buffer is None else self._frames.read()[env_ids]
+        )
+
     def _update_observation_buffers(self) -> None:
-        pass
+        if self.cfg.observation == "vision":
+            self._image = self._frames.push(self.render_cameras())
 
     def _observations(self) -> Obs:
         state = self._state_obs()
         groups = {GROUPS[0]: slice(0, self.P), GROUPS[1]: slice(self.P, self.R)}
-        return {g: {"state": state[:, sl]} for g, sl in groups.items() if g in self.spec.groups}
+        obs = {g: {"state": state[:, sl]} for g, sl in groups.items() if g in self.spec.groups}
+        if self.cfg.observation == "vision":
+            proprio = torch.cat((state[..., 4:7], state[..., -4:]), -1)  # vel, yaw_rate, last_action
+            for i, g in enumerate(obs):
+                sl = groups[g]
+                obs[g]["image"] = self._image[:, i * self.P : (i + 1) * self.P]
+                obs[g]["proprio"] = proprio[:, sl]
+        return obs
 
     # ----------------------------------------------------------------- rewards, terminations, metrics
     def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
