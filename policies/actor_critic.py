@@ -455,6 +455,14 @@ class ActorCritic(nn.Module):
             cfeat = self.critic_memory.sequence(cfeat, memory0["critic"], resets)
         return log_prob, entropy, self.critic(cfeat).squeeze(-1)
 
+    def action_mean_sequence(self, obs: Mapping[str, Tensor], memory0: Tensor, resets: Tensor) -> Tensor:
+        """The recurrent actor's mean ``[T, B, A, act_dim]`` over a window (``obs`` entry -> ``[T, B, A, *shape]``,
+        ``memory0 [B, A, L, S]``, ``resets [T, B]``), gradients through the window (imitation of sequences)."""
+        xs = pick(obs, self.dims.actor_inputs)
+        feat = self.actor_memory.sequence(self.actor_encoder(xs), memory0, resets)
+        prior = xs[0] @ self.action_prior if self._prior_dim else None
+        return self._mean(self.actor(feat), prior)
+
     def entropy(self) -> Tensor:
         """Gaussian entropy summed over action dims: ``sum(0.5 + log(sqrt(2 pi)) + log_std)``
         (discrete heads: see :meth:`evaluate`, it depends on the observation)."""

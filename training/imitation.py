@@ -7,11 +7,15 @@ the expert labels every visited state (DAgger, Ross et al. 2011: the student lea
 its own mistakes, which pure behaviour cloning never sees). After each round the actor's mean is
 fitted by MSE to the aggregate of all labels (the observation normaliser first absorbs the data).
 The expert is ``env.expert_policy()`` (``obs -> {group: action}``), e.g. drone volleyball's scripted
-skills. Afterwards ``critic_warmup`` PPO iterations fit only the value function, so the first
-policy updates see sensible advantages instead of a random critic's.
+skills, or a trained checkpoint (``imitation.expert=<path.pt>``) whose actors read the entries they were
+trained on from the same observation dicts: robot soccer's state expert teaching a student that sees
+only its head camera (the expert reads ``state``, the student ``image`` + ``proprio``). Afterwards
+``critic_warmup`` PPO iterations fit only the value function, so the first policy updates see
+sensible advantages instead of a random critic's.
 
-The same loop distils any teacher into a student that observes less (robot soccer's
-state-to-vision student later): the expert only has to act on the env's state.
+Recurrent students (``policy.memory=gru|lstm``) are fitted on whole windows of ``steps`` steps by
+truncated back-propagation through time, from the memory they had at the window's start and zeroed
+where an episode starts, as the recurrent PPO update does.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import torch
 from torch import Tensor
 
 from policies import ActorCritic
+from policies.memory import zero_done
 from sim.core.config import at_least, non_negative, positive
 
 EXPERTS = ("none", "task")
@@ -32,7 +37,7 @@ EXPERTS = ("none", "task")
 class ImitationCfg:
     """DAgger settings (hydra node ``imitation``); ``expert: none`` skips it."""
 
-    expert: str = "none"  # none | task (the env's expert_policy())
+    expert: str = "none"  # none | task (the env's expert_policy()) | <checkpoint.pt> (its actors)
     rounds: int = at_least(1, 6)  # DAgger rounds; round 0 follows the expert
     steps: int = at_least(1, 64)  # env steps per round (each num_envs samples)
     epochs: int = at_least(1, 10)  # passes over the aggregate per round
@@ -42,8 +47,30 @@ class ImitationCfg:
     critic_warmup: int = non_negative(5)  # PPO iterations that fit only the value function afterwards
 
     def __post_init__(self) -> None:
-        if self.expert not in EXPERTS:
-            raise ValueError(f"imitation.expert must be one of {EXPERTS}, got {self.expert!r}")
+        if self.expert not in EXPERTS and not self.expert.endswith(".pt"):
+            raise ValueError(
+                f"imitation.expert must be one of {EXPERTS} or a checkpoint path (.pt), got {self.expert!r}"
+            )
+
+
+def checkpoint_expert(path: str, groups: list[str], device: torch.device | str) -> Callable[[dict], dict[str, Tensor]]:
+    """``obs -> {group: action}`` of a trained checkpoint's deterministic actors (feed-forward or recurrent: a
+    recurrent teacher keeps its memory, restarted where ``obs``'s env restarted is not known here, so use
+    feed-forward teachers for DAgger; recurrent ones are refused).
+
+    Raises:
+        ValueError: the checkpoint has no actor for a group that is imitated, or a recurrent actor.
+    """
+    from training.checkpoint import load_policy
+
+    loaded = load_policy(path, device=device)
+    missing = [g for g in groups if g not in loaded.actors]
+    if missing:
+        raise ValueError(f"imitation.expert={path}: no actor for groups {missing} (it has {sorted(loaded.actors)})")
+    if any(hasattr(loaded.actors[g], "reset") for g in groups):
+        raise ValueError(f"imitation.expert={path}: a recurrent teacher; DAgger takes feed-forward teachers")
+    actors = {g: loaded.actors[g] for g in groups}
+    return lambda obs: {g: a(obs[g]) for g, a in actors.items()}
 
 
 def dagger(
@@ -61,7 +88,7 @@ def dagger(
     if any(models[g].cfg.sharing != "shared" for g in groups):
         raise ValueError("imitation needs algo.policy.sharing=shared (one actor fitted on every agent's samples)")
     if any(models[g].recurrent for g in groups):
-        raise ValueError("imitation fits feed-forward actors only (algo.policy.memory=none)")
+        return _dagger_recurrent(env, models, expert, cfg, generator, log)
     # Per group: every actor entry's samples [n, *shape] (images stay uint8) and the expert's labels.
     data: dict[str, tuple[dict[str, list[Tensor]], list[Tensor]]] = {g: ({}, []) for g in groups}
     params = [p for g in groups for m in (models[g].actor_encoder, models[g].actor) for p in m.parameters()]
@@ -120,4 +147,87 @@ def _fit(
             loss.backward()
             optimizer.step()
             total, count = total + float(loss.detach()), count + 1
+    return total / max(count, 1)
+
+
+def _dagger_recurrent(
+    env,
+    models: torch.nn.ModuleDict,
+    expert: Callable[[dict], dict[str, Tensor]],
+    cfg: ImitationCfg,
+    generator: torch.Generator,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, float]]:
+    """:func:`dagger` for recurrent students: each round is one window ``[T = cfg.steps, E]`` per group (entries,
+    labels, episode starts, the student's memory at the window start); the aggregate keeps whole windows (the
+    newest ``cfg.max_samples`` samples' worth) and the fit unrolls the student over each window."""
+    groups = list(models)
+    T, E = cfg.steps, env.num_envs
+    windows: dict[str, list[dict]] = {g: [] for g in groups}
+    memory = {g: models[g].initial_memory(E, env.spec.groups[g].n_agents, device=env.device)["actor"] for g in groups}
+    params = [p for g in groups for m in (models[g].actor_encoder, models[g].actor_memory, models[g].actor)
+              for p in m.parameters()]  # fmt: skip
+    optimizer = torch.optim.Adam(params, lr=cfg.lr)
+    stats = []
+    obs = env.reset()
+    starts = torch.ones(E, dtype=torch.bool, device=env.device)
+    for r in range(cfg.rounds):
+        gap = {g: 0.0 for g in groups}
+        win = {g: {"x": {}, "y": [], "resets": [], "memory0": memory[g].clone()} for g in groups}
+        with torch.no_grad():
+            for _ in range(T):
+                labels = expert(obs)
+                actions = dict(labels)
+                for g in groups:
+                    mem = zero_done(memory[g], starts)
+                    student, memory[g] = models[g].act_deterministic(obs[g], mem)
+                    gap[g] += float((student - labels[g]).abs().mean()) / T
+                    for k in env.spec.groups[g].actor_obs:
+                        win[g]["x"].setdefault(k, []).append(obs[g][k].clone())
+                    win[g]["y"].append(labels[g].clone())
+                    win[g]["resets"].append(starts.clone())
+                    if r > 0:
+                        actions[g] = student
+                obs, _, terminated, truncated, _ = env.step(actions)
+                starts = terminated | truncated
+        row = {"round": float(r)}
+        for g in groups:
+            w = win[g]
+            windows[g].append(
+                {"x": {k: torch.stack(v) for k, v in w["x"].items()}, "y": torch.stack(w["y"]),
+                 "resets": torch.stack(w["resets"]), "memory0": w["memory0"]}
+            )  # fmt: skip
+            per_window = T * E * env.spec.groups[g].n_agents
+            windows[g] = windows[g][-max(1, cfg.max_samples // per_window) :]
+            ac: ActorCritic = models[g]
+            newest = windows[g][-1]["x"]
+            ac.actor_encoder.update_normalizers([newest[i.name].flatten(0, 2) for i in ac.dims.actor_inputs])
+            mse = _fit_sequences(ac, windows[g], optimizer, cfg, generator)
+            n = sum(int(w["y"][..., 0].numel()) for w in windows[g])
+            row.update({f"{g}/mse": mse, f"{g}/agreement": gap[g], f"{g}/samples": float(n)})
+        stats.append(row)
+        log("dagger round " + " ".join(f"{k} {v:.4g}" for k, v in row.items()))
+    return stats
+
+
+def _fit_sequences(
+    ac: ActorCritic, windows: list[dict], optimizer: torch.optim.Optimizer, cfg: ImitationCfg, gen: torch.Generator
+) -> float:
+    """Epochs of MSE between the unrolled student's mean and the labels, minibatches of envs of one window at a time
+    (``cfg.batch_size`` samples: ``batch_size // T`` envs)."""
+    total, count = 0.0, 0
+    for _ in range(cfg.epochs):
+        for w in windows:
+            T, E = w["y"].shape[:2]
+            per = max(1, cfg.batch_size // T)
+            perm = torch.randperm(E, generator=gen, device=gen.device).to(w["y"].device)
+            for start in range(0, E, per):
+                idx = perm[start : start + per]
+                x = {k: v[:, idx] for k, v in w["x"].items()}
+                pred = ac.action_mean_sequence(x, w["memory0"][idx], w["resets"][:, idx])
+                loss = (pred - w["y"][:, idx]).square().mean()
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                total, count = total + float(loss.detach()), count + 1
     return total / max(count, 1)

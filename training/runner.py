@@ -48,7 +48,7 @@ from training.checkpoint import (
     rng_state,
     save_checkpoint,
 )
-from training.imitation import ImitationCfg, dagger
+from training.imitation import ImitationCfg, checkpoint_expert, dagger
 from training.logger import WANDB_MODES, CsvLogger, ProgressBar, WandbLogger
 from training.ppo import PPO, PPOCfg
 
@@ -446,7 +446,11 @@ class Runner:
         its statistics in ``<run>/imitation.json``, then an evaluation (best.pt may keep this policy)."""
         cfg = self.imitation_cfg
         trained = torch.nn.ModuleDict({g: self.models[g] for g in self.trained_groups()})
-        stats = dagger(self.env, trained, self.env.expert_policy(), cfg, self.generator, log=bar.write)
+        if cfg.expert == "task":
+            expert = self.env.expert_policy()
+        else:
+            expert = checkpoint_expert(cfg.expert, list(trained), self.env.device)
+        stats = dagger(self.env, trained, expert, cfg, self.generator, log=bar.write)
         (self.run_dir / "imitation.json").write_text(json.dumps({"cfg": asdict(cfg), "rounds": stats}, indent=2))
         self.save(self.ckpt_dir / "imitation.pt")  # the imitation-only policy, whatever PPO does next
         self._value_only_until = cfg.critic_warmup
