@@ -419,11 +419,13 @@ class ActorCritic(nn.Module):
             return log_prob, entropy
         return self._log_prob(self._mean(out, prior), action), self.entropy()
 
-    def evaluate(self, obs: Any, critic_obs: Any, action: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """``(log_prob [E, A], entropy (broadcastable to [E, A]), normalised value [E, A])`` for the PPO loss."""
+    def evaluate(self, obs: Any, critic_obs: Any, action: Tensor, with_mean: bool = False) -> tuple[Tensor, ...]:
+        """``(log_prob [E, A], entropy (broadcastable to [E, A]), normalised value [E, A])`` for the PPO loss; with
+        ``with_mean`` also the Gaussian mean ``[E, A, act_dim]`` (a teacher term compares it)."""
         out, prior, _ = self._actor_out(obs, None)
         log_prob, entropy = self._dist_terms(out, prior, action)
-        return log_prob, entropy, self.value_normalized(critic_obs)
+        value = self.value_normalized(critic_obs)
+        return (log_prob, entropy, value, self._mean(out, prior)) if with_mean else (log_prob, entropy, value)
 
     def evaluate_sequence(
         self,
@@ -432,7 +434,8 @@ class ActorCritic(nn.Module):
         action: Tensor,
         memory0: Mapping[str, Tensor],
         resets: Tensor,
-    ) -> tuple[Tensor, Tensor, Tensor]:
+        with_mean: bool = False,
+    ) -> tuple[Tensor, ...]:
         """The recurrent counterpart of :meth:`evaluate` over whole rollout windows.
 
         Args:
@@ -442,18 +445,20 @@ class ActorCritic(nn.Module):
             resets: ``[T, B]`` bool, an episode started at step t (state zeroed before it).
 
         Returns:
-            ``(log_prob [T, B, A], entropy, normalised value [T, B, A])``; gradients flow through the
-            window (truncated back-propagation through time).
+            ``(log_prob [T, B, A], entropy, normalised value [T, B, A])`` (and the mean ``[T, B, A, act_dim]`` with
+            ``with_mean``); gradients flow through the window (truncated back-propagation through time).
         """
         xs = pick(obs, self.dims.actor_inputs)
         feat = self.actor_encoder(xs)
         feat = self.actor_memory.sequence(feat, memory0["actor"], resets)
         prior = xs[0] @ self.action_prior if self._prior_dim else None
-        log_prob, entropy = self._dist_terms(self.actor(feat), prior, action)
+        out = self.actor(feat)
+        log_prob, entropy = self._dist_terms(out, prior, action)
         cfeat = self.critic_encoder(pick(critic_obs, self.dims.critic_inputs))
         if self.critic_memory is not None:
             cfeat = self.critic_memory.sequence(cfeat, memory0["critic"], resets)
-        return log_prob, entropy, self.critic(cfeat).squeeze(-1)
+        value = self.critic(cfeat).squeeze(-1)
+        return (log_prob, entropy, value, self._mean(out, prior)) if with_mean else (log_prob, entropy, value)
 
     def action_mean_sequence(self, obs: Mapping[str, Tensor], memory0: Tensor, resets: Tensor) -> Tensor:
         """The recurrent actor's mean ``[T, B, A, act_dim]`` over a window (``obs`` entry -> ``[T, B, A, *shape]``,
@@ -467,6 +472,10 @@ class ActorCritic(nn.Module):
         """Gaussian entropy summed over action dims: ``sum(0.5 + log(sqrt(2 pi)) + log_std)``
         (discrete heads: see :meth:`evaluate`, it depends on the observation)."""
         return (0.5 + _LOG_SQRT_2PI + self._log_std_full()).sum(-1)
+
+    def action_log_std(self) -> Tensor:
+        """``[act_dim]`` (or ``[A, act_dim]`` per agent) log std of the Gaussian, per action component."""
+        return self._log_std_full()
 
     def _log_std_full(self) -> Tensor:
         """``[act_dim]`` (``[A, act_dim]`` per agent): a graph actor's tied log-std repeated over x, y, z."""

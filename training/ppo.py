@@ -31,6 +31,7 @@ from policies.encoders import pick
 from policies.memory import zero_done
 from sim.core.config import at_least, fraction, non_negative, positive
 from training.storage import RolloutStorage
+from training.teacher import TEACHER_KEY, Teacher, TeacherCfg
 
 CRITIC_INPUTS = ("state", "policy")
 SCHEDULES = ("constant", "linear", "adaptive")
@@ -59,6 +60,7 @@ class PPOCfg:
     normalize_obs: bool = True  # running mean/std of actor and critic inputs
     normalize_value: bool = True  # running mean/std of value targets (PopArt-lite)
     policy: PolicyCfg = field(default_factory=PolicyCfg)
+    teacher: TeacherCfg = field(default_factory=TeacherCfg)  # a KL term towards trained experts (training.teacher)
 
     def __post_init__(self) -> None:
         if self.critic_input not in CRITIC_INPUTS:
@@ -85,7 +87,13 @@ class PPO:
         # and PPO's noisier rollouts would shift them under it (a 99% imitated serve fell to 91% in one
         # iteration); the critic's normaliser keeps learning.
         self.freeze_obs_normalizers = False
-        self.storage = {name: self._make_storage(ac, num_envs, num_steps) for name, ac in models.items()}
+        self.teacher = None
+        if cfg.teacher.checkpoint:
+            self.teacher = Teacher(cfg.teacher, {n: ac.dims.action_dim for n, ac in models.items()}, device)
+        taught = set(self.teacher.actors) if self.teacher is not None else set()
+        self.storage = {
+            name: self._make_storage(ac, num_envs, num_steps, name in taught) for name, ac in models.items()
+        }
         self._pending: dict[str, tuple[Any, ...]] = {}
         # Recurrent groups: side -> state [E, A, L, S] before the next act (zeroed where episodes ended).
         self.memory: dict[str, dict[str, Tensor]] = {
@@ -94,10 +102,12 @@ class PPO:
             if ac.recurrent
         }
 
-    def _make_storage(self, ac: nn.Module, num_envs: int, num_steps: int) -> RolloutStorage:
+    def _make_storage(self, ac: nn.Module, num_envs: int, num_steps: int, taught: bool = False) -> RolloutStorage:
         entries = {}
         for spec in (*ac.dims.actor_inputs, *ac.dims.critic_inputs):
             entries[spec.name] = (spec.shape, getattr(torch, spec.dtype))
+        if taught:  # the teacher's action on each step, for the teacher term of the loss
+            entries[TEACHER_KEY] = ((ac.dims.action_dim,), torch.float32)
         memory = {}
         if ac.actor_memory is not None:
             memory["actor"] = ac.actor_memory.state_shape
@@ -133,7 +143,9 @@ class PPO:
             else:
                 action, log_prob = ac.act(group_obs, generator=self.generator)
                 value, new_memory = ac.value(group_obs), None
-            stored = {k: group_obs[k] for k in store.obs}
+            stored = {k: group_obs[k] for k in store.obs if k != TEACHER_KEY}
+            if TEACHER_KEY in store.obs:
+                stored[TEACHER_KEY] = self.teacher.action(name, group_obs)
             self._pending[name] = (stored, action, log_prob, value, new_memory)
             actions[name] = action.clamp(-1.0, 1.0)
         return actions
@@ -228,6 +240,9 @@ class PPO:
                     ac.update_obs_normalizers(obs, obs)
         self.discard_rollout()
         out = {f"losses/{k}": v / n_updates for k, v in sums.items()}
+        if self.teacher is not None and "teacher_kl" in sums:
+            self.teacher.adapt(sums["teacher_kl"] / n_updates)
+            out["charts/teacher_coef"] = self.teacher.coef
         out["losses/explained_variance"] = sum(explained.values()) / len(explained)
         out["charts/learning_rate"] = self.learning_rate
         with torch.no_grad():
@@ -246,17 +261,23 @@ class PPO:
         stats = {"policy_loss": 0.0, "value_loss": 0.0, "entropy": 0.0, "approx_kl": 0.0, "clipfrac": 0.0}
         for name, ac in self.models.items():
             store = self.storage[name]
+            taught = TEACHER_KEY in store.obs and not value_only
             if by_env:
                 b = store.sequence_batch(idx, advantages[name])
                 if ac.recurrent:
-                    log_prob, entropy, value = ac.evaluate_sequence(
-                        b["obs"], b["obs"], b["actions"], b["memory0"], b["resets"]
+                    out = ac.evaluate_sequence(
+                        b["obs"], b["obs"], b["actions"], b["memory0"], b["resets"], with_mean=taught
                     )
                 else:  # [T, B, A, ...]: feed-forward networks take any leading axes
-                    log_prob, entropy, value = ac.evaluate(b["obs"], b["obs"], b["actions"])
+                    out = ac.evaluate(b["obs"], b["obs"], b["actions"], with_mean=taught)
             else:
                 b = store.batch(idx, advantages[name])
-                log_prob, entropy, value = ac.evaluate(b["obs"], b["obs"], b["actions"])
+                out = ac.evaluate(b["obs"], b["obs"], b["actions"], with_mean=taught)
+            log_prob, entropy, value = out[:3]
+            if taught:  # KL towards the teacher's action (training.teacher)
+                teacher_kl = self.teacher.kl(out[3], ac.action_log_std(), b["obs"][TEACHER_KEY]).mean()
+                total = total + self.teacher.coef * teacher_kl
+                stats["teacher_kl"] = stats.get("teacher_kl", 0.0) + float(teacher_kl.detach())
             old_log_prob, old_value, returns, adv = b["log_probs"], b["values"], b["returns"], b["advantages"]
             # Policy: -min(r A, clip(r, 1 - eps, 1 + eps) A), r = pi / pi_old
             log_ratio = log_prob - old_log_prob
