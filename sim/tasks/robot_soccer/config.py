@@ -27,8 +27,8 @@ class RobotCfg:
     max_force: float = positive(14.0)  # N per axis: accelerations up to ~12 m/s^2
     max_torque: float = positive(0.6)  # N m
     kick_reach: float = positive(0.06)  # m: the kicker plate's stroke
-    kick_kp: float = positive(400.0)  # N/m: its position servo
-    kick_force: float = positive(40.0)  # N: its force limit (a kick sends the ball at ~2-3 m/s)
+    kick_kp: float = positive(1500.0)  # N/m: its position servo
+    kick_force: float = positive(60.0)  # N: its force limit (a kick sends the ball at ~2.3 m/s)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,8 @@ from sim.tasks.robot_soccer.scripted import SCRIPTED
 from sim.tasks.robot_soccer.vision import FrameDelay, SoccerCameras, horizontal_fov_deg
 
 TOUCH_MARGIN = 0.03  # m beyond contact that still counts as a touch
+HIT_DV = 0.3  # m/s: a ball velocity change within one control step that counts as a hit (not rolling friction)
+HIT_REACH = 0.35  # m: the nearest robot within this distance of the ball made that hit
 COUNTERS = ("points_a", "points_b", "hits_a", "hits_b", "ball_out", "first_touch_s_a", "ball_in_view_a")
 
 
@@ -136,6 +138,7 @@ class RobotSoccerEnv(MultiAgentEnv):
         self.counters = {k: torch.zeros(E, device=dev) for k in COUNTERS}
         self._first_touch = torch.full((E,), math.nan, device=dev)
         self._was_out = torch.zeros(E, dtype=torch.bool, device=dev)
+        self._prev_ball_vel = torch.zeros(E, 2, device=dev)
         self.game_result = torch.full((E,), math.nan, device=dev)
         self.final_counters = {k: torch.zeros(E, device=dev) for k in COUNTERS}
         self._cache: dict[str, Tensor] = {}
@@ -262,6 +265,7 @@ class RobotSoccerEnv(MultiAgentEnv):
         self.action[env_ids] = 0.0
         self.prev_action[env_ids] = 0.0
         self._was_out[env_ids] = False
+        self._prev_ball_vel[env_ids] = 0.0
         if self.cfg.observation == "vision":
             self._reset_cameras(env_ids)
 
@@ -317,7 +321,12 @@ class RobotSoccerEnv(MultiAgentEnv):
         goal_a = (bx > PITCH_HALF[0] + r) & in_mouth
         goal_b = (bx < -PITCH_HALF[0] - r) & in_mouth
         dist = torch.linalg.vector_norm(s["ball"][:, None, :2] - s["pos"], dim=-1)  # [E, R]
-        touch = dist < self._touch_dist
+        # A touch: the ball is in contact now, or it was hit during the step (a contact between control steps:
+        # a bounce or kick) with this robot the nearest one within reach.
+        hit = torch.linalg.vector_norm(s["ball_vel"][:, :2] - self._prev_ball_vel, dim=-1) > HIT_DV
+        nearest = dist <= dist.min(-1, keepdim=True).values
+        touch = (dist < self._touch_dist) | (hit.unsqueeze(-1) & nearest & (dist < HIT_REACH))
+        self._prev_ball_vel = s["ball_vel"][:, :2]
         touch_a, touch_b = touch[:, : self.P].any(-1), touch[:, self.P :].any(-1)
         out = ((by.abs() > PITCH_HALF[1] + r) | (bx.abs() > PITCH_HALF[0] + r)) & ~(goal_a | goal_b)
         self._events = {

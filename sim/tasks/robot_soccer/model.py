@@ -32,6 +32,7 @@ TEAM_RGB = ((0.9, 0.2, 0.15), (0.15, 0.35, 0.9))  # team_a red, team_b blue
 BALL_RGB = (1.0, 0.55, 0.05)
 HEAD_RADIUS = 0.045  # m: the head sphere the camera sits in
 KICK_PLATE = (0.01, 0.06, 0.035)  # m: half sizes of the kicker plate (thin in x)
+FOOT_MASS = 0.3  # kg: heavy enough that the stiff kick servo stays stable at a 10 ms physics step
 
 
 def robot_names(players_per_team: int) -> list[str]:
@@ -98,7 +99,7 @@ def build_model(cfg: RobotSoccerCfg, scale: dict[str, float] | None = None) -> m
             name=f"{name}_foot",
             type=mujoco.mjtGeom.mjGEOM_BOX,
             size=list(KICK_PLATE),
-            mass=0.05,
+            mass=FOOT_MASS,
             rgba=[0.2, 0.2, 0.2, 1.0],
             friction=[0.4, 0.005, 0.0001],
         )
