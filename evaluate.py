@@ -393,6 +393,11 @@ def _match_env_and_teams(names: list[str], args: EvalArgs, task_overrides: Mappi
             source_cfg = teams_api.match_task(trained)
         elif args.task is None:
             raise EvalError("which task? give task=<name> (or a checkpoint team) with match= or league=")
+        else:  # the task's defaults, as its matches are played (e.g. both teams as agent groups)
+            teams_api = sim.task_class(args.task).match_teams()
+            if teams_api is None:
+                raise EvalError(f"task {args.task!r} is not a two-team task")
+            source_cfg = teams_api.match_task({"name": args.task})
         task_cfg = resolve_task_cfg(source_cfg, args, task_overrides)
         num_envs = min(args.games, args.num_envs or DEFAULT_MAX_ENVS)
         env = sim.make(task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile)
@@ -473,7 +478,15 @@ def evaluate_match(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[st
     record = f"{summary['wins_a']} W / {summary['draws']} D / {summary['losses_a']} L"
     print(f"  win rate A   {summary['win_rate_a']:.3f}  [{lo:.3f}, {hi:.3f}]  ({record})")
     print(f"  points/game  {summary['points_per_game']:.2f}   hits/rally {summary['hits_per_rally']:.2f}")
-    print("  outcomes/game " + ", ".join(f"{k} {v:.2f}" for k, v in summary["outcomes_per_game"].items() if v > 0))
+    ci = summary.get("outcomes_ci95", {})
+    print(
+        "  outcomes/game "
+        + ", ".join(
+            f"{k} {v:.2f}" + (f" [{ci[k][0]:.2f}, {ci[k][1]:.2f}]" if k in ci else "")
+            for k, v in summary["outcomes_per_game"].items()
+            if v > 0
+        )
+    )
     return {
         **summary,
         "team_a": names[0],

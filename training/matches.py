@@ -143,4 +143,13 @@ def summarize_matches(res: MatchResults) -> dict:
         "points_a_per_game": float(c["points_a"].sum()) / g,
         "hits_per_rally": hits / rallies if rallies > 0 else float("nan"),
         "outcomes_per_game": faults,
+        "outcomes_ci95": {k: _mean_ci95(v) for k, v in c.items() if k in faults},
     }
+
+
+def _mean_ci95(x: Tensor) -> list[float]:
+    """Normal-approximation 95% interval of the mean of per-game values ``x [G]``."""
+    x = x.double()
+    half = 1.96 * float(x.std()) / math.sqrt(x.numel()) if x.numel() > 1 else float("nan")
+    m = float(x.mean())
+    return [m - half, m + half]
