@@ -469,6 +469,33 @@ class RobotSoccerEnv(MultiAgentEnv):
             "metrics/ball_in_view_a": in_view.mean(),
         }
 
+    def deployment_profile(self, group: str = GROUPS[0]) -> dict:
+        """ROS deployment of the vision agent (:mod:`deploy_ros.profile`): ``image`` straight from the head camera
+        (``sensor_msgs/Image``, rgb8 of the trained 40x30), ``proprio`` from the robot's wheel odometry
+        (:class:`sim.tasks.robot_soccer.robot_observation.ProprioObservation`); the command is the action times its
+        scale: forward, lateral (m/s), turn (rad/s) and the kicker in [-reach, reach] m (-reach retracted, +reach
+        fully out: extension = (command + reach) / 2); safe = stand still with the kicker retracted. State agents
+        read the privileged game state, which a robot does not have: ``{}`` (not deployable)."""
+        if self.cfg.observation != "vision":
+            return {}
+        return {
+            "inputs": {
+                "camera": {"msg": "sensor_msgs/Image", "topic": "camera/image", "qos": "sensor", "stale": True},
+                "odom": {"msg": "nav_msgs/Odometry", "topic": "odom", "qos": "sensor", "stale": True},
+            },
+            "observations": {
+                "image": {"builder": "image", "from": ["camera"]},
+                "proprio": {"builder": "sim.tasks.robot_soccer.robot_observation:ProprioObservation", "from": ["odom"]},
+            },
+            "command": {
+                "msg": "std_msgs/Float32MultiArray",
+                "topic": "command",
+                "safe": [0.0, 0.0, 0.0, -self.cfg.robot.kick_reach],
+            },
+            "step_inputs": ["camera"],
+            "bridge": "sim.tasks.robot_soccer.ros_bridge:SoccerBridge",
+        }
+
     def expert_policy(self):
         """The scripted attacker for team_a (and team_b when it is an agent group): the hand-written baseline."""
         attacker = SCRIPTED["attacker"]
