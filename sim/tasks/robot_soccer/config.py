@@ -62,6 +62,9 @@ class RandomizationCfg:
     camera_pitch_deg: float = non_negative(3.0)  # +- per episode (vision)
     camera_height_m: float = non_negative(0.01)  # +- per episode (vision)
     max_latency_steps: int = non_negative(1)  # vision frames are 0..this many control steps old (per episode)
+    # The scripted opponent's speed (its commands scaled, per episode): a range of opponent strength to learn
+    # against (a learner first scores on slow opponents); evaluation (randomisation off) plays it at full speed.
+    opponent_speed: tuple[float, float] = positive((0.4, 1.0), ordered=True)
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ by :class:`sim.mujoco.world.BatchedMjWorld` (one ``mujoco.rollout`` per control 
 
 * **Groups**: ``team_a`` (home, attacks +x) and ``team_b`` (away), ``players_per_team`` agents each. With
   ``opponent`` a scripted team (``chaser``, ``attacker``, ``idle``; :mod:`.scripted`) team_b is played inside the env
-  and only ``team_a`` is an agent group: the state experts train that way. ``opponent=none`` exposes both groups
-  (matches, self-play leagues).
+  and only ``team_a`` is an agent group: the state experts train that way, against an opponent whose speed is drawn
+  per episode from ``randomization.opponent_speed`` (full speed in evaluation). ``opponent=none`` exposes both
+  groups (matches, self-play leagues).
 * **Action** per agent ``[4]`` in [-1, 1]: forward and lateral velocity (body frame; lateral limited to
   ``lateral_scale``), yaw rate, scaled by ``robot.max_speed`` / ``robot.max_yaw_rate``, and the kicker's extension
   (-1 retracted, 1 out by ``robot.kick_reach``); the servos track them with force limits (so a robot accelerates at
@@ -134,6 +135,7 @@ class RobotSoccerEnv(MultiAgentEnv):
         self.action = torch.zeros(E, R, 4, device=dev)
         self.prev_action = torch.zeros_like(self.action)
         self._scripted = SCRIPTED[cfg.opponent] if cfg.opponent != "none" else None
+        self._opponent_speed = torch.ones(E, 1, 1, device=dev)  # per-episode scale of the scripted commands
         self._events = {k: torch.zeros(E, device=dev) for k in ("goal_a", "goal_b", "touch_a", "touch_b")}
         self.counters = {k: torch.zeros(E, device=dev) for k in COUNTERS}
         self._first_touch = torch.full((E,), math.nan, device=dev)
@@ -266,6 +268,10 @@ class RobotSoccerEnv(MultiAgentEnv):
         self.prev_action[env_ids] = 0.0
         self._was_out[env_ids] = False
         self._prev_ball_vel[env_ids] = 0.0
+        r = self.cfg.randomization
+        if r.enabled:
+            lo, hi = r.opponent_speed
+            self._opponent_speed[env_ids] = uniform(lo, hi, (env_ids.numel(), 1, 1), self.rng, self.device)
         if self.cfg.observation == "vision":
             self._reset_cameras(env_ids)
 
@@ -297,6 +303,7 @@ class RobotSoccerEnv(MultiAgentEnv):
             b = actions[GROUPS[1]].clamp(-1.0, 1.0)
         else:
             b = self._scripted(self._state_obs()[:, self.P :]).clamp(-1.0, 1.0)
+            b = torch.cat((b[..., :3] * self._opponent_speed, b[..., 3:]), -1)  # slower, same kicks
         self.action = torch.cat((a, b), 1)
 
     def _control_step(self) -> None:
