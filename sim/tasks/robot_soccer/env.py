@@ -96,6 +96,7 @@ class RobotSoccerEnv(MultiAgentEnv):
     cfg_class = RobotSoccerCfg
     best_metric = ("metrics/win_a", "max")
     evaluation_window_s = 0.05  # the game's end: who scored is what counts
+    renderer = "sim.tasks.robot_soccer.render:SoccerRenderer"
 
     def __init__(
         self,
