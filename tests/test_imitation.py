@@ -138,3 +138,33 @@ def test_checkpoint_expert_must_name_a_checkpoint() -> None:
     with pytest.raises(ValueError, match="checkpoint path"):
         ImitationCfg(expert="my_teacher")
     assert ImitationCfg(expert="runs/x/checkpoints/best.pt").expert.endswith(".pt")
+
+
+def test_reused_labels_from_an_earlier_run_help_a_short_distillation() -> None:
+    """Data reuse across experiments: a new run that starts from an earlier run's aggregate (states + expert labels)
+    fits a fresh student better on a tiny budget of its own than the same run without it."""
+    env = sim.make("point_reach", num_envs=64, seed=0)
+    g = env.spec.groups["agents"]
+    dims = GroupDims(g.n_agents, g.observations["policy"].shape[0], g.observations["state"].shape[0], g.action_dim)
+    expert, steps = env.expert_policy(), env.max_episode_steps - 1
+
+    def student() -> ActorCritic:
+        torch.manual_seed(1)
+        return ActorCritic(dims, PolicyCfg(actor_hidden=(64, 64), critic_hidden=(16,)))
+
+    earlier: dict = {}
+    cfg = ImitationCfg(expert="task", rounds=3, steps=48, epochs=20, batch_size=1024, lr=3e-3)
+    dagger(env, torch.nn.ModuleDict({"agents": student()}), expert, cfg, torch.Generator().manual_seed(0),
+           log=lambda s: None, dataset=earlier)  # fmt: skip
+    assert earlier["kind"] == "samples" and earlier["groups"]["agents"]["y"].shape[0] == 3 * 48 * 64 * g.n_agents
+    short = ImitationCfg(expert="task", rounds=1, steps=4, epochs=20, batch_size=1024, lr=3e-3)
+    final = {}
+    for name, data in (("reuse", dict(earlier)), ("fresh", None)):
+        ac = student()
+        stats = dagger(env, torch.nn.ModuleDict({"agents": ac}), expert, short, torch.Generator().manual_seed(0),
+                       log=lambda s: None, dataset=data)  # fmt: skip
+        final[name] = _final_distance(env, lambda o, ac=ac: {"agents": ac.act_deterministic(o["agents"]["policy"])},
+                                      steps)  # fmt: skip
+        new = 4 * 64 * g.n_agents
+        assert stats[0]["agents/samples"] == new + (3 * 48 * 64 * g.n_agents if name == "reuse" else 0)
+    assert final["reuse"] < 0.8 * final["fresh"], final  # measured 0.018 m vs 0.027 m (expert 0.017 m)

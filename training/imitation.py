@@ -45,6 +45,10 @@ class ImitationCfg:
     lr: float = positive(1e-3)
     max_samples: int = at_least(1, 2_000_000)  # the aggregate keeps the newest samples beyond this
     critic_warmup: int = non_negative(5)  # PPO iterations that fit only the value function afterwards
+    # Data reuse across experiments: earlier runs' aggregates (<run>/imitation_data.pt, written with save_data)
+    # join this run's from round 0 (states and expert labels; the newest max_samples are kept, reused ones first out).
+    reuse: tuple[str, ...] = ()
+    save_data: bool = False  # write this run's final aggregate to <run>/imitation_data.pt
 
     def __post_init__(self) -> None:
         if self.expert not in EXPERTS and not self.expert.endswith(".pt"):
@@ -80,17 +84,24 @@ def dagger(
     cfg: ImitationCfg,
     generator: torch.Generator,
     log: Callable[[str], None] = print,
+    dataset: dict | None = None,
 ) -> list[dict[str, float]]:
     """Fit every group's actor in ``models`` to ``expert`` by DAgger; returns per-round statistics
     (``mse``: the fit on the aggregate, ``agreement``: the mean |student - expert| action gap on the
-    round's own states, ``samples``). Groups missing from ``models`` follow the expert throughout."""
+    round's own states, ``samples``). Groups missing from ``models`` follow the expert throughout.
+
+    ``dataset`` (data reuse): samples of earlier runs to start the aggregate from, as this function leaves them
+    (``{"kind": "samples" | "windows", "groups": {group: ...}}``, see :func:`load_datasets`); it is replaced by this
+    run's final aggregate on return (``torch.save`` it to reuse it later)."""
     groups = list(models)
     if any(models[g].cfg.sharing != "shared" for g in groups):
         raise ValueError("imitation needs algo.policy.sharing=shared (one actor fitted on every agent's samples)")
     if any(models[g].recurrent for g in groups):
-        return _dagger_recurrent(env, models, expert, cfg, generator, log)
+        return _dagger_recurrent(env, models, expert, cfg, generator, log, dataset)
     # Per group: every actor entry's samples [n, *shape] (images stay uint8) and the expert's labels.
     data: dict[str, tuple[dict[str, list[Tensor]], list[Tensor]]] = {g: ({}, []) for g in groups}
+    for g, prior in _reused(dataset, "samples", groups).items():
+        data[g] = ({k: [v.to(env.device)] for k, v in prior["x"].items()}, [prior["y"].to(env.device)])
     params = [p for g in groups for m in (models[g].actor_encoder, models[g].actor) for p in m.parameters()]
     optimizer = torch.optim.Adam(params, lr=cfg.lr)
     stats = []
@@ -122,7 +133,54 @@ def dagger(
             row.update({f"{g}/mse": mse, f"{g}/agreement": gap[g], f"{g}/samples": float(y.shape[0])})
         stats.append(row)
         log("dagger round " + " ".join(f"{k} {v:.4g}" for k, v in row.items()))
+    if dataset is not None:
+        dataset.clear()
+        dataset.update(kind="samples", groups={g: {"x": {k: v[0] for k, v in x.items()}, "y": y[0]}
+                                               for g, (x, y) in data.items()})  # fmt: skip
     return stats
+
+
+def _reused(dataset: dict | None, kind: str, groups: list[str]) -> dict:
+    """The reused part of ``dataset`` for ``groups`` (empty without one).
+
+    Raises:
+        ValueError: data of the other kind (windows for a feed-forward student or the reverse)."""
+    if not dataset:
+        return {}
+    if dataset.get("kind") != kind:
+        raise ValueError(
+            f"imitation.reuse holds {dataset.get('kind')!r} data; this student needs {kind!r} "
+            "(recurrent students reuse windows, feed-forward ones samples)"
+        )
+    return {g: v for g, v in dataset["groups"].items() if g in groups}
+
+
+def load_datasets(paths: tuple[str, ...] | list[str], device: torch.device | str = "cpu") -> dict | None:
+    """Merge the aggregates saved by earlier runs (``imitation_data.pt``) into one ``dataset`` for :func:`dagger`.
+
+    Raises:
+        FileNotFoundError: a path that does not exist. ValueError: files of different kinds or entries."""
+    merged: dict | None = None
+    for path in paths:
+        d = torch.load(path, map_location=device, weights_only=True)
+        if merged is None:
+            merged = {"kind": d["kind"], "groups": {}}
+        if d["kind"] != merged["kind"]:
+            raise ValueError(f"imitation.reuse: {path} holds {d['kind']!r} data, earlier files {merged['kind']!r}")
+        for g, v in d["groups"].items():
+            if g not in merged["groups"]:
+                merged["groups"][g] = v
+            elif d["kind"] == "windows":
+                merged["groups"][g] = merged["groups"][g] + v
+            else:
+                old = merged["groups"][g]
+                if set(old["x"]) != set(v["x"]):
+                    raise ValueError(
+                        f"imitation.reuse: {path} has entries {sorted(v['x'])}, earlier {sorted(old['x'])}"
+                    )
+                merged["groups"][g] = {"x": {k: torch.cat((old["x"][k], v["x"][k])) for k in old["x"]},
+                                       "y": torch.cat((old["y"], v["y"]))}  # fmt: skip
+    return merged
 
 
 def _fit(
@@ -157,6 +215,7 @@ def _dagger_recurrent(
     cfg: ImitationCfg,
     generator: torch.Generator,
     log: Callable[[str], None] = print,
+    dataset: dict | None = None,
 ) -> list[dict[str, float]]:
     """:func:`dagger` for recurrent students: each round is one window ``[T = cfg.steps, E]`` per group (entries,
     labels, episode starts, the student's memory at the window start); the aggregate keeps whole windows (the
@@ -164,6 +223,8 @@ def _dagger_recurrent(
     groups = list(models)
     T, E = cfg.steps, env.num_envs
     windows: dict[str, list[dict]] = {g: [] for g in groups}
+    for g, prior in _reused(dataset, "windows", groups).items():
+        windows[g] = [{k: _to(v, env.device) for k, v in w.items()} for w in prior]
     memory = {g: models[g].initial_memory(E, env.spec.groups[g].n_agents, device=env.device)["actor"] for g in groups}
     params = [p for g in groups for m in (models[g].actor_encoder, models[g].actor_memory, models[g].actor)
               for p in m.parameters()]  # fmt: skip
@@ -207,7 +268,15 @@ def _dagger_recurrent(
             row.update({f"{g}/mse": mse, f"{g}/agreement": gap[g], f"{g}/samples": float(n)})
         stats.append(row)
         log("dagger round " + " ".join(f"{k} {v:.4g}" for k, v in row.items()))
+    if dataset is not None:
+        dataset.clear()
+        dataset.update(kind="windows", groups=windows)
     return stats
+
+
+def _to(value, device: torch.device | str):
+    """A window's tensors (or dict of tensors) on ``device``."""
+    return {k: v.to(device) for k, v in value.items()} if isinstance(value, dict) else value.to(device)
 
 
 def _fit_sequences(

@@ -48,7 +48,7 @@ from training.checkpoint import (
     rng_state,
     save_checkpoint,
 )
-from training.imitation import ImitationCfg, checkpoint_expert, dagger
+from training.imitation import ImitationCfg, checkpoint_expert, dagger, load_datasets
 from training.logger import WANDB_MODES, CsvLogger, ProgressBar, WandbLogger
 from training.ppo import PPO, PPOCfg
 
@@ -450,7 +450,12 @@ class Runner:
             expert = self.env.expert_policy()
         else:
             expert = checkpoint_expert(cfg.expert, list(trained), self.env.device)
-        stats = dagger(self.env, trained, expert, cfg, self.generator, log=bar.write)
+        dataset = load_datasets(cfg.reuse, self.env.device) if cfg.reuse else None
+        if dataset is None and cfg.save_data:
+            dataset = {}
+        stats = dagger(self.env, trained, expert, cfg, self.generator, log=bar.write, dataset=dataset)
+        if cfg.save_data:
+            torch.save(dataset, self.run_dir / "imitation_data.pt")
         (self.run_dir / "imitation.json").write_text(json.dumps({"cfg": asdict(cfg), "rounds": stats}, indent=2))
         self.save(self.ckpt_dir / "imitation.pt")  # the imitation-only policy, whatever PPO does next
         self._value_only_until = cfg.critic_warmup
