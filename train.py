@@ -7,6 +7,7 @@
     python train.py task=cable_load resume=runs/cable_load/2026-11-21_10-00-00
     python train.py task=cable_load wandb.mode=disabled sim.compile=true train.max_minutes=60
     python train.py task=drone_volleyball algo=selfplay task.mode=1v1     # self-play (training/selfplay_runner.py)
+    python train.py task=point_reach algo=sac sac.batch_size=512         # SAC (training/sac_runner.py)
     python train.py task=drone_volleyball algo=hcsp stage=skills task.mode=serve   # HCSP stage 1: one skill
     python train.py task=drone_volleyball algo=hcsp stage=strategy                 # HCSP stage 2: team strategy
     python train.py task=drone_volleyball algo=hcsp stage=coselfplay               # HCSP stage 3: both, in matches
@@ -39,10 +40,11 @@ def main(cfg: DictConfig) -> None:
 def run(plain: dict) -> None:
     """Train with a resolved config (plain dicts); returns when the run ends."""
     from training.runner import Runner
+    from training.sac_runner import SACRunner
     from training.selfplay_runner import SelfPlayRunner
 
     typed.check_config(plain)
-    kind = "selfplay" if plain["algo"]["name"] == "selfplay" else plain["runner"]
+    kind = plain["algo"]["name"] if plain["algo"]["name"] in ("selfplay", "sac") else plain["runner"]
     if kind == "coselfplay":  # HCSP stage 3: phases of the two runners below (training/coselfplay.py)
         from training.coselfplay import run as run_coselfplay
 
@@ -54,7 +56,7 @@ def run(plain: dict) -> None:
         return
     # Building the runner checks what the config names (the task, resume=<run>, its checkpoint's fit):
     # a failure there is the user's, one line; errors while training keep their traceback.
-    runner_cls = SelfPlayRunner if kind == "selfplay" else Runner
+    runner_cls = {"selfplay": SelfPlayRunner, "sac": SACRunner}.get(kind, Runner)
     runner = typed.exit_on_user_error(PROG, lambda: runner_cls(plain), errors=(ValueError, FileNotFoundError))
     try:
         state = runner.learn()

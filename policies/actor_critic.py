@@ -108,6 +108,9 @@ class PolicyCfg:
     activation: str = "elu"
     layer_norm: bool = False  # LayerNorm after each hidden Linear
     init_log_std: float = -1.0  # initial log std of the Gaussian in action units ([-1, 1])
+    # tanh on the action mean (SAC's squashed Gaussian, training/sac.py sets it): the deterministic and
+    # exported action is tanh(prior + mlp) instead of clamp(prior + mlp, -1, 1).
+    squash: bool = False
     obs_clip: float = 10.0  # normalised observations are clipped to +-obs_clip
     # Image entries: a CNN (channels, kernels, strides per layer) and a Linear to image_features.
     cnn_channels: tuple[int, ...] = (16, 32, 32)
@@ -364,7 +367,8 @@ class ActorCritic(nn.Module):
         if self.dims.discrete:
             heads = zip(self._logits_of(out), self.dims.action_nvec, strict=True)
             return torch.stack([action_from_choice(lg.argmax(-1), n) for lg, n in heads], -1)
-        return out if prior is None else prior + out
+        mean = out if prior is None else prior + out
+        return torch.tanh(mean) if self.cfg.squash else mean
 
     def logits(self, obs: Any) -> list[Tensor]:
         """Per discrete head, log-probabilities ``[E, A, n_k]`` (feed-forward policies)."""

@@ -44,11 +44,12 @@ from training.coselfplay import CoSelfPlayCfg
 from training.imitation import ImitationCfg
 from training.ppo import PPOCfg
 from training.runner import TrainCfg, WandbCfg
+from training.sac import SACCfg
 from training.selfplay_runner import SelfPlayCfg
 
 T = TypeVar("T")
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
-RUNNERS = ("ppo", "selfplay", "coselfplay")
+RUNNERS = ("ppo", "selfplay", "coselfplay", "sac")
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class CoveyCfg:
     runs_dir: str = "runs"  # runs land in <runs_dir>/<task>/<YYYY-mm-dd_HH-MM-SS>/
     resume: str | None = None  # a run directory (or checkpoint file) to continue
     # ppo (training/runner.py) | selfplay (training/selfplay_runner.py; also algo=selfplay) |
-    # coselfplay (training/coselfplay.py)
+    # coselfplay (training/coselfplay.py) | sac (training/sac_runner.py; also algo=sac)
     runner: str = "ppo"
     task: Any = None
     algo: PPOCfg = field(default_factory=PPOCfg)
@@ -82,6 +83,7 @@ class CoveyCfg:
     imitation: ImitationCfg = field(default_factory=ImitationCfg)  # DAgger warm start before PPO
     league: SelfPlayCfg = field(default_factory=SelfPlayCfg)  # self-play (algo=selfplay, stage=strategy)
     coselfplay: CoSelfPlayCfg = field(default_factory=CoSelfPlayCfg)  # HCSP stage 3 (stage=coselfplay)
+    sac: SACCfg = field(default_factory=SACCfg)  # SAC's own settings (algo=sac; training/sac.py)
     wandb: WandbCfg = field(default_factory=WandbCfg)
 
     def __post_init__(self) -> None:

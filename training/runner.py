@@ -191,7 +191,7 @@ class Runner:
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(self.seed + 1)
         tc = self.train_cfg
-        self.alg = PPO(self.models, self.ppo_cfg, num_envs, tc.rollout_steps, self.device, self.generator)
+        self.alg = self.make_algorithm(num_envs)
         self.steps_per_iter = num_envs * tc.rollout_steps
         self.num_iterations = max(1, math.ceil(tc.total_steps / self.steps_per_iter))
         default_metric = type(self.env).best_metric  # the task's (episode metric, min | max)
@@ -229,6 +229,11 @@ class Runner:
     def trained_groups(self) -> list[str]:
         """The agent groups this runner trains (all; a self-play runner leaves the opponent's out)."""
         return list(self.env.spec.groups)
+
+    def make_algorithm(self, num_envs: int) -> Any:
+        """The algorithm object (verbs ``act``, ``process_env_step``, ``compute_returns``, ``update`` and the
+        ``optimizer`` / ``memory`` a checkpoint holds): PPO here; SAC in training/sac_runner.py."""
+        return PPO(self.models, self.ppo_cfg, num_envs, self.train_cfg.rollout_steps, self.device, self.generator)
 
     def _initial_weights(self) -> None:
         """Hook: start the networks from other weights than a fresh init (HCSP stage 3); resume overrides it."""
