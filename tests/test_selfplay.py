@@ -263,6 +263,14 @@ def test_league_fsp_is_uniform_plus_latest_prob() -> None:
     np.testing.assert_allclose(list(pure.values()), 0.25)
 
 
+def test_league_first_quarter_draws_only_the_oldest_snapshots() -> None:
+    """Robot soccer's rule (Tirumala et al.): opponents from the first quarter of the saved snapshots."""
+    dist = make_league(8, meta_solver="first_quarter", latest_prob=0.0).opponent_distribution()
+    np.testing.assert_allclose(list(dist.values()), [0.5, 0.5, 0, 0, 0, 0, 0, 0])
+    small = make_league(3, meta_solver="first_quarter", latest_prob=0.0).opponent_distribution()
+    assert small == {0: 1.0, 1: 0.0, 2: 0.0}  # at least one snapshot
+
+
 def test_league_pfsp_weights_harder_opponents_more() -> None:
     league = make_league(3, meta_solver="pfsp", latest_prob=0.0, pfsp_power=2.0)
     league.record_results("learner", [0] * 100 + [1] * 100 + [2] * 100,
@@ -385,3 +393,29 @@ def test_fit_elo_recovers_the_logistic_gap_and_orders_a_round_robin() -> None:
     sweep = np.array([[0.0, 1.0], [0.0, 0.0]])
     gap = [np.diff(fit_elo(sweep, np.array([[0, k], [k, 0]])))[0] for k in (10, 100)]
     assert -2000 < gap[1] < gap[0] < 0
+
+
+def test_self_play_runs_a_recurrent_image_policy_against_its_snapshots(tmp_path) -> None:
+    """Self-play for structured, recurrent policies (robot soccer's vision agents): the opponents read the same
+    observation dict (images + proprioception) and keep their own LSTM memory per env."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from training.selfplay_runner import SelfPlayRunner
+
+    over = ["task=robot_soccer", "task.opponent=none", "task.observation=vision", "task.camera.background=",
+            "algo=selfplay", "algo.policy.memory=lstm", "algo.policy.memory_hidden=32", "league.snapshot_every=1",
+            "league.meta_solver=first_quarter", "league.opponents_per_iteration=2", "num_envs=4",
+            "train.rollout_steps=4", "train.total_steps=48", "train.eval_every=0", "train.progress=false",
+            "device=cpu", "torch_threads=1", "wandb.mode=disabled", f"runs_dir={tmp_path}"]  # fmt: skip
+    root = Path(__file__).resolve().parents[1]
+    with initialize_config_dir(config_dir=str(root / "configs"), version_base=None):
+        cfg = OmegaConf.to_container(compose(config_name="config", overrides=over), resolve=True)
+    runner = SelfPlayRunner(cfg)
+    runner.learn()
+    assert len(runner.league.pool) == 1 + 3  # the initial policy and one snapshot per iteration
+    obs = runner.env.observe()
+    runner.other_actions(obs)
+    assert runner.opp_memory is not None and runner.opp_memory.abs().sum() > 0

@@ -26,6 +26,9 @@ Meta-solvers (``LeagueCfg.meta_solver``): the distribution over the pool that op
     psro_nash  PSRO with a Nash meta-solver (Lanctot et al. 2017): the Nash mixture of the symmetric
                zero-sum meta-game whose payoff is the score matrix among the snapshots; the learner
                trains a best response to it. Dominated snapshots get no time.
+    first_quarter  uniform over the oldest quarter of the pool (at least one snapshot): robot soccer's
+               vision agents drew their opponents from the first quarter of the saved snapshots
+               (Tirumala et al. 2024), weaker and more varied than the learner's latest self.
 
 Every solver but ``self`` then mixes in ``latest_prob`` on the newest snapshot:
 ``q = latest_prob * onehot(newest) + (1 - latest_prob) * solver``, so the learner always also plays
@@ -62,7 +65,7 @@ from torch import Tensor
 
 from sim.core.config import at_least, check_bounds, fraction, non_negative, positive
 
-META_SOLVERS = ("self", "fsp", "psro_nash", "pfsp")
+META_SOLVERS = ("self", "fsp", "psro_nash", "pfsp", "first_quarter")
 POOL_FORMAT = "covey-pool-v1"
 LEAGUE_FORMAT = "covey-league-v1"
 INDEX_FILE = "index.json"
@@ -77,7 +80,7 @@ class LeagueCfg:
 
     pool_size: int = at_least(1, 16)  # max frozen snapshots kept (oldest unprotected evicted first)
     snapshot_every: int = at_least(1, 50)  # iterations between snapshots of the learner (see League.snapshot_due)
-    meta_solver: str = "fsp"  # "self" | "fsp" | "psro_nash" | "pfsp" (see the module docstring)
+    meta_solver: str = "fsp"  # "self" | "fsp" | "psro_nash" | "pfsp" | "first_quarter" (see the module docstring)
     pfsp_power: float = non_negative(2.0)  # PFSP weight (1 - p_win)^power; larger = more focus on hard opponents
     latest_prob: float = fraction(0.2)  # mass always given to the newest snapshot; 0 = pure solver
     elo_k: float = positive(16.0)
@@ -576,6 +579,9 @@ class League:
             return weights / total if total > 0.0 else np.full(len(ids), 1.0 / len(ids))
         if solver == "psro_nash":
             return solve_zero_sum(self.payoff.matrix(ids))
+        if solver == "first_quarter":  # ids are oldest first
+            k = max(1, len(ids) // 4)
+            return np.array([1.0 / k if j < k else 0.0 for j in range(len(ids))])
         raise AssertionError(f"unhandled meta_solver {solver!r}")  # "self" is handled by the caller
 
     def opponent_distribution(self, learner_id: Player = LEARNER) -> dict[int, float]:

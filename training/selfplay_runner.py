@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from policies.memory import zero_done
 from sim.core.config import at_least, build_config, non_negative
 from training.runner import Runner
 from training.selfplay import League, LeagueCfg, OpponentPool
@@ -61,7 +62,8 @@ class SelfPlayRunner(Runner):
         self.learner = self.sp_cfg.learner_group
         self.opponent_group = next(g for g in groups if g != self.learner)
         a, b = (self.env.spec.groups[g] for g in groups)
-        if a.observations["policy"].shape != b.observations["policy"].shape or a.action_dim != b.action_dim:
+        same_obs = {k: e.shape for k, e in a.observations.items()} == {k: e.shape for k, e in b.observations.items()}
+        if not same_obs or a.action_dim != b.action_dim:
             raise ValueError("self-play needs both groups to share observation and action shapes")
         league_dir = self.run_dir / "league"
         pool = OpponentPool.load(league_dir) if (league_dir / "index.json").exists() else None
@@ -81,6 +83,13 @@ class SelfPlayRunner(Runner):
         k = self.sp_cfg.opponents_per_iteration
         self.opponents = [copy.deepcopy(self.models[self.learner]).eval().requires_grad_(False) for _ in range(k)]
         self.opp_ids = torch.zeros(self.env.num_envs, dtype=torch.long, device=self.device)
+        # Recurrent opponents: their memory per env [E, A, L, S], zeroed where a game ends and when redrawn.
+        learner = self.models[self.learner]
+        self.opp_memory = (
+            learner.initial_memory(self.env.num_envs, learner.dims.n_agents, device=self.device)["actor"]
+            if learner.recurrent
+            else None
+        )
         self.blocks: list[tuple[slice, int]] = []
         self._results: list[tuple[Tensor, Tensor]] = []
         self._draw_opponents()
@@ -99,18 +108,29 @@ class SelfPlayRunner(Runner):
             self.opponents[slot].load_state_dict(self.league.pool.get(snap))
             self.opp_ids[lo:hi] = snap
             self.blocks.append((slice(lo, hi), slot))
+        if self.opp_memory is not None:
+            self.opp_memory = torch.zeros_like(self.opp_memory)
 
     # ----------------------------------------------------------------- runner hooks
     def other_actions(self, obs: dict) -> dict[str, Tensor]:
-        policy_obs = obs[self.opponent_group]["policy"]
-        act_dim = self.env.spec.groups[self.opponent_group].action_dim
-        out = torch.empty(*policy_obs.shape[:2], act_dim, device=self.device)
+        group_obs = obs[self.opponent_group]  # every entry; each opponent reads the ones it was built for
+        g = self.env.spec.groups[self.opponent_group]
+        out = torch.empty(self.env.num_envs, g.n_agents, g.action_dim, device=self.device)
         for block, slot in self.blocks:
-            action, _ = self.opponents[slot].act(policy_obs[block], generator=self.generator)
+            block_obs = {k: v[block] for k, v in group_obs.items()}
+            if self.opp_memory is None:
+                action, _ = self.opponents[slot].act(block_obs, generator=self.generator)
+            else:
+                action, _, memory = self.opponents[slot].act(
+                    block_obs, generator=self.generator, memory=self.opp_memory[block]
+                )
+                self.opp_memory[block] = memory
             out[block] = action.clamp(-1.0, 1.0)
         return {self.opponent_group: out}
 
     def after_env_step(self, terminated: Tensor, truncated: Tensor, info: dict) -> None:
+        if self.opp_memory is not None:
+            self.opp_memory = zero_done(self.opp_memory, terminated | truncated)
         done = (terminated | truncated).nonzero().squeeze(-1)
         if done.numel() > 0:
             score = self.env.game_result[done]
@@ -141,7 +161,14 @@ class SelfPlayRunner(Runner):
         actor = copy.deepcopy(self.models[self.learner]).eval().requires_grad_(False)
         actor.load_state_dict(self.league.pool.get(first))
         det = actor.deterministic_actor()
-        return lambda obs: {self.opponent_group: det(obs[self.opponent_group]["policy"])}
+        group = self.opponent_group
+
+        def act(obs: dict) -> dict[str, Tensor]:
+            if actor.recurrent:  # a stateful actor: its memory restarts with each evaluation episode
+                det.reset(env.episode_step == 0)
+            return {group: det(obs[group])}
+
+        return act
 
     def save(self, path, resumable: bool = False) -> None:
         super().save(path, resumable)
