@@ -177,3 +177,22 @@ def test_camera_latency_delays_frames_by_one_step():
         frames.append((obs["team_a"]["image"].clone(), env.render_cameras()))
     torch.testing.assert_close(frames[2][0], frames[1][1])
     assert not torch.equal(frames[2][0], frames[2][1])
+
+
+def test_two_versus_two_by_config():
+    env = make(num_envs=4, opponent="none", players_per_team=2)
+    obs = env.reset(seed=0)
+    D = sum(t.size for t in state_terms(2))
+    assert tuple(obs["team_a"]["state"].shape) == (4, 2, D) and tuple(obs["team_b"]["state"].shape) == (4, 2, D)
+    names = [t.name for t in state_terms(2)]
+    assert "mate0_pos" in names and "opponent1_vel" in names
+    # The teammate block of robot a0 is robot a1's offset in a0's body frame.
+    pos, yaw = env.robot_poses()
+    rel = pos[0, 1, :2] - pos[0, 0, :2]
+    c, s = math.cos(float(yaw[0, 0])), math.sin(float(yaw[0, 0]))
+    expect = torch.tensor([c * rel[0] + s * rel[1], -s * rel[0] + c * rel[1]])
+    i = names.index("mate0_pos")
+    start = sum(t.size for t in state_terms(2)[:i])
+    torch.testing.assert_close(obs["team_a"]["state"][0, 0, start : start + 2], expect, atol=1e-5, rtol=0)
+    res = play_matches(env, build_team(env, "attacker", None), build_team(env, "idle", None), games=8, seed=1)
+    assert float(res.counters["points_a"].sum()) > 0
