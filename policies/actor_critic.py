@@ -112,7 +112,9 @@ class PolicyCfg:
     # exported action is tanh(prior + mlp) instead of clamp(prior + mlp, -1, 1).
     squash: bool = False
     obs_clip: float = 10.0  # normalised observations are clipped to +-obs_clip
-    # Image entries: a CNN (channels, kernels, strides per layer) and a Linear to image_features.
+    # Image entries: a CNN (channels, kernels, strides per layer) and a Linear to image_features;
+    # cnn=resnet: IMPALA-style residual stages (one per channel count; kernels and strides unused).
+    cnn: str = "plain"
     cnn_channels: tuple[int, ...] = (16, 32, 32)
     cnn_kernels: tuple[int, ...] = (5, 3, 3)
     cnn_strides: tuple[int, ...] = (2, 2, 2)
@@ -151,7 +153,9 @@ class PolicyCfg:
         for key in ("image_features", "graph_features"):
             if getattr(self, key) < 1:
                 raise ValueError(f"policy.{key} must be >= 1, got {getattr(self, key)}")
-        if not len(self.cnn_channels) == len(self.cnn_kernels) == len(self.cnn_strides):
+        if self.cnn not in ("plain", "resnet"):
+            raise ValueError(f"policy.cnn must be 'plain' or 'resnet', got {self.cnn!r}")
+        if self.cnn == "plain" and not len(self.cnn_channels) == len(self.cnn_kernels) == len(self.cnn_strides):
             raise ValueError("policy.cnn_channels, cnn_kernels and cnn_strides need one entry per layer each")
         if self.obs_clip <= 0:
             raise ValueError(f"policy.obs_clip must be > 0, got {self.obs_clip}")
@@ -182,6 +186,7 @@ class PolicyCfg:
 
     def encoder_cfg(self) -> EncoderCfg:
         return EncoderCfg(
+            cnn=self.cnn,
             cnn_channels=self.cnn_channels,
             cnn_kernels=self.cnn_kernels,
             cnn_strides=self.cnn_strides,

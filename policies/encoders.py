@@ -66,6 +66,7 @@ class InputSpec:
 class EncoderCfg:
     """Encoder settings (part of ``algo.policy``)."""
 
+    cnn: str = "plain"  # plain (strided convolutions) | resnet (IMPALA-style residual stages)
     cnn_channels: tuple[int, ...] = (16, 32, 32)
     cnn_kernels: tuple[int, ...] = (5, 3, 3)
     cnn_strides: tuple[int, ...] = (2, 2, 2)
@@ -93,16 +94,47 @@ def pick(obs: Tensor | Sequence[Tensor] | Mapping[str, Tensor], inputs: Sequence
     return [obs]
 
 
-class ImageEncoder(nn.Module):
-    """``uint8 [..., H, W, C] -> [..., features]``: x / 255, convolutions (no padding), flatten, Linear.
+class _ResidualBlock(nn.Module):
+    """``x + conv(relu(conv(relu(x))))``, 3x3 convolutions keeping the size (IMPALA, Espeholt et al. 2018)."""
 
-    Leading axes (envs, agents, time) are merged into one batch for the convolutions.
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.conv0 = nn.Conv2d(c, c, 3, padding=1)
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
+
+
+def _resnet_stages(c: int, h: int, w: int, channels: tuple[int, ...]) -> tuple[nn.Module, int, int, int]:
+    """IMPALA-style stages, one per channel count: conv 3x3, max-pool 3x3 stride 2, two residual blocks;
+    returns ``(module, channels, height, width)`` of the output."""
+    layers: list[nn.Module] = []
+    for out_c in channels:
+        layers += [nn.Conv2d(c, out_c, 3, padding=1), nn.MaxPool2d(3, 2, padding=1)]
+        layers += [_ResidualBlock(out_c), _ResidualBlock(out_c)]
+        c, h, w = out_c, (h - 1) // 2 + 1, (w - 1) // 2 + 1
+    return nn.Sequential(*layers, nn.ReLU()), c, h, w
+
+
+class ImageEncoder(nn.Module):
+    """``uint8 [..., H, W, C] -> [..., features]``: x / 255, convolutions, flatten, Linear.
+
+    ``cfg.cnn``: ``plain`` (strided convolutions without padding, ``cnn_channels/kernels/strides``) or ``resnet``
+    (IMPALA-style residual stages, one per ``cnn_channels`` entry, each halving the size; the robot soccer paper's
+    ResNet -> LSTM -> MLP agent). Leading axes (envs, agents, time) are merged into one batch for the convolutions.
     """
 
     def __init__(self, shape: tuple[int, ...], cfg: EncoderCfg) -> None:
         super().__init__()
         h, w, c = shape
         act = ACTIVATIONS[cfg.activation]
+        if cfg.cnn not in ("plain", "resnet"):
+            raise ValueError(f"policy.cnn must be 'plain' or 'resnet', got {cfg.cnn!r}")
+        if cfg.cnn == "resnet":
+            self.conv, c, h, w = _resnet_stages(c, h, w, cfg.cnn_channels)
+            self._finish(shape, cfg, act, c * h * w)
+            return
         layers: list[nn.Module] = []
         for out_c, k, s in zip(cfg.cnn_channels, cfg.cnn_kernels, cfg.cnn_strides, strict=True):
             conv = nn.Conv2d(c, out_c, k, s)
@@ -113,8 +145,11 @@ class ImageEncoder(nn.Module):
             if h < 1 or w < 1:
                 raise ValueError(f"image {shape} is too small for the CNN (kernels {cfg.cnn_kernels})")
         self.conv = nn.Sequential(*layers)
+        self._finish(shape, cfg, act, c * h * w)
+
+    def _finish(self, shape: tuple[int, ...], cfg: EncoderCfg, act: type[nn.Module], flat_dim: int) -> None:
         self.shape = tuple(shape)
-        self.flat_dim = c * h * w
+        self.flat_dim = flat_dim
         self.out = nn.Sequential(nn.Linear(self.flat_dim, cfg.image_features), act())
         nn.init.orthogonal_(self.out[0].weight, gain=math.sqrt(2))
         nn.init.zeros_(self.out[0].bias)
