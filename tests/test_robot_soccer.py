@@ -124,9 +124,35 @@ def test_scripted_baselines_rank_as_expected():
     attacker = build_team(env, "attacker", None)
     res = play_matches(env, attacker, build_team(env, "idle", None), games=48, seed=0)
     assert float((res.result == 1.0).float().mean()) > 0.7  # the attacker scores on a still opponent
+    res = play_matches(env, attacker, build_team(env, "chaser", None), games=48, seed=0)
+    wins, losses = float((res.result == 1.0).float().mean()), float((res.result == 0.0).float().mean())
+    assert wins > 0.4 and wins > losses + 0.15  # measured over 200 games: 109 W / 45 D / 46 L
     res = play_matches(env, build_team(env, "idle", None), build_team(env, "chaser", None), games=48, seed=0)
-    assert float((res.result == 0.0).float().mean()) > 0.2  # the chaser scores on a still opponent too
-    assert float((res.result == 1.0).float().mean()) == 0.0
+    # The chaser scores on a still opponent (and, running into the ball from any side, sometimes into its own goal).
+    assert float((res.result == 0.0).float().mean()) > 0.3
+    assert float((res.result == 0.0).float().mean()) > float((res.result == 1.0).float().mean()) + 0.15
+
+
+def test_ball_out_and_stalled_ball_restarts():
+    env = make(opponent="idle")
+    # Out over the touch line: back at rest 0.3 m inside, where it crossed.
+    place(env, [(-1.0, 0.0, 0.0), (1.5, 0.0, math.pi)], ball=(0.5, PITCH_HALF[1] - 0.05), ball_vel=(0.0, 2.0))
+    for _ in range(4):
+        env.step(idle_actions(env))
+        if float(env.counters["restarts"][0]) > 0:
+            break
+    ball = env.ball_position()[0]
+    assert float(env.counters["restarts"][0]) == 1.0 and float(env.counters["ball_out"][0]) == 1.0
+    assert float(ball[1]) == pytest.approx(PITCH_HALF[1] - env.cfg.ball_in_m, abs=0.02)
+    assert float(ball[0]) == pytest.approx(0.5, abs=0.1)
+    # Pinned: a ball that does not move for stall_s is dropped near the centre spot.
+    place(env, [(-1.0, 1.0, 0.0), (1.5, 0.0, math.pi)], ball=(-2.0, -1.2))
+    steps = round(env.cfg.stall_s / env.spec.control_dt) + 2
+    for _ in range(steps):
+        env.step(idle_actions(env))
+    ball = env.ball_position()[0]
+    assert float(env.counters["restarts"][0]) == 2.0
+    assert float(torch.linalg.vector_norm(ball[:2])) < env.cfg.ball_start_jitter_m
 
 
 def test_random_play_stays_finite():

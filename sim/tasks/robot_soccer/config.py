@@ -89,6 +89,12 @@ class RobotSoccerCfg:
     decimation: int = at_least(1, 5)  # physics steps per control step (20 Hz)
     episode_length_s: float = positive(20.0)  # a game's length; a goal ends it (end_on_goal)
     end_on_goal: bool = True  # the episode (game) ends at the first goal; else play restarts at kickoff
+    # Restarts that keep play going (robot soccer rules): a ball over a touch or goal line outside the mouth is put
+    # back at rest ball_in_m inside the line where it left (a kick-in for nobody); a ball that has not moved for
+    # stall_s (pinned in a corner or between two robots) is dropped at a random point near the centre spot.
+    ball_out_restart: bool = True
+    ball_in_m: float = non_negative(0.3)
+    stall_s: float = non_negative(3.0)  # 0 = never
     kickoff_jitter_m: float = non_negative(0.6)  # random start positions around the kickoff spots
     ball_start_jitter_m: float = non_negative(0.8)  # the ball starts within this of the centre spot
     robot: RobotCfg = field(default_factory=RobotCfg)

@@ -21,8 +21,11 @@ by :class:`sim.mujoco.world.BatchedMjWorld` (one ``mujoco.rollout`` per control 
   arena with robots and ball composited on top, :mod:`sim.render.composite`) and ``proprio`` (own body-frame
   velocity, yaw rate, last action): the paper's egocentric setting.
 * **Events**: goals (the ball wholly over a goal line inside the mouth), touches (a robot within touching distance
-  of the ball), ball out (over a touch or goal line outside the mouth; the boards keep it in play, as on the paper's
-  walled pitch, so play goes on). The default wheeled robot cannot fall (planar joints).
+  of the ball, or the nearest one when the ball was hit between control steps), ball out (over a touch or goal line
+  outside the mouth): the ball is put back at rest 0.3 m inside the line (``ball_out_restart``); a ball that has not
+  moved for ``stall_s`` (pinned in a corner or between two pushing robots) is dropped near the centre spot. Without
+  these restarts most games against a chaser ended 0-0 with the ball pinned in a corner. The default wheeled robot
+  cannot fall (planar joints).
 * **Game**: an episode is a game of ``episode_length_s``; with ``end_on_goal`` the first goal ends it (training and
   the default evaluation), else play restarts from kickoff after each goal. ``game_result`` (1 team_a won, 0 lost,
   0.5 draw) and ``final_counters`` (goals, touches, ball out, time to first touch, ball in view) keep the last game's
@@ -54,7 +57,8 @@ from sim.tasks.robot_soccer.vision import FrameDelay, SoccerCameras, horizontal_
 TOUCH_MARGIN = 0.03  # m beyond contact that still counts as a touch
 HIT_DV = 0.3  # m/s: a ball velocity change within one control step that counts as a hit (not rolling friction)
 HIT_REACH = 0.35  # m: the nearest robot within this distance of the ball made that hit
-COUNTERS = ("points_a", "points_b", "hits_a", "hits_b", "ball_out", "first_touch_s_a", "ball_in_view_a")
+STILL_SPEED = 0.05  # m/s: slower than this, the ball counts as not moving (for the stall rule)
+COUNTERS = ("points_a", "points_b", "hits_a", "hits_b", "ball_out", "restarts", "first_touch_s_a", "ball_in_view_a")
 
 
 def state_terms(players_per_team: int) -> tuple[ObsTerm, ...]:
@@ -142,6 +146,8 @@ class RobotSoccerEnv(MultiAgentEnv):
         self._first_touch = torch.full((E,), math.nan, device=dev)
         self._was_out = torch.zeros(E, dtype=torch.bool, device=dev)
         self._prev_ball_vel = torch.zeros(E, 2, device=dev)
+        self._still_s = torch.zeros(E, device=dev)
+        self._last_ctrl = torch.zeros(E, 4 * R, device=dev)
         self.game_result = torch.full((E,), math.nan, device=dev)
         self.final_counters = {k: torch.zeros(E, device=dev) for k in COUNTERS}
         self._cache: dict[str, Tensor] = {}
@@ -269,6 +275,7 @@ class RobotSoccerEnv(MultiAgentEnv):
         self.prev_action[env_ids] = 0.0
         self._was_out[env_ids] = False
         self._prev_ball_vel[env_ids] = 0.0
+        self._still_s[env_ids] = 0.0
         r = self.cfg.randomization
         if r.enabled:
             lo, hi = r.opponent_speed
@@ -316,7 +323,8 @@ class RobotSoccerEnv(MultiAgentEnv):
         yaw_rate = self.action[..., 2] * rc.max_yaw_rate
         kick = (self.action[..., 3] + 1.0) * (0.5 * rc.kick_reach)  # -1 retracted .. 1 fully out
         ctrl = torch.cat((world_vel, yaw_rate.unsqueeze(-1), kick.unsqueeze(-1)), -1)  # [E, R, 4], model order
-        self.world.step(ctrl.flatten(1), self.cfg.decimation)
+        self._last_ctrl = ctrl.flatten(1)
+        self.world.step(self._last_ctrl, self.cfg.decimation)
         self._cache.clear()
         self._detect_events()
 
@@ -358,6 +366,34 @@ class RobotSoccerEnv(MultiAgentEnv):
             ids = scored.nonzero().squeeze(-1)
             if ids.numel():
                 self._kickoff(ids)
+        self._restart_ball(out, s["ball"], s["ball_vel"])
+
+    def _restart_ball(self, out: Tensor, ball: Tensor, ball_vel: Tensor) -> None:
+        """Ball out of play -> back at rest just inside the line it crossed; stalled ball -> dropped near the centre
+        (see :class:`.config.RobotSoccerCfg`). Robots keep their state."""
+        cfg, dt = self.cfg, self.spec.control_dt
+        still = torch.linalg.vector_norm(ball_vel[:, :2], dim=-1) < STILL_SPEED
+        self._still_s = torch.where(still, self._still_s + dt, torch.zeros_like(self._still_s))
+        stalled = self._still_s >= cfg.stall_s if cfg.stall_s > 0 else torch.zeros_like(still)
+        moved = (out if cfg.ball_out_restart else torch.zeros_like(out)) | stalled
+        ids = moved.nonzero().squeeze(-1)
+        if ids.numel() == 0:
+            return
+        lim = torch.tensor([PITCH_HALF[0] - cfg.ball_in_m, PITCH_HALF[1] - cfg.ball_in_m], device=self.device)
+        place = ball[ids, :2].clamp(-lim, lim)
+        j = cfg.ball_start_jitter_m * 0.5
+        dropped = uniform(-j, j, (ids.numel(), 2), self.rng, self.device)
+        place = torch.where(stalled[ids].unsqueeze(-1), dropped, place)
+        qpos, qvel = self.world.qpos[ids].double(), self.world.qvel[ids].double()
+        qpos[:, self._ball_q : self._ball_q + 2] = place.double()
+        qpos[:, self._ball_q + 2] = cfg.ball.radius
+        qpos[:, self._ball_q + 3 : self._ball_q + 7] = torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+        qvel[:, self._ball_v : self._ball_v + 6] = 0.0
+        self.world.set_state(ids, qpos=qpos.cpu().numpy(), qvel=qvel.cpu().numpy(), ctrl=self._last_ctrl[ids])
+        self._still_s[ids] = 0.0
+        self._prev_ball_vel[ids] = 0.0
+        self.counters["restarts"] += moved.float()
+        self._cache.clear()
 
     def _ball_in_view(self) -> Tensor:
         """``[E, R]`` bool: the ball's centre lies inside each robot's camera field of view (no occlusion test)."""
