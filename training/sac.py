@@ -25,7 +25,13 @@ The maths, per sampled batch (``B`` transitions, ``A`` agents; ``a ~ pi(.|s)`` b
 
 Truncated episodes bootstrap (``next_obs`` is the observation before the auto-reset). The learning
 rate runs linearly from ``algo.lr`` to ``sac.lr_end`` over the run (``algo.schedule=linear``, VLM-RL's
-1e-4 -> 5e-7) or stays at ``algo.lr`` (``constant``). gSDE exploration is not implemented.
+1e-4 -> 5e-7) or stays at ``algo.lr`` (``constant``).
+
+``sac.use_sde`` switches to generalized state-dependent exploration (gSDE, Raffin et al. 2022, as SB3
+and VLM-RL use it): the std is ``sigma(s) = sqrt(h(s)^2 @ exp(2 L))`` of the actor's last hidden
+features ``h`` (detached) and a learned ``L [hidden, act_dim]``; collection draws the noise as
+``h(s) @ theta`` with ``theta ~ N(0, exp(L)^2)`` per env and agent, kept for ``sac.sde_sample_freq``
+env steps, so exploration is smooth in time; the updates use the same Gaussian (reparametrised).
 """
 
 from __future__ import annotations
@@ -66,6 +72,9 @@ class SACCfg:
     target_entropy_scale: float = 1.0  # target entropy = -scale * act_dim (per agent)
     log_std_min: float = -5.0  # clamp of the state-dependent log std
     log_std_max: float = 2.0
+    use_sde: bool = False  # gSDE: state-dependent noise from exploration matrices held for sde_sample_freq steps
+    sde_sample_freq: int = at_least(1, 16)  # env steps between new exploration matrices (use_sde)
+    sde_log_std_init: float = -3.0  # initial L of gSDE (SB3's default)
 
     def __post_init__(self) -> None:
         if self.log_std_min >= self.log_std_max:
@@ -90,6 +99,24 @@ class TwinQ(nn.Module):
     def forward(self, obs: Mapping[str, Tensor], action: Tensor) -> tuple[Tensor, Tensor]:
         x = torch.cat([self.encoder(pick(obs, self.inputs)), action], -1)
         return self.q1(x).squeeze(-1), self.q2(x).squeeze(-1)
+
+
+class SDEStd(nn.Module):
+    """gSDE's std: ``log sigma(h) = 0.5 log(h^2 @ exp(2 L) + eps)`` of features ``h [..., W]`` (detached, as
+    SB3: the exploration does not shape the features), ``L [W, act_dim]`` learned."""
+
+    def __init__(self, width: int, action_dim: int, log_std_init: float) -> None:
+        super().__init__()
+        self.log_std = nn.Parameter(torch.full((width, action_dim), float(log_std_init)))
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        return 0.5 * torch.log(hidden.detach().square() @ torch.exp(2.0 * self.log_std) + 1e-6)
+
+    @torch.no_grad()
+    def sample_exploration(self, batch: torch.Size, generator: torch.Generator | None) -> Tensor:
+        """Exploration matrices ``theta [*batch, W, act_dim] ~ N(0, exp(L)^2)``."""
+        std = self.log_std.exp()
+        return torch.randn((*batch, *std.shape), generator=generator, device=std.device) * std
 
 
 def squashed_log_prob(u: Tensor, mean: Tensor, log_std: Tensor) -> Tensor:
@@ -165,11 +192,12 @@ class SAC:
             hidden = ac.cfg.actor_hidden
             width = hidden[-1] if hidden else ac.actor_encoder.out_dim
             per_agent = ac.dims.n_agents if ac.cfg.sharing == "per_agent" else None
-            self.std_heads[name] = (
-                AgentLinear(per_agent, width, ac.dims.action_dim, gain=0.01)
-                if per_agent
-                else nn.Linear(width, ac.dims.action_dim)
-            )
+            if cfg.use_sde:
+                self.std_heads[name] = SDEStd(width, ac.dims.action_dim, cfg.sde_log_std_init)
+            elif per_agent:
+                self.std_heads[name] = AgentLinear(per_agent, width, ac.dims.action_dim, gain=0.01)
+            else:
+                self.std_heads[name] = nn.Linear(width, ac.dims.action_dim)
             self.critics[name] = TwinQ(ac, ac.dims.critic_inputs)
             entries = {
                 s.name: (s.shape, getattr(torch, s.dtype)) for s in (*ac.dims.actor_inputs, *ac.dims.critic_inputs)
@@ -191,6 +219,8 @@ class SAC:
         self.memory: dict[str, dict[str, Tensor]] = {}  # no recurrent state (the runner's checkpoint reads it)
         self.freeze_obs_normalizers = False
         self.env_steps = 0  # env steps collected so far (the runner sets it; decides the warm-up)
+        self._exploration: dict[str, Tensor] = {}  # gSDE: group -> theta [E, A, W, act_dim]
+        self._sde_steps = 0
 
     @staticmethod
     def _check_actor(name: str, ac: ActorCritic) -> None:
@@ -204,8 +234,9 @@ class SAC:
     def learning_rate(self) -> float:
         return float(self.optimizers["actor"].param_groups[0]["lr"])
 
-    def _policy(self, name: str, obs: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """``(mu, log_std)`` ``[..., A, act_dim]`` before the squash; ``tanh(mu)`` is the deterministic action."""
+    def _policy(self, name: str, obs: Mapping[str, Tensor], with_hidden: bool = False) -> tuple[Tensor, ...]:
+        """``(mu, log_std)`` ``[..., A, act_dim]`` before the squash (and the last hidden features ``[..., A, W]``
+        with ``with_hidden``); ``tanh(mu)`` is the deterministic action."""
         ac = self.models[name]
         xs = pick(obs, ac.dims.actor_inputs)
         hidden = ac.actor[:-1](ac.actor_encoder(xs))
@@ -213,7 +244,7 @@ class SAC:
         if ac.action_prior.numel():
             mu = mu + xs[0] @ ac.action_prior
         log_std = self.std_heads[name](hidden).clamp(self.cfg.log_std_min, self.cfg.log_std_max)
-        return mu, log_std
+        return (mu, log_std, hidden) if with_hidden else (mu, log_std)
 
     def sample(self, name: str, obs: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Reparametrised ``(action in (-1, 1) [..., A, act_dim], log_prob [..., A])`` of group ``name``."""
@@ -224,8 +255,20 @@ class SAC:
 
     @torch.no_grad()
     def act(self, obs: Mapping[str, Mapping[str, Tensor]]) -> dict[str, Tensor]:
-        """Stochastic actions ``{group: [E, A, act_dim]}`` for collection."""
-        return {name: self.sample(name, obs[name])[0] for name in self.models}
+        """Stochastic actions ``{group: [E, A, act_dim]}`` for collection (gSDE: the held exploration matrices)."""
+        if not self.cfg.use_sde:
+            return {name: self.sample(name, obs[name])[0] for name in self.models}
+        out = {}
+        for name, head in self.std_heads.items():
+            mu, _, hidden = self._policy(name, obs[name], with_hidden=True)
+            theta = self._exploration.get(name)
+            if theta is None or theta.shape[:2] != hidden.shape[:2] or self._sde_steps % self.cfg.sde_sample_freq == 0:
+                theta = self._exploration[name] = head.sample_exploration(hidden.shape[:2], self.generator)
+            # noise = h @ theta: per env and agent, smooth while the features change smoothly.
+            noise = torch.einsum("...w,...wd->...d", hidden, theta)
+            out[name] = torch.tanh(mu + noise)
+        self._sde_steps += 1
+        return out
 
     @torch.no_grad()
     def add(
