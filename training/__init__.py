@@ -3,6 +3,10 @@
     storage     RolloutStorage: preallocated (steps, envs, agents, ...) buffers, GAE
     ppo         PPO / PPOCfg: act, process_env_step, compute_returns, update (MAPPO and IPPO)
     runner      Runner: the loop, timing, evaluation, logging, checkpoints (train.py drives it)
+    replay      ReplayBuffer: preallocated (capacity, agents, ...) ring of transitions on the env's device
+    sac         SAC / SACCfg: act, add, update (twin Q, Polyak targets, entropy temperature, optional gSDE)
+    sac_runner  SACRunner: the Runner's loop with SAC (algo=sac)
+    rewards/    learned rewards: the vision-language reward of VLM-RL (CLIP or the offline dual encoder)
     logger      metrics CSV, wandb (lazy, offline by default), tqdm progress bar
     checkpoint  atomic save, validated load, load_policy for evaluation and export
     evaluation  task metrics over N episodes with confidence intervals (evaluate.py)
