@@ -134,14 +134,14 @@ def _tiny_clip_dir(path: Path) -> Path:
 
 
 def test_clip_backend_loads_local_weights_and_scores_the_contrast(tmp_path: Path) -> None:
+    pytest.importorskip("transformers", reason="the vlm extra (transformers) is not installed")
     from transformers import CLIPModel, CLIPTokenizer
 
     from training.rewards.clip_backend import ClipBackend, preprocess_frames
+    from training.rewards.vision_language import load_backend
 
     model_dir = _tiny_clip_dir(tmp_path / "clip")
     cfg = VLMRewardCfg(backend="clip", clip_dir=str(model_dir))
-    from training.rewards.vision_language import load_backend
-
     backend = load_backend(cfg)
     assert isinstance(backend, ClipBackend)
     frames = torch.randint(0, 256, (5, 40, 48, 3), dtype=torch.uint8)  # not square, not 32 px
