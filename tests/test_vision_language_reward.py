@@ -265,3 +265,25 @@ def test_train_image_tower_cli_reads_labelled_frames_from_npz(tmp_path: Path) ->
     report = main(["--frames", str(path), "--steps", "2", "--batch", "8", "--out", str(tmp_path / "t.pt")])
     assert report["frames"] == 4 and report["frames_source"] == str(path)
     assert load_image_tower(tmp_path / "t.pt")[1]["steps"] == 2
+
+
+def test_distilled_reward_head_tracks_a_score_from_the_observation() -> None:
+    """The head regresses a per-frame score from a small image entry (a stand-in for the BEV stack)."""
+    from policies import InputSpec
+    from policies.encoders import EncoderCfg
+    from training.rewards.distill import RewardHead, fit_reward_head, tracking
+
+    torch.manual_seed(0)
+    vlm = colour_reward()
+
+    def data(n: int, seed: int) -> tuple[Tensor, Tensor]:
+        frames, _ = synthetic_frames(n, size=16, generator=torch.Generator().manual_seed(seed))
+        return frames, vlm.contrast(frames) * 10.0
+
+    (x, y), (x_test, y_test) = data(1024, 1), data(256, 2)
+    enc = EncoderCfg(cnn_channels=(8, 16), cnn_kernels=(3, 3), cnn_strides=(2, 2), image_features=32)
+    head = RewardHead((InputSpec("bev", (16, 16, 3), "uint8", "image"),), enc, hidden=(32,))
+    before = tracking(head, {"bev": x_test}, y_test)
+    fit_reward_head(head, {"bev": x}, y, steps=300, batch=64, lr=3e-3, generator=torch.Generator().manual_seed(0))
+    after = tracking(head, {"bev": x_test}, y_test)
+    assert after["pearson"] > 0.9 and after["rmse"] < before["rmse"], (before, after)
