@@ -12,6 +12,7 @@
     python train.py task=drone_volleyball algo=hcsp stage=strategy                 # HCSP stage 2: team strategy
     python train.py task=drone_volleyball algo=hcsp stage=coselfplay               # HCSP stage 3: both, in matches
     python train.py task=cable_load --cfg job                        # print every key and value, run nothing
+    torchrun --nproc_per_node=2 train.py task=cable_load distributed=true  # data-parallel (training/distributed.py)
 
 A run writes ``runs/<task>/<YYYY-mm-dd_HH-MM-SS>/``: config.yaml (resolved), metrics.csv,
 checkpoints/{latest,best}.pt and wandb/ (offline unless ``wandb.mode=online``). Every key is a field
@@ -54,6 +55,8 @@ def run(plain: dict) -> None:
             sys.exit(130)
         print(f"done: co-self-play run dir {run_dir} (skills.pt, strategy.pt)")
         return
+    if plain.get("distributed"):
+        typed.exit_on_user_error(PROG, lambda: typed.check_distributed(plain, kind))
     # Building the runner checks what the config names (the task, resume=<run>, its checkpoint's fit):
     # a failure there is the user's, one line; errors while training keep their traceback.
     runner_cls = {"selfplay": SelfPlayRunner, "sac": SACRunner}.get(kind, Runner)
@@ -62,7 +65,13 @@ def run(plain: dict) -> None:
         state = runner.learn()
     except KeyboardInterrupt:
         sys.exit(130)
-    print(f"done: {state.global_step:,} steps, run dir {runner.run_dir}")
+    finally:
+        if plain.get("distributed"):
+            from training.distributed import shutdown
+
+            shutdown()
+    if runner.is_main:
+        print(f"done: {state.global_step:,} steps, run dir {runner.run_dir}")
 
 
 def precheck(argv: list[str]) -> None:

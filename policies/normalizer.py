@@ -10,9 +10,15 @@ Statistics are merged with the parallel (Chan et al.) update, so a batch of any 
 that many samples. ``update`` is never called inside ``forward``: the owner decides when the
 statistics move (the PPO core updates them between iterations, so the policy that collected a
 rollout is the one whose log-probabilities the update compares against).
+
+Data-parallel training (training/distributed.py) sets ``batch_reduce`` (a sum over ranks): the
+batch then merged is the union of every rank's samples (exact count, mean and M2, not an average
+of means), so the statistics stay identical on all ranks. Unset (``None``), ``update`` is unchanged.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -29,16 +35,23 @@ class RunningNorm(nn.Module):
         self.register_buffer("mean", torch.zeros(dim))
         self.register_buffer("var", torch.ones(dim))
         self.register_buffer("count", torch.zeros(()))
+        # Sum of a tensor over data-parallel ranks (training.distributed.all_reduce_sum); None: one process.
+        self.batch_reduce: Callable[[Tensor], Tensor] | None = None
 
     @torch.no_grad()
     def update(self, x: Tensor) -> None:
         """Merge the samples ``x: [..., dim]`` (all leading axes are samples) into the statistics."""
         x = x.reshape(-1, self.dim).float()
-        n = x.shape[0]
-        if n == 0:
-            return
-        b_mean = x.mean(0)
-        b_var = x.var(0, unbiased=False)
+        if self.batch_reduce is not None:
+            n, b_mean, b_var = reduced_moments(x, self.batch_reduce)
+            if n == 0:
+                return
+        else:
+            n = x.shape[0]
+            if n == 0:
+                return
+            b_mean = x.mean(0)
+            b_var = x.var(0, unbiased=False)
         total = self.count + n
         delta = b_mean - self.mean
         # Chan: M2 = M2_a + M2_b + delta^2 * n_a * n_b / (n_a + n_b)
@@ -61,3 +74,20 @@ class RunningNorm(nn.Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, clip={self.clip}"
+
+
+def reduced_moments(x: Tensor, reduce_sum: Callable[[Tensor], Tensor]) -> tuple[int, Tensor, Tensor]:
+    """Count, mean ``[dim]`` and population variance ``[dim]`` of the samples ``x: [n, dim]`` of every rank.
+
+    ``reduce_sum`` sums a tensor over ranks. Two passes: the global count and sum give the global
+    mean, then the squared deviations from it are summed (M2 of the union, exact). Every rank must
+    call this (with any ``n``, 0 included) so the collectives match.
+    """
+    head = torch.cat([x.new_tensor([float(x.shape[0])]), x.sum(0)])
+    head = reduce_sum(head)
+    n = int(head[0].item())
+    if n == 0:
+        return 0, x.new_zeros(x.shape[1]), x.new_zeros(x.shape[1])
+    mean = head[1:] / n
+    m2 = reduce_sum((x - mean).square().sum(0))
+    return n, mean, m2 / n

@@ -76,6 +76,9 @@ class CoveyCfg:
     # ppo (training/runner.py) | selfplay (training/selfplay_runner.py; also algo=selfplay) |
     # coselfplay (training/coselfplay.py) | sac (training/sac_runner.py; also algo=sac)
     runner: str = "ppo"
+    # Data-parallel PPO over the processes torchrun starts (training/distributed.py):
+    # torchrun --nproc_per_node=N train.py task=... distributed=true; num_envs is per process.
+    distributed: bool = False
     task: Any = None
     algo: PPOCfg = field(default_factory=PPOCfg)
     sim: SimCfg = field(default_factory=SimCfg)
@@ -202,6 +205,25 @@ def check_config(cfg: Mapping[str, Any] | DictConfig) -> None:
         raise ConfigError("task.name", str(err)) from None
     build_config(cfg_class, task, where="task")
     build_config(CoveyCfg, plain)
+
+
+def check_distributed(plain: Mapping[str, Any], kind: str) -> None:
+    """What ``distributed=true`` supports: PPO runs (``runner=ppo``, not self-play, SAC or imitation)
+    started by torchrun.
+
+    Raises:
+        ConfigError: naming ``distributed`` and why.
+    """
+    from training.distributed import launched_by_torchrun
+
+    if kind != "ppo":
+        raise ConfigError("distributed", f"data-parallel training supports the PPO runner only, not {kind!r}")
+    if (plain.get("imitation") or {}).get("expert", "none") != "none":
+        raise ConfigError("distributed", "imitation (DAgger) runs in one process: set imitation.expert=none")
+    if not launched_by_torchrun():
+        raise ConfigError(
+            "distributed", "needs torchrun: torchrun --nproc_per_node=N train.py task=<name> distributed=true"
+        )
 
 
 # ----------------------------------------------------------------------------- evaluate.py / export.py

@@ -87,6 +87,9 @@ class PPO:
         # and PPO's noisier rollouts would shift them under it (a 99% imitated serve fell to 91% in one
         # iteration); the critic's normaliser keeps learning.
         self.freeze_obs_normalizers = False
+        # training.distributed.Distributed when data-parallel (set by the runner): gradients and loss
+        # statistics (the adaptive schedule's KL) are averaged over ranks after each backward.
+        self.dist: Any = None
         self.teacher = None
         if cfg.teacher.checkpoint:
             self.teacher = Teacher(cfg.teacher, {n: ac.dims.action_dim for n, ac in models.items()}, device)
@@ -221,6 +224,8 @@ class PPO:
                     raise FloatingPointError(f"PPO loss is not finite ({stats}); lower algo.lr or check the task")
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+                if self.dist is not None:  # the same averaged gradient and KL (so the same lr) on every rank
+                    stats = self.dist.average_gradients(params, stats)
                 stats["grad_norm"] = float(nn.utils.clip_grad_norm_(params, cfg.max_grad_norm))
                 self.optimizer.step()
                 if cfg.schedule == "adaptive" and not value_only:

@@ -163,6 +163,16 @@ class EpisodeStats:
         return {k: float(v) / count for k, v in self.sums.items()} if count > 0 else {}
 
 
+class _QuietBar(ProgressBar):
+    """The progress bar of a torchrun rank other than 0: neither drawn nor written."""
+
+    def __init__(self, total: int, initial: int, enabled: bool = True) -> None:
+        super().__init__(total, initial, enabled=False)
+
+    def write(self, line: str) -> None:
+        """Rank 0 says it."""
+
+
 class Runner:
     """Owns the env, the PPO algorithm, the run directory, logs and checkpoints."""
 
@@ -176,7 +186,14 @@ class Runner:
         if int(cfg.get("torch_threads", 0)) > 0:
             torch.set_num_threads(int(cfg["torch_threads"]))
         self.device = resolve_device(cfg.get("device", "auto"))
-        self.seed = int(cfg.get("seed", 0))
+        # distributed=true (torchrun): training.distributed.Distributed; each rank seeds seed + rank.
+        self.dist: Any = None
+        if cfg.get("distributed", False):
+            from training import distributed
+
+            self.dist = distributed.init(self.device)
+            self.device = self.dist.device(self.device)
+        self.seed = int(cfg.get("seed", 0)) + (self.dist.rank if self.dist is not None else 0)
         torch.manual_seed(self.seed)
         self.task_cfg: dict[str, Any] = dict(cfg["task"])
         self.task = self.task_cfg["name"]
@@ -188,11 +205,17 @@ class Runner:
         for name in self.models:
             self.models[name].set_action_prior(self.env.spec.groups[name].action_prior_matrix().to(self.device))
         self._initial_weights()
+        if self.dist is not None:  # every rank starts from rank 0's weights; normalisers merge over ranks
+            self.dist.broadcast_module(self.models)
+            self.dist.attach_normalizers(self.models)
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(self.seed + 1)
         tc = self.train_cfg
         self.alg = self.make_algorithm(num_envs)
-        self.steps_per_iter = num_envs * tc.rollout_steps
+        self.steps_per_iter = num_envs * tc.rollout_steps  # env steps per iteration, every rank's
+        if self.dist is not None:
+            self.alg.dist = self.dist
+            self.steps_per_iter *= self.dist.world_size
         self.num_iterations = max(1, math.ceil(tc.total_steps / self.steps_per_iter))
         default_metric = type(self.env).best_metric  # the task's (episode metric, min | max)
         self.best_metric = tc.best_metric or default_metric[0]
@@ -217,13 +240,22 @@ class Runner:
         if resume:
             self.run_dir, ckpt = self._resume_paths(Path(str(resume)))
             self._restore(ckpt)
-        else:
+        elif self.dist is None:
             self.run_dir = new_run_dir(cfg.get("runs_dir", "runs"), self.task)
+        else:  # rank 0 makes the directory; the others only need its name
+            made = str(new_run_dir(cfg.get("runs_dir", "runs"), self.task)) if self.is_main else None
+            self.run_dir = Path(self.dist.broadcast_object(made))
         self.ckpt_dir = self.run_dir / "checkpoints"
         if not resume:
             self.run_id = f"{self.task}__{self.ppo_cfg.name}__s{self.seed}__{self.run_dir.name}"  # CleanRL-style
-        with open(self.run_dir / ("config.yaml" if not resume else "config_resumed.yaml"), "w") as f:
-            yaml.safe_dump(self.cfg, f, sort_keys=False)
+        if self.is_main:
+            with open(self.run_dir / ("config.yaml" if not resume else "config_resumed.yaml"), "w") as f:
+                yaml.safe_dump(self.cfg, f, sort_keys=False)
+
+    @property
+    def is_main(self) -> bool:
+        """The process that logs, evaluates and writes checkpoints (always, but rank 0 under torchrun)."""
+        return self.dist is None or self.dist.is_main
 
     # ----------------------------------------------------------------- setup helpers
     def trained_groups(self) -> list[str]:
@@ -288,6 +320,18 @@ class Runner:
     def _restore_env(self, payload: dict, ckpt: Path) -> None:
         """Put the checkpoint's env and rollout state back (exact resume), or say in one line why not."""
         env_state = payload.get("env_state")
+        if self.dist is not None:
+            # latest.pt holds rank 0's envs only: every rank restarts its own, with its own random streams.
+            stream = (self.seed * 1_000_003 + int(payload["iteration"])) % (2**63)
+            self.env.rng.manual_seed(stream)
+            self.generator.manual_seed(stream + 1)
+            self._env_restored = False
+            if self.is_main:
+                print(
+                    f"resume: {ckpt} at step {payload['global_step']:,}: weights, optimiser and normalisers; "
+                    f"distributed: every rank's envs restart their episodes (re-seeded from seed + rank)"
+                )
+            return
         if env_state is None:
             why = "it holds no env state (not a latest.pt, or written before covey saved it)"
         elif isinstance(env_state, str):
@@ -322,10 +366,14 @@ class Runner:
         """Train until ``train.total_steps`` (or ``train.max_minutes``); returns the final state."""
         tc, st = self.train_cfg, self.state
         resumed = bool(self.cfg.get("resume"))
-        csv_log = CsvLogger(self.run_dir / "metrics.csv", resume_step=st.global_step if resumed else None)
+        main = self.is_main  # under torchrun only rank 0 logs, evaluates and saves
+        csv_path, resume_step = self.run_dir / "metrics.csv", st.global_step if resumed else None
+        csv_log = CsvLogger(csv_path, resume_step=resume_step) if main else None
         wb = self.wandb_cfg
-        self.wandb = WandbLogger(wb.mode, self.run_dir, self.run_id, self.cfg, wb.project, wb.entity, wb.group, wb.tags)
-        bar = ProgressBar(self.num_iterations * self.steps_per_iter, st.global_step, enabled=tc.progress)
+        mode = wb.mode if main else "disabled"
+        self.wandb = WandbLogger(mode, self.run_dir, self.run_id, self.cfg, wb.project, wb.entity, wb.group, wb.tags)
+        total = self.num_iterations * self.steps_per_iter
+        bar = ProgressBar(total, st.global_step, enabled=tc.progress) if main else _QuietBar(total, st.global_step)
         bar.write(self._summary())
         if self.imitation_cfg.expert != "none" and st.iteration == 0:
             self._imitate(bar)
@@ -342,10 +390,13 @@ class Runner:
             while st.iteration < self.num_iterations:
                 obs, row = self.train_iteration(obs)
                 out_of_time = tc.max_minutes > 0 and self._elapsed() > 60.0 * tc.max_minutes
+                if self.dist is not None:  # one rank's Ctrl-C or clock stops every rank at the same iteration
+                    self._stop_requested, out_of_time = self.dist.any(self._stop_requested, out_of_time)
                 last = st.iteration >= self.num_iterations or out_of_time
-                if tc.eval_every > 0 and (st.iteration % tc.eval_every == 0 or last):
+                if tc.eval_every > 0 and (st.iteration % tc.eval_every == 0 or last) and main:
                     row.update(self._evaluate_and_select(bar, final=last))
-                csv_log.log(row)
+                if main:
+                    csv_log.log(row)
                 self.wandb.log(row, step=st.global_step)
                 bar.update(self.steps_per_iter, self._bar_metrics(row))
                 if tc.eval_every <= 0 and f"episode/{self.best_metric}" in row:
@@ -360,10 +411,12 @@ class Runner:
                 if out_of_time:
                     bar.write(f"train.max_minutes={tc.max_minutes} reached at step {st.global_step:,}")
                     break
-            if tc.eval_every > 0 and self._last_eval_iteration != st.iteration:  # resumed a finished run
+            if tc.eval_every > 0 and self._last_eval_iteration != st.iteration and main:  # resumed a finished run
                 self._evaluate_and_select(bar, final=True)
             self._select_best(self._last_episode_metric)
             self.save(self.ckpt_dir / "latest.pt", resumable=True)
+            if self.dist is not None:  # return when rank 0's checkpoint is on disk (a resume may follow)
+                self.dist.barrier()
         finally:
             restore_sigint()
             bar.close()
@@ -574,8 +627,10 @@ class Runner:
         ``resumable`` (``latest.pt``, always written at an iteration boundary) adds the env's state
         (``env_state``: :meth:`sim.core.env.MultiAgentEnv.state_snapshot`, or why it cannot be
         copied) and the recurrent rollout state (``rollout_memory``), so a resume continues the
-        very same run: same steps, same metric curve.
+        very same run: same steps, same metric curve. Under torchrun only rank 0 writes.
         """
+        if not self.is_main:
+            return
         st = self.state
         payload = {
             "format": FORMAT,
