@@ -183,6 +183,34 @@ def group_dims_from_meta(payload: dict) -> dict[str, GroupDims]:
         raise ValueError(f"checkpoint meta has no valid 'groups' record: {exc}") from exc
 
 
+def load_initial_weights(models: nn.ModuleDict, path: str | Path, task_cfg: dict, group_dims: dict) -> list[str]:
+    """Copy the weights (networks and normalisers) of every group ``path`` has into ``models`` (``init_from=``:
+    fine-tuning a run from another, e.g. RL from a DAgger student; the optimizer starts fresh). Returns the groups.
+
+    Raises:
+        ValueError: another task, no shared group, or a group whose dimensions or networks differ.
+    """
+    payload = load_checkpoint(path, map_location=next(models.parameters()).device)
+    old_task, new_task = payload["task_cfg"].get("name"), task_cfg.get("name")
+    if old_task != new_task:
+        raise ValueError(f"init_from={path}: trained on task {old_task!r}, this run is {new_task!r}")
+    old = group_dims_from_meta(payload)
+    shared = [g for g in models if g in old]
+    if not shared:
+        raise ValueError(f"init_from={path}: no group in common ({sorted(old)} vs {sorted(models)})")
+    for g in shared:
+        if old[g].to_dict() != group_dims[g].to_dict():
+            raise ValueError(
+                f"init_from={path}: group {g!r} has {old[g].to_dict()}, this run {group_dims[g].to_dict()}"
+            )
+        state = {k[len(g) + 1 :]: v for k, v in payload["model"].items() if k.startswith(g + ".")}
+        try:
+            models[g].load_state_dict(state)
+        except RuntimeError as exc:
+            raise ValueError(f"init_from={path}: group {g!r} does not fit this run's networks: {exc}") from exc
+    return shared
+
+
 def build_models_from_checkpoint(payload: dict) -> nn.ModuleDict:
     """Rebuild the per-group actor-critics of ``payload`` and load their weights."""
     models = build_actor_critics(group_dims_from_meta(payload), PolicyCfg.from_dict(payload["algo_cfg"].get("policy")))

@@ -73,6 +73,9 @@ class CoveyCfg:
     torch_threads: int = non_negative(0)  # torch.set_num_threads; 0 = torch's default
     runs_dir: str = "runs"  # runs land in <runs_dir>/<task>/<YYYY-mm-dd_HH-MM-SS>/
     resume: str | None = None  # a run directory (or checkpoint file) to continue
+    # Start the networks from a checkpoint's weights (its groups, same dimensions; fresh optimizer and run):
+    # fine-tuning, e.g. RL from pixels starting from a DAgger-distilled student.
+    init_from: str | None = None
     # ppo (training/runner.py) | selfplay (training/selfplay_runner.py; also algo=selfplay) |
     # coselfplay (training/coselfplay.py) | sac (training/sac_runner.py; also algo=sac)
     runner: str = "ppo"

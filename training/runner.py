@@ -44,6 +44,7 @@ from training.checkpoint import (
     NoCheckpointError,
     check_compatible,
     load_checkpoint,
+    load_initial_weights,
     restore_rng_state,
     rng_state,
     save_checkpoint,
@@ -268,7 +269,12 @@ class Runner:
         return PPO(self.models, self.ppo_cfg, num_envs, self.train_cfg.rollout_steps, self.device, self.generator)
 
     def _initial_weights(self) -> None:
-        """Hook: start the networks from other weights than a fresh init (HCSP stage 3); resume overrides it."""
+        """Hook: start the networks from other weights than a fresh init: ``init_from=<checkpoint>`` (the groups it
+        has; HCSP stage 3 overrides the hook); resume overrides it."""
+        path = self.cfg.get("init_from")
+        if path:
+            groups = load_initial_weights(self.models, path, self.task_cfg, self.group_dims)
+            print(f"  init_from {path}: groups {groups}")
 
     def _group_dims(self) -> dict[str, GroupDims]:
         groups = self.env.spec.groups
