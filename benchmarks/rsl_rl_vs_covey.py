@@ -37,7 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TASK = "cable_load"
-INIT_LOG_STD = -2.5  # configs/algo/mappo.yaml
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -54,40 +53,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def rsl_rl_cfg(args: argparse.Namespace, obs_groups: dict) -> dict:
-    """rsl_rl's runner config with covey's algo=mappo settings (see the module docstring)."""
-    mlp = {"hidden_dims": [128, 128], "activation": "elu", "obs_normalization": True}
-    return {
-        "num_steps_per_env": args.rollout_steps,
-        "save_interval": 10**9,
-        "obs_groups": obs_groups,
-        "check_for_nan": True,
-        "algorithm": {
-            "class_name": "rsl_rl.algorithms.PPO",
-            "num_learning_epochs": 3,
-            "num_mini_batches": 4,
-            "clip_param": 0.1,  # rsl_rl clips the ratio and the value change with the same parameter
-            "gamma": 0.99,
-            "lam": 0.95,
-            "value_loss_coef": 1.0,
-            "entropy_coef": 0.001,
-            "learning_rate": 5e-5,
-            "max_grad_norm": 1.0,
-            "use_clipped_value_loss": True,
-            "schedule": "fixed",
-            "desired_kl": 0.01,
-        },
-        "actor": {
-            "class_name": "rsl_rl.models.MLPModel",
-            **mlp,
-            "distribution_cfg": {
-                "class_name": "rsl_rl.modules.GaussianDistribution",
-                "init_std": math.exp(INIT_LOG_STD),
-                "std_type": "log",  # covey learns a log std too
-            },
-        },
-        "critic": {"class_name": "rsl_rl.models.MLPModel", **mlp},
+def check_same_settings(ppo_cfg, rsl_cfg: dict) -> None:
+    """Stop if configs/algo/mappo.yaml and the rsl_rl builder's defaults (sim.adapters.rsl_rl_train_cfg) drift apart."""
+    alg, actor = rsl_cfg["algorithm"], rsl_cfg["actor"]
+    pairs = {
+        "lr": (ppo_cfg.lr, alg["learning_rate"]),
+        "epochs": (ppo_cfg.epochs, alg["num_learning_epochs"]),
+        "minibatches": (ppo_cfg.minibatches, alg["num_mini_batches"]),
+        "clip": (ppo_cfg.clip, alg["clip_param"]),
+        "value_clip": (ppo_cfg.value_clip, alg["clip_param"]),
+        "entropy_coef": (ppo_cfg.entropy_coef, alg["entropy_coef"]),
+        "gamma": (ppo_cfg.gamma, alg["gamma"]),
+        "lam": (ppo_cfg.lam, alg["lam"]),
+        "max_grad_norm": (ppo_cfg.max_grad_norm, alg["max_grad_norm"]),
+        "init_std": (math.exp(ppo_cfg.policy.init_log_std), actor["distribution_cfg"]["init_std"]),
+        "actor_hidden": (list(ppo_cfg.policy.actor_hidden), actor["hidden_dims"]),
+        "critic_hidden": (list(ppo_cfg.policy.critic_hidden), rsl_cfg["critic"]["hidden_dims"]),
     }
+    differ = {k: v for k, v in pairs.items() if not (v[0] == v[1] or isinstance(v[0], float) and math.isclose(*v))}
+    if differ:
+        raise SystemExit(f"covey's algo=mappo and rsl_rl_train_cfg differ (covey, rsl_rl): {differ}")
 
 
 def init_like_covey(model: torch.nn.Module, out_gain: float) -> None:
@@ -160,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rsl_rl.runners import OnPolicyRunner
 
     import sim
-    from sim.adapters import RslRlVecEnv
+    from sim.adapters import RslRlVecEnv, rsl_rl_train_cfg
     from training.evaluation import actor_policy, prior_policy, zero_policy
 
     covey = covey_runner(args, tempfile.mkdtemp(prefix="covey_rsl_"))
@@ -168,7 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     obs = covey.env.randomize_episode_progress()
 
     rsl_env = RslRlVecEnv(sim.make(TASK, num_envs=args.num_envs, seed=args.seed), action_prior=True)
-    rsl = OnPolicyRunner(rsl_env, rsl_rl_cfg(args, rsl_env.obs_groups), log_dir=None, device="cpu")
+    rsl_cfg = rsl_rl_train_cfg(rsl_env.obs_groups, num_steps_per_env=args.rollout_steps)  # covey's mappo settings
+    check_same_settings(covey.ppo_cfg, rsl_cfg)
+    rsl = OnPolicyRunner(rsl_env, rsl_cfg, log_dir=None, device="cpu")
     init_like_covey(rsl.alg.actor.mlp, 0.01)
     init_like_covey(rsl.alg.critic.mlp, 1.0)
 

@@ -224,48 +224,19 @@ def test_pettingzoo_batched_matches_covey_step():
 
 
 # ----------------------------------------------------------------------------- rsl_rl
-def _rsl_cfg(obs_groups: dict, steps: int) -> dict:
-    return {
-        "num_steps_per_env": steps,
-        "save_interval": 10**9,
-        "obs_groups": obs_groups,
-        "check_for_nan": True,
-        "algorithm": {
-            "class_name": "rsl_rl.algorithms.PPO",
-            "num_learning_epochs": 1,
-            "num_mini_batches": 2,
-            "clip_param": 0.1,
-            "gamma": 0.99,
-            "lam": 0.95,
-            "value_loss_coef": 1.0,
-            "entropy_coef": 0.001,
-            "learning_rate": 1e-3,
-            "max_grad_norm": 1.0,
-            "use_clipped_value_loss": True,
-            "schedule": "fixed",
-            "desired_kl": 0.01,
-        },
-        "actor": {
-            "class_name": "rsl_rl.models.MLPModel",
-            "hidden_dims": [32, 32],
-            "activation": "elu",
-            "obs_normalization": True,
-            "distribution_cfg": {"class_name": "rsl_rl.modules.GaussianDistribution", "init_std": 0.1},
-        },
-        "critic": {"class_name": "rsl_rl.models.MLPModel", "hidden_dims": [32, 32], "activation": "elu"},
-    }
-
-
 def test_rsl_rl_on_policy_runner_trains_cable_load():
     pytest.importorskip("rsl_rl")
     from rsl_rl.runners import OnPolicyRunner
 
-    from sim.adapters import RslRlVecEnv
+    from sim.adapters import RslRlVecEnv, rsl_rl_train_cfg
 
     env = RslRlVecEnv(sim.make("cable_load", num_envs=4, seed=0), action_prior=True)
     assert env.num_envs == 12 and env.num_actions == 5
     assert env.obs_groups == {"actor": ["policy"], "critic": ["state"]}
-    runner = OnPolicyRunner(env, _rsl_cfg(env.obs_groups, steps=8), log_dir=None, device="cpu")
+    cfg = rsl_rl_train_cfg(
+        env.obs_groups, num_steps_per_env=8, hidden_dims=(32, 32), learning_rate=1e-3, num_learning_epochs=1
+    )
+    runner = OnPolicyRunner(env, cfg, log_dir=None, device="cpu")
     before = [p.detach().clone() for p in runner.alg.get_policy().parameters()]
     runner.learn(3, init_at_random_ep_len=True)
     after = list(runner.alg.get_policy().parameters())

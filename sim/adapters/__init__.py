@@ -7,7 +7,8 @@ needs none of them:
   (a single-env ``gymnasium.Env`` view);
 * :mod:`sim.adapters.pettingzoo_env`: ``CoveyParallelEnv`` (``pettingzoo.ParallelEnv``, one batch
   index) and ``BatchedParallelEnv`` (the same per-agent dicts with a leading ``num_envs`` axis);
-* :mod:`sim.adapters.rsl_rl_env`: ``RslRlVecEnv`` (``rsl_rl.env.VecEnv``, TensorDict observations);
+* :mod:`sim.adapters.rsl_rl_env`: ``RslRlVecEnv`` (``rsl_rl.env.VecEnv``, TensorDict observations) and
+  ``rsl_rl_train_cfg`` (``OnPolicyRunner``'s config with covey's MAPPO settings);
 * :mod:`sim.adapters.vectask_env`: ``VecTaskView`` (Isaac Gym's ``VecTask`` buffers: ``obs_buf``,
   ``states_buf``, ``rew_buf``, ``reset_buf``, ``extras``; float vector entries only).
 
@@ -24,7 +25,7 @@ from sim._lazy import lazy_exports
 if TYPE_CHECKING:
     from sim.adapters.gym_env import CoveyGymEnv, CoveyVectorEnv
     from sim.adapters.pettingzoo_env import BatchedParallelEnv, CoveyParallelEnv
-    from sim.adapters.rsl_rl_env import RslRlVecEnv
+    from sim.adapters.rsl_rl_env import RslRlVecEnv, rsl_rl_train_cfg
     from sim.adapters.vectask_env import VecTaskView
 
 _EXPORTS = {
@@ -33,6 +34,7 @@ _EXPORTS = {
     "BatchedParallelEnv": "sim.adapters.pettingzoo_env",
     "CoveyParallelEnv": "sim.adapters.pettingzoo_env",
     "RslRlVecEnv": "sim.adapters.rsl_rl_env",
+    "rsl_rl_train_cfg": "sim.adapters.rsl_rl_env",
     "VecTaskView": "sim.adapters.vectask_env",
 }
 __all__ = [  # noqa: F822 - loaded by __getattr__
@@ -42,5 +44,6 @@ __all__ = [  # noqa: F822 - loaded by __getattr__
     "CoveyVectorEnv",
     "RslRlVecEnv",
     "VecTaskView",
+    "rsl_rl_train_cfg",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -18,9 +18,19 @@ one shared policy: covey's parameter sharing). Per row:
 
 Finished envs reset inside ``step`` (rsl_rl's convention as well). Tasks with several groups need
 ``group=``; the other groups then receive zero actions.
+
+:func:`rsl_rl_train_cfg` builds the ``train_cfg`` dict of rsl_rl's ``OnPolicyRunner`` with covey's
+``algo=mappo`` PPO settings by default (one place for the test and benchmarks/rsl_rl_vs_covey.py)::
+
+    env = RslRlVecEnv(sim.make("cable_load", num_envs=256), action_prior=True)
+    runner = OnPolicyRunner(env, rsl_rl_train_cfg(env.obs_groups, num_steps_per_env=64), log_dir=None)
 """
 
 from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
@@ -63,3 +73,63 @@ class RslRlVecEnv(AgentRows, VecEnv):
         if "episode" in info:
             extras["log"] = {f"/episode/{k}": v for k, v in info["episode"].items()}
         return self._wrap(self._obs), reward, self._per_agent(terminated | truncated), extras
+
+
+def rsl_rl_train_cfg(
+    obs_groups: Mapping[str, Sequence[str]],
+    num_steps_per_env: int,
+    hidden_dims: Sequence[int] = (128, 128),
+    learning_rate: float = 5e-5,
+    num_learning_epochs: int = 3,
+    num_mini_batches: int = 4,
+    clip_param: float = 0.1,
+    entropy_coef: float = 0.001,
+    init_std: float = math.exp(-2.5),
+    gamma: float = 0.99,
+    lam: float = 0.95,
+) -> dict[str, Any]:
+    """The ``train_cfg`` of rsl_rl's ``OnPolicyRunner`` (rsl-rl-lib 5.x) with covey's ``algo=mappo`` PPO settings.
+
+    The defaults are configs/algo/mappo.yaml's where rsl_rl can follow them: lr 5e-5 (constant:
+    rsl_rl's ``"fixed"`` schedule), 3 epochs x 4 minibatches, ``clip_param`` 0.1 (rsl_rl clips the
+    ratio and the value change with the same parameter, covey's clip and value_clip), entropy 0.001,
+    gamma 0.99, lambda 0.95, grad norm 1, an initial action std of e^-2.5 learned as a log std, ELU
+    MLPs with observation normalisation for the actor and the critic (which reads ``obs_groups["critic"]``:
+    the privileged ``state`` under MAPPO). rsl_rl has no value-target normalisation.
+
+    Args:
+        obs_groups: rsl_rl's observation groups, :attr:`RslRlVecEnv.obs_groups`.
+        num_steps_per_env: rollout length per iteration (covey's ``train.rollout_steps``).
+    """
+    mlp = {"hidden_dims": list(hidden_dims), "activation": "elu", "obs_normalization": True}
+    return {
+        "num_steps_per_env": num_steps_per_env,
+        "save_interval": 10**9,  # the caller saves (or not); rsl_rl would write model_<it>.pt files
+        "obs_groups": {k: list(v) for k, v in obs_groups.items()},
+        "check_for_nan": True,
+        "algorithm": {
+            "class_name": "rsl_rl.algorithms.PPO",
+            "num_learning_epochs": num_learning_epochs,
+            "num_mini_batches": num_mini_batches,
+            "clip_param": clip_param,
+            "gamma": gamma,
+            "lam": lam,
+            "value_loss_coef": 1.0,
+            "entropy_coef": entropy_coef,
+            "learning_rate": learning_rate,
+            "max_grad_norm": 1.0,
+            "use_clipped_value_loss": True,
+            "schedule": "fixed",
+            "desired_kl": 0.01,
+        },
+        "actor": {
+            "class_name": "rsl_rl.models.MLPModel",
+            **mlp,
+            "distribution_cfg": {
+                "class_name": "rsl_rl.modules.GaussianDistribution",
+                "init_std": init_std,
+                "std_type": "log",  # covey learns a log std too
+            },
+        },
+        "critic": {"class_name": "rsl_rl.models.MLPModel", **mlp},
+    }
