@@ -681,9 +681,10 @@ class Runner:
     def _summary(self) -> str:
         n_params = sum(p.numel() for p in self.models.parameters())
         groups = ", ".join(f"{k}: {asdict(v)}" for k, v in self.group_dims.items())
+        ranks = f" x {self.dist.world_size} ranks" if self.dist is not None else ""
         return (
             f"covey train: task={self.task} algo={self.ppo_cfg.name} ({self.ppo_cfg.policy.sharing}) "
-            f"num_envs={self.env.num_envs} device={self.device} threads={torch.get_num_threads()}\n"
+            f"num_envs={self.env.num_envs}{ranks} device={self.device} threads={torch.get_num_threads()}\n"
             f"  groups {groups}; {n_params:,} parameters; {self.num_iterations} iterations of "
             f"{self.steps_per_iter:,} steps from step {self.state.global_step:,}\n  run dir {self.run_dir}"
         )
