@@ -166,6 +166,13 @@ def test_distributed_needs_torchrun_and_the_ppo_runner(monkeypatch: pytest.Monke
         check_distributed({"imitation": {"expert": "task"}}, "ppo")
 
 
+def test_other_runners_refuse_distributed(tmp_path: Path) -> None:
+    from training.sac_runner import SACRunner
+
+    with pytest.raises(ValueError, match="PPO Runner's"):
+        SACRunner({"distributed": True, "task": {"name": "point_reach"}, "runs_dir": str(tmp_path), "num_envs": 2})
+
+
 def test_reduced_moments_with_an_identity_reduce_match_the_single_process_update() -> None:
     x = torch.randn(64, 4) * 3.0 + 1.0
     n, mean, var = reduced_moments(x, lambda t: t)

@@ -192,6 +192,12 @@ class Runner:
         if cfg.get("distributed", False):
             from training import distributed
 
+            if type(self) is not Runner or self.imitation_cfg.expert != "none":
+                # Their extra state (replay, league, DAgger data) is per process and not merged over ranks.
+                raise ValueError(
+                    f"distributed=true is the PPO Runner's, without imitation ({type(self).__name__}, "
+                    f"imitation.expert={self.imitation_cfg.expert})"
+                )
             self.dist = distributed.init(self.device)
             self.device = self.dist.device(self.device)
         self.seed = int(cfg.get("seed", 0)) + (self.dist.rank if self.dist is not None else 0)
