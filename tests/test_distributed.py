@@ -2,7 +2,8 @@
 
 The test runs this very file under ``python -m torch.distributed.run --nproc_per_node=2``; each rank
 (the ``__main__`` block) builds a :class:`~training.runner.Runner` with ``distributed=true``, trains
-two iterations, then resumes for a third, and saves what it holds; the tests compare the ranks.
+two iterations, then resumes for a third (exactly: each rank gets its own envs and random streams back), and
+saves what it holds; the tests compare the ranks.
 """
 
 from __future__ import annotations
@@ -71,8 +72,12 @@ def _worker(out: Path) -> None:
     after = _state(runner)
     last_obs = runner.env.observe()["agents"]["policy"].clone()
     lr = runner.alg.learning_rate
+    streams = (runner.env.rng.get_state(), runner.generator.get_state())
     resumed = Runner(cfg(f"train.total_steps={3 * STEPS_PER_ITER}", f"resume={runner.run_dir}"))
     loaded = _state(resumed)
+    resumed_obs = resumed.env.observe()["agents"]["policy"].clone()
+    now = (resumed.env.rng.get_state(), resumed.generator.get_state())
+    same_streams = all(torch.equal(a, b) for a, b in zip(streams, now, strict=True))
     resumed.learn()
     # The exact normaliser merge: each rank adds its own samples; compare with one process holding all.
     norm = RunningNorm(3)
@@ -86,6 +91,9 @@ def _worker(out: Path) -> None:
             "resumed": _state(resumed),
             "lr": lr,
             "last_obs": last_obs,
+            "resumed_obs": resumed_obs,
+            "same_streams": same_streams,
+            "env_restored": resumed._env_restored,
             "run_dir": str(runner.run_dir),
             "resumed_step": resumed.state.global_step,
             "norm": (norm.mean, norm.var, norm.count),
@@ -153,6 +161,10 @@ def test_only_rank_0_writes_and_resume_loads_latest(two_ranks) -> None:
     assert r0["resumed_step"] == r1["resumed_step"] == 3 * STEPS_PER_ITER
     for key in r0["after"]:  # every rank resumed from latest.pt, i.e. where training stopped
         torch.testing.assert_close(r1["loaded"][key], r0["after"][key], rtol=0, atol=0)
+    # ...and each rank got its own envs and random streams back (latest.pt's rank_states): an exact resume
+    for r in (r0, r1):
+        assert r["env_restored"] and r["same_streams"]
+        torch.testing.assert_close(r["resumed_obs"], r["last_obs"], rtol=0, atol=0)
 
 
 def test_distributed_needs_torchrun_and_the_ppo_runner(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,6 +20,8 @@ A checkpoint is ``torch.save`` of a plain dict (loaded with ``weights_only=True`
     env_state    latest.pt only (optional): the env's state, ``MultiAgentEnv.state_snapshot()``
                  ({attribute path: tensor or scalar}), or a one-line reason it could not be copied
     rollout_memory  latest.pt only (optional): PPO's recurrent rollout state {group: {side: tensor}}
+    rank_states  latest.pt of a torchrun run only: [per rank {num_envs, env_state, rng, rollout_memory}]
+                 (training/distributed.py), so every rank resumes its own envs and streams
     schema       the payload layout version, :data:`SCHEMA` (absent in files written before it: 1)
     content_hash "sha256:<hex>" of every other key's content (:func:`content_hash`), checked on load
 

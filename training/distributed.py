@@ -19,9 +19,11 @@ What each rank does (training/runner.py, training/ppo.py):
   mean and M2 of the union, not an average of means), so the statistics stay identical;
 - advantages are normalised per rank (as rsl_rl's multi-GPU PPO);
 - only rank 0 makes the run directory, logs (CSV, wandb, progress bar), evaluates and writes
-  checkpoints; a resume loads ``latest.pt`` on every rank, and the envs restart their episodes
-  (the checkpoint holds rank 0's env state only), each rank's random streams re-seeded from
-  ``seed + rank`` and the iteration.
+  checkpoints; ``latest.pt`` also holds every rank's env snapshot, random streams and recurrent
+  rollout state (``rank_states``, gathered to rank 0), so a resume with the same number of ranks
+  loads ``latest.pt`` on every rank and continues exactly; with another number of ranks (or from a
+  single-process checkpoint) the envs restart their episodes and each rank's streams are re-seeded
+  from ``seed + rank`` and the iteration (the resume says so in one line).
 
 ``distributed=false`` (the default) never imports this module's process-group code paths: the
 single-process run is op for op what it was.
@@ -119,6 +121,12 @@ class Distributed:
         box = [obj if self.is_main else None]
         dist.broadcast_object_list(box, src=0, device=self._collective_device())
         return box[0]
+
+    def gather_object(self, obj: Any) -> list[Any] | None:
+        """Every rank's picklable ``obj`` in rank order on rank 0; ``None`` on the others."""
+        out: list[Any] | None = [None] * self.world_size if self.is_main else None
+        dist.gather_object(obj, out, dst=0)
+        return out
 
     def barrier(self) -> None:
         dist.barrier()

@@ -164,6 +164,17 @@ class EpisodeStats:
         return {k: float(v) / count for k, v in self.sums.items()} if count > 0 else {}
 
 
+def _to_cpu(value: Any) -> Any:
+    """Tensors in nested dicts / lists / tuples moved to the CPU (what one rank sends another)."""
+    if isinstance(value, Tensor):
+        return value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_to_cpu(v) for v in value)
+    return value
+
+
 class _QuietBar(ProgressBar):
     """The progress bar of a torchrun rank other than 0: neither drawn nor written."""
 
@@ -330,32 +341,41 @@ class Runner:
         self._num_evals = int(meta.get("num_evals", 0))
 
     def _restore_env(self, payload: dict, ckpt: Path) -> None:
-        """Put the checkpoint's env and rollout state back (exact resume), or say in one line why not."""
+        """Put the checkpoint's env and rollout state back (exact resume), or say in one line why not.
+
+        Under torchrun each rank takes its own envs, random streams and rollout state from
+        ``rank_states`` (gathered by rank 0 into ``latest.pt``); without them (a single-process
+        checkpoint, or another number of ranks) every rank re-seeds its streams and restarts its envs.
+        """
         env_state = payload.get("env_state")
+        saved_envs = payload["meta"]["config"].get("num_envs", -1)
+        memory = payload.get("rollout_memory") or {}
+        why = None
         if self.dist is not None:
-            # latest.pt holds rank 0's envs only: every rank restarts its own, with its own random streams.
-            stream = (self.seed * 1_000_003 + int(payload["iteration"])) % (2**63)
-            self.env.rng.manual_seed(stream)
-            self.generator.manual_seed(stream + 1)
-            self._env_restored = False
-            if self.is_main:
-                print(
-                    f"resume: {ckpt} at step {payload['global_step']:,}: weights, optimiser and normalisers; "
-                    f"distributed: every rank's envs restart their episodes (re-seeded from seed + rank)"
-                )
-            return
-        if env_state is None:
+            states, world = payload.get("rank_states"), self.dist.world_size
+            if states is not None and len(states) == world:
+                mine = states[self.dist.rank]
+                restore_rng_state(mine["rng"], self.env.rng, self.generator)
+                env_state, saved_envs, memory = mine["env_state"], mine["num_envs"], mine["rollout_memory"] or {}
+            else:
+                # Fresh streams per rank (not rank 0's saved ones on every rank, which would repeat its noise).
+                stream = (self.seed * 1_000_003 + int(payload["iteration"])) % (2**63)
+                self.env.rng.manual_seed(stream)
+                self.generator.manual_seed(stream + 1)
+                why = "written by one process" if states is None else f"written by {len(states)} ranks, not {world}"
+        if why is not None:
+            pass
+        elif env_state is None:
             why = "it holds no env state (not a latest.pt, or written before covey saved it)"
         elif isinstance(env_state, str):
             why = f"the task's env state could not be saved: {env_state}"
-        elif self.env.num_envs != int(payload["meta"]["config"].get("num_envs", -1)):
-            why = f"num_envs differs ({payload['meta']['config'].get('num_envs')} in the checkpoint)"
+        elif self.env.num_envs != int(saved_envs):
+            why = f"num_envs differs ({saved_envs} in the checkpoint)"
         else:
             try:
                 why = self.env.load_state_snapshot(env_state)
             except Exception as exc:  # noqa: BLE001 - failed (half-way): learn() resets the env instead
                 why = f"{type(exc).__name__}: {exc}"
-        memory = payload.get("rollout_memory") or {}
         if why is None and memory:
             try:
                 for name, sides in memory.items():
@@ -364,12 +384,14 @@ class Runner:
             except (KeyError, RuntimeError) as exc:
                 why = f"the recurrent rollout state does not fit ({exc})"
         self._env_restored = why is None
-        if why is None:
-            print(f"resume: {ckpt} at step {payload['global_step']:,}: exact (weights, optimiser, RNG and env state)")
-        else:
+        who = f"resume (rank {self.dist.rank})" if self.dist is not None else "resume"
+        step = payload["global_step"]
+        if why is None and self.is_main:
+            print(f"{who}: {ckpt} at step {step:,}: exact (weights, optimiser, RNG and env state)")
+        elif why is not None:
             # After a partial env restore the env must start over anyway: reset below in learn().
             print(
-                f"resume: {ckpt} at step {payload['global_step']:,}: the envs restart their episodes, so the "
+                f"{who}: {ckpt} at step {step:,}: the envs restart their episodes, so the "
                 f"metric curve goes on statistically, not step for step: {why}"
             )
 
@@ -639,8 +661,11 @@ class Runner:
         ``resumable`` (``latest.pt``, always written at an iteration boundary) adds the env's state
         (``env_state``: :meth:`sim.core.env.MultiAgentEnv.state_snapshot`, or why it cannot be
         copied) and the recurrent rollout state (``rollout_memory``), so a resume continues the
-        very same run: same steps, same metric curve. Under torchrun only rank 0 writes.
+        very same run: same steps, same metric curve. Under torchrun only rank 0 writes; a resumable
+        checkpoint then also holds every rank's env, random-stream and rollout state (``rank_states``,
+        a list in rank order), gathered here, so every rank must call this for ``latest.pt``.
         """
+        rank_states = self._gather_rank_states() if resumable and self.dist is not None else None
         if not self.is_main:
             return
         st = self.state
@@ -681,7 +706,23 @@ class Runner:
             except Exception as exc:  # noqa: BLE001 - never lose a checkpoint to the optional env copy
                 payload["env_state"] = f"the env state snapshot failed ({type(exc).__name__}: {exc})"
             payload["rollout_memory"] = self.alg.memory
+        if rank_states is not None:
+            payload["rank_states"] = rank_states
         save_checkpoint(path, payload)
+
+    def _gather_rank_states(self) -> list[dict[str, Any]] | None:
+        """Every rank's env snapshot, random streams and recurrent rollout state (on the CPU), on rank 0."""
+        try:
+            env_state = self.env.state_snapshot()
+        except Exception as exc:  # noqa: BLE001 - never lose a checkpoint to the optional env copy
+            env_state = f"the env state snapshot failed ({type(exc).__name__}: {exc})"
+        mine = {
+            "num_envs": self.env.num_envs,
+            "env_state": env_state,
+            "rng": rng_state(self.env.rng, self.generator),
+            "rollout_memory": self.alg.memory,
+        }
+        return self.dist.gather_object(_to_cpu(mine))
 
     # ----------------------------------------------------------------- display
     def _summary(self) -> str:
