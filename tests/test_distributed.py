@@ -167,6 +167,19 @@ def test_only_rank_0_writes_and_resume_loads_latest(two_ranks) -> None:
         torch.testing.assert_close(r["resumed_obs"], r["last_obs"], rtol=0, atol=0)
 
 
+def test_the_readme_torchrun_command_trains_and_rank_0_alone_reports(tmp_path: Path) -> None:
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1"]
+    args = [f"--master_port={_free_port()}", "train.py", *TINY, "train.total_steps=128", "train.eval_every=0"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [*launcher, *args, f"runs_dir={tmp_path}"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("done: 128 steps") == 1  # one summary, from rank 0
+    assert proc.stdout.count("covey train:") == 1
+    (run,) = (tmp_path / "point_reach").iterdir()
+    assert (run / "checkpoints" / "latest.pt").is_file() and (run / "metrics.csv").is_file()
+
+
 def test_distributed_needs_torchrun_and_the_ppo_runner(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)
