@@ -92,11 +92,12 @@ class Distributed:
     def average_gradients(self, params: Sequence[nn.Parameter], stats: dict[str, float]) -> dict[str, float]:
         """Average ``params``' gradients and the float ``stats`` over ranks in one all-reduce.
 
-        A parameter without a gradient counts as zeros (every rank runs the same graph, so it has
-        none on any rank). Returns the rank-mean of ``stats`` (same keys).
+        A parameter without a gradient keeps none (every rank runs the same graph, so it has none on
+        any rank, and Adam skips it as in one process). Returns the rank-mean of ``stats`` (same keys).
         """
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        device = grads[0].device if grads else torch.device("cpu")
+        params = [p for p in params if p.grad is not None]
+        grads = [p.grad for p in params]
+        device = grads[0].device if grads else self._collective_device()
         keys = sorted(stats)
         extra = torch.tensor([stats[k] for k in keys], dtype=torch.float32, device=device)
         flat = torch.cat([*(g.reshape(-1).float() for g in grads), extra])
