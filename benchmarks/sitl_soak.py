@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -137,7 +136,7 @@ def soak(
     task: str, model: Path, minutes: float, window: float, domain: int, log_dir: Path, compile: bool = True
 ) -> dict:
     """Run the soak; returns the figures (see the module docstring)."""
-    from deploy_ros.launch import node_commands, params_file
+    from deploy_ros.launch import node_commands, params_file, running_nodes
     from deploy_ros.model import load_policy
 
     seconds = 60.0 * minutes
@@ -154,46 +153,32 @@ def soak(
         "OMP_NUM_THREADS": "1",
     }
     monitor = Monitor(namespaces, domain)
-    logs = {name: open(log_dir / f"{name}.log", "w") for name in cmds}
-    procs = {
-        name: subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
-        for name, cmd in cmds.items()
-    }
     rss: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
     started = time.monotonic()
     stepping_from: float | None = None
     stopping = False
     try:
-        while procs["sim_bridge"].poll() is None:
-            now = time.monotonic()
-            for name, p in procs.items():
-                value = rss_mib(p.pid)
-                if value is not None:
-                    rss[name].append((now, value))
-            if stepping_from is None and all(t is not None for t in monitor.first_ok.values()):
-                stepping_from = now
-            if stepping_from is not None and now - stepping_from > seconds + 5.0 and not stopping:
-                # Behind real time (a busy CPU): stop after --minutes of wall time; it writes its result.
-                procs["sim_bridge"].send_signal(signal.SIGINT)
-                stopping = True
-            if now - started > seconds + START_S:
-                raise TimeoutError(f"the team did not start and run {seconds:g} s within {seconds + START_S:g} s")
-            failed = {n: p.returncode for n, p in procs.items() if p.poll() not in (None, 0)}
-            if failed:
-                raise RuntimeError(f"node(s) exited early: {failed}; logs in {log_dir}")
-            time.sleep(1.0)
-        ended = time.monotonic()
+        with running_nodes(cmds, log_dir, env, cwd=ROOT) as procs:
+            while procs["sim_bridge"].poll() is None:
+                now = time.monotonic()
+                for name, p in procs.items():
+                    value = rss_mib(p.pid)
+                    if value is not None:
+                        rss[name].append((now, value))
+                if stepping_from is None and all(t is not None for t in monitor.first_ok.values()):
+                    stepping_from = now
+                if stepping_from is not None and now - stepping_from > seconds + 5.0 and not stopping:
+                    # Behind real time (a busy CPU): stop after --minutes of wall time; it writes its result.
+                    procs["sim_bridge"].send_signal(signal.SIGINT)
+                    stopping = True
+                if now - started > seconds + START_S:
+                    raise TimeoutError(f"the team did not start and run {seconds:g} s within {seconds + START_S:g} s")
+                failed = {n: p.returncode for n, p in procs.items() if p.poll() not in (None, 0)}
+                if failed:
+                    raise RuntimeError(f"node(s) exited early: {failed}; logs in {log_dir}")
+                time.sleep(1.0)
+            ended = time.monotonic()
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for f in logs.values():
-            f.close()
         monitor.close()
     if procs["sim_bridge"].returncode != 0 or not result_file.is_file():
         raise RuntimeError(f"the bridge failed (exit {procs['sim_bridge'].returncode}); see {log_dir}/sim_bridge.log")

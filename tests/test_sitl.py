@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import torch
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("onnxruntime")
 
-from deploy_ros.launch import node_commands, params_file  # noqa: E402
+from deploy_ros.launch import node_commands, params_file, running_nodes  # noqa: E402
 from deploy_ros.sim_bridge import read_task_cfg  # noqa: E402
 from sim.tasks.cable_load.ros_bridge import load_errors, make_env  # noqa: E402
 from training.evaluation import onnx_policy, onnx_session  # noqa: E402
@@ -49,24 +48,8 @@ def test_bridge_and_three_policy_nodes_fly_the_shipped_policy(tmp_path: Path) ->
     cmds = node_commands(params_file("cable_load"), extra)
     assert set(cmds) == {"sim_bridge", "mav0", "mav1", "mav2"}
     env = {**os.environ, "ROS_DOMAIN_ID": "61", "ROS_LOCALHOST_ONLY": "1", "OMP_NUM_THREADS": "1"}
-    logs = {name: open(tmp_path / f"{name}.log", "w") for name in cmds}
-    procs = {
-        name: subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
-        for name, cmd in cmds.items()
-    }
-    try:
+    with running_nodes(cmds, tmp_path, env, cwd=ROOT) as procs:
         procs["sim_bridge"].wait(timeout=120)
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for f in logs.values():
-            f.close()
     bridge_log = (tmp_path / "sim_bridge.log").read_text()
     assert procs["sim_bridge"].returncode == 0 and result.is_file(), bridge_log[-3000:]
     out = json.loads(result.read_text())

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -104,7 +103,7 @@ def test_exported_vision_agent_reads_images_and_carries_its_memory(vision_model:
 def test_sitl_runs_the_vision_agent_from_image_topics(vision_model: Path, tmp_path: Path):
     pytest.importorskip("rclpy")
     pytest.importorskip("onnxruntime")
-    from deploy_ros.launch import node_commands, params_file
+    from deploy_ros.launch import node_commands, params_file, running_nodes
 
     seconds = 3.0
     result = tmp_path / "result.json"
@@ -112,24 +111,8 @@ def test_sitl_runs_the_vision_agent_from_image_topics(vision_model: Path, tmp_pa
     cmds = node_commands(params_file("robot_soccer"), extra)
     assert set(cmds) == {"sim_bridge", "player0"}
     env = {**os.environ, "ROS_DOMAIN_ID": "63", "ROS_LOCALHOST_ONLY": "1", "OMP_NUM_THREADS": "1"}
-    logs = {name: open(tmp_path / f"{name}.log", "w") for name in cmds}
-    procs = {
-        name: subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=logs[name], stderr=subprocess.STDOUT)
-        for name, cmd in cmds.items()
-    }
-    try:
+    with running_nodes(cmds, tmp_path, env, cwd=ROOT) as procs:
         procs["sim_bridge"].wait(timeout=120)
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        for f in logs.values():
-            f.close()
     bridge_log = (tmp_path / "sim_bridge.log").read_text()
     assert procs["sim_bridge"].returncode == 0 and result.is_file(), bridge_log[-3000:]
     out = json.loads(result.read_text())

@@ -9,7 +9,10 @@ their namespaces ``covey_launch.namespace``, e.g. ``/mav{i}``); the code here na
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -61,3 +64,35 @@ def node_commands(
         ns = ["-r", f"__ns:={namespace}", "-r", "__node:=covey_policy", "-p", f"agent_index:={i}"]
         cmds[namespace.strip("/").replace("/", "_")] = [sys.executable, "-m", "deploy_ros.policy_node", *common, *ns]
     return cmds
+
+
+@contextmanager
+def running_nodes(
+    cmds: Mapping[str, list[str]],
+    log_dir: str | Path,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+) -> Iterator[dict[str, subprocess.Popen]]:
+    """Start every node of ``cmds`` (:func:`node_commands`) as a child process writing ``<log_dir>/<name>.log``;
+    on leaving the block, stop the ones still running (terminate, kill after 10 s) and close the logs. For SITL
+    tests and soaks, which watch the nodes themselves (the ``__main__`` launcher pumps their output instead)."""
+    log_dir = Path(log_dir)
+    logs = {name: open(log_dir / f"{name}.log", "w") for name in cmds}  # noqa: SIM115 - closed in finally
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for name, cmd in cmds.items():
+            procs[name] = subprocess.Popen(
+                cmd, cwd=cwd, env=None if env is None else dict(env), stdout=logs[name], stderr=subprocess.STDOUT
+            )
+        yield procs
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        for f in logs.values():
+            f.close()
