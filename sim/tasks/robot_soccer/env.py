@@ -534,7 +534,9 @@ class RobotSoccerEnv(MultiAgentEnv):
             "command": {
                 "msg": "std_msgs/Float32MultiArray",
                 "topic": "command",
-                "safe": [0.0, 0.0, 0.0, -self.cfg.robot.kick_reach],
+                # float32-exact: the command message is Float32MultiArray, so the node's safe command is compared
+                # and sent in float32.
+                "safe": [0.0, 0.0, 0.0, float(np.float32(-self.cfg.robot.kick_reach))],
             },
             "step_inputs": ["camera"],
             "bridge": "sim.tasks.robot_soccer.ros_bridge:SoccerBridge",
