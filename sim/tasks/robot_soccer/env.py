@@ -232,8 +232,11 @@ class RobotSoccerEnv(MultiAgentEnv):
         return self._read()["ball"]
 
     def _state_obs(self) -> Tensor:
-        """``state [E, R, D]`` for every robot (team_a first), layout :func:`state_terms`."""
+        """``state [E, R, D]`` for every robot (team_a first), layout :func:`state_terms`; memoised with the state
+        (the scripted opponent reads the observation the step before computed)."""
         s = self._read()
+        if "state" in s:
+            return s["state"]
         pos, yaw, vel = s["pos"], s["yaw"], s["vel"]
         side = self._side.view(1, -1, 1)
         c, sn = torch.cos(yaw), torch.sin(yaw)
@@ -263,7 +266,8 @@ class RobotSoccerEnv(MultiAgentEnv):
             others,
             self.action,
         )
-        return torch.cat(parts, -1)
+        s["state"] = torch.cat(parts, -1)
+        return s["state"]
 
     # ----------------------------------------------------------------- reset and step
     def _reset_idx(self, env_ids: Tensor) -> None:
