@@ -229,8 +229,15 @@ class MultiAgentEnv(ABC):
                     problems.append(f"{path} (numpy {value.dtype})")
                 else:
                     out[path + "#numpy"] = torch.from_numpy(value.copy()) if value.shape else value.item()
-            elif isinstance(value, _SNAPSHOT_CONSTANTS) or inspect.isroutine(value) or depth > 4:
-                return  # networks (frozen opponents, skills), constants, classes, bound methods, compiled loops
+            elif (
+                isinstance(value, _SNAPSHOT_CONSTANTS)
+                or inspect.isroutine(value)
+                or getattr(value, "snapshot_constant", False)
+                or depth > 4
+            ):
+                # Networks (frozen opponents, skills), constants, classes, bound methods, compiled loops, and
+                # objects that declare themselves constant (a map bank, a reward model): not episode state.
+                return
             elif id(value) in seen:
                 return  # a container reached twice: its tensors are restored in place, once is enough
             elif isinstance(value, dict):

@@ -44,8 +44,9 @@ class ObsEntry:
     * ``"vector"``: float32 ``[D]``. ``terms`` lists the parts of one frame in concatenation order;
       with ``history > 1`` the entry holds ``history`` frames, oldest first
       (``shape[-1] == history * frame_size``).
-    * ``"image"``: uint8 ``[H, W, C]`` (C = 3 for RGB, 1 for grey), 0-255, row 0 at the top; kept
-      uint8 through storage and export (the policy scales it).
+    * ``"image"``: uint8 ``[H, W, C]`` (C = 3 for RGB, 1 for grey, any other count for a stack of
+      masks such as a bird's-eye view), 0-255, row 0 at the top; kept uint8 through storage and
+      export (the policy scales it).
     * ``"graph"``: one part (``role``, one of :data:`GRAPH_ROLES`) of a graph named ``graph``, a
       fixed-size padded tensor: ``node_features [N, F]``, ``node_vectors [N, V, 3]``, ``node_types [N]``,
       ``node_mask [N]``, ``edge_index [E, 2]``, ``edge_types [E]``, ``edge_mask [E]``; a graph
@@ -70,8 +71,8 @@ class ObsEntry:
             raise ValueError(f"observation kind must be one of {OBS_KINDS}, got {self.kind!r}")
         if self.kind == "vector" and (len(self.shape) != 1 or self.dtype != torch.float32):
             raise ValueError(f"a vector entry is float32 [D], got {self.dtype} {self.shape}")
-        if self.kind == "image" and (len(self.shape) != 3 or self.dtype != torch.uint8 or self.shape[2] not in (1, 3)):
-            raise ValueError(f"an image entry is uint8 [H, W, 1 or 3], got {self.dtype} {self.shape}")
+        if self.kind == "image" and (len(self.shape) != 3 or self.dtype != torch.uint8 or self.shape[2] < 1):
+            raise ValueError(f"an image entry is uint8 [H, W, C], got {self.dtype} {self.shape}")
         if self.kind == "graph":
             if not self.graph or self.role not in GRAPH_ROLES:
                 raise ValueError(f"a graph entry needs a graph name and a role in {GRAPH_ROLES}, got {self.role!r}")

@@ -18,4 +18,5 @@ TASKS: dict[str, str] = {
     "pixel_reach": "sim.tasks.pixel_reach.env:PixelReachEnv",
     "point_reach": "sim.tasks.point_reach.env:PointReachEnv",
     "robot_soccer": "sim.tasks.robot_soccer.env:RobotSoccerEnv",
+    "vlm_driving": "sim.tasks.vlm_driving.env:VLMDrivingEnv",
 }

@@ -113,6 +113,8 @@ def hierarchical_reward(
 class VisionLanguageReward:
     """Contrast scores and rewards of frames against the positive and negative language goals."""
 
+    snapshot_constant = True  # a frozen model: an env holding one snapshots without it (sim.core.env)
+
     def __init__(self, backend: EmbeddingBackend, cfg: VLMRewardCfg | None = None) -> None:
         self.backend, self.cfg = backend, cfg or VLMRewardCfg()
         goals = backend.embed_texts([self.cfg.positive_goal, self.cfg.negative_goal])

@@ -1,0 +1,523 @@
+"""vlm_driving: batched driving on procedural roads with background traffic, rewarded by a
+vision-language model contrasting a positive and a negative language goal (VLM-RL).
+
+One agent (group ``ego``) per env drives a car along a route of waypoints on a map from the bank of
+:mod:`sim.tasks.vlm_driving.roads` (curves, an on-ramp merge, a crossing with a side road and a
+right-turn route through it) among ``traffic.num_vehicles`` IDM/MOBIL cars
+(:mod:`sim.tasks.vlm_driving.traffic`). The ego is a kinematic bicycle (or the linear-tyre dynamic
+bicycle, ``ego_model=dynamic``; :mod:`sim.physics.vehicle`).
+
+Actions ``[E, 1, 2]`` in [-1, 1]: steering (``+1`` = ``max_steer`` to the left) and a combined
+throttle/brake pedal (``+1`` = full throttle, ``max_accel``; ``-1`` = full brake, ``max_brake``; the
+command a robot receives is the pedal itself, as in CARLA), smoothed as in VLM-RL
+(``applied = 0.75 previous + 0.25 new``).
+
+Observations (VLM-RL's state set: steer, throttle, speed, waypoints, and a BEV):
+
+    ego       [8 + 2 * num_waypoints]  speed/10, steer, throttle (the applied, smoothed commands),
+              sin/cos of the heading error to the route, route and lane offsets, on-road flag, and
+              the next ``num_waypoints`` route waypoints (``waypoint_spacing_m`` apart) in the ego frame / 20 m
+    traffic   [7 * num_observed_vehicles]  nearest cars in the ego frame (x, y / 20 m, cos/sin of
+              relative heading, relative velocity / 10 m/s, present), nearest first
+    bev       (``observation=bev``) uint8 ``[B, B, 3 + bev_history]`` masks: road, markings, route,
+              cars now and at past steps (:mod:`sim.tasks.vlm_driving.raster`)
+
+``observation=state``: the actor and critic see ``ego`` + ``traffic``; ``bev``: the actor sees
+``bev`` + ``ego`` (what a car's perception stack gives), the critic ``ego`` + ``traffic``.
+
+Rewards (``reward=``):
+
+    vlm               VLM-RL: r_CLG from the reward camera's frame (top-down RGB around the ego,
+                      :func:`raster.render_camera`) against the two goal texts, every ``vlm.every_k``
+                      steps (held in between), synthesised with speed, lane centring, heading and the
+                      std of recent lateral offsets; -10 on termination (training/rewards/vision_language.py)
+    vlm_rm            the plain VLM-RM reward: cos(frame, positive goal)
+    expert            the same synthesis with r_CLG replaced by a privileged safety term (the free gap
+                      to the nearest car ahead, (gap - 5 m) / 15 m clipped to [0, 1]): a hand-written reward
+    route_completion  CaRL's: metres of route progress x ``route_completion_scale``; infractions end it
+
+Terminations: ``collision`` (the ego's box overlaps a car's), ``off_road`` (more than
+``max_center_m`` from every lane centre), ``overspeed`` (> ``max_speed_kmh``), ``stalled``
+(``stalled_s`` below 0.5 m/s), optionally ``wrong_lane``. Reaching the route's end
+(``route_length_m``) does not end the episode: the route goes on and completion stays at 1.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import replace
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+from sim.core.env import MultiAgentEnv, Obs
+from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
+from sim.physics.boxes2d import boxes_overlap
+from sim.physics.traffic import IDMParams, idm_acceleration
+from sim.physics.vehicle import VehicleParams, dynamic_bicycle_step, kinematic_bicycle_step
+from sim.tasks.vlm_driving import raster
+from sim.tasks.vlm_driving.config import DrivingCfg
+from sim.tasks.vlm_driving.roads import RoadCfg, RoadMaps, build_maps, take
+from sim.tasks.vlm_driving.traffic import CAR_LENGTH, CAR_WIDTH, Traffic
+
+GROUP = "ego"
+ROUTE_AHEAD = 100  # route points (about 1 m apart) handed to the traffic spawner
+BEV_EGO_ROW = 0.75  # the ego sits 3/4 of the way down the BEV
+STALL_SPEED = 0.5  # m/s
+
+
+@functools.lru_cache(maxsize=4)
+def _maps(num_maps: int, seed: int) -> RoadMaps:
+    """The map bank (CPU), generated once per process and setting."""
+    return build_maps(num_maps, seed, RoadCfg())
+
+
+def _wrap(angle: Tensor) -> Tensor:
+    return torch.atan2(torch.sin(angle), torch.cos(angle))
+
+
+class VLMDrivingEnv(MultiAgentEnv):
+    """Batched driving with a vision-language reward; see the module docstring."""
+
+    task_name = "vlm_driving"
+    cfg_class = DrivingCfg
+    best_metric = ("metrics/route_completion", "max")
+    # Success: the route completed (its window is the last step) without a termination.
+    success_criteria: ClassVar = {"route_left": 0.02}
+    evaluation_window_s = 0.1
+    renderer = "sim.tasks.vlm_driving.render:DrivingRenderer"
+
+    def __init__(
+        self, cfg: DrivingCfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False
+    ) -> None:
+        super().__init__(cfg, num_envs, device, seed, compile)
+        E, dev = num_envs, self.device
+        self.maps = _maps(cfg.num_maps, cfg.map_seed).to(dev)
+        self.vehicle = VehicleParams()
+        self.idm = IDMParams()
+        self.map_id = torch.zeros(E, dtype=torch.long, device=dev)
+        self.route_id = torch.zeros(E, dtype=torch.long, device=dev)
+        self.route_start = torch.zeros(E, dtype=torch.long, device=dev)
+        self.route_i = torch.zeros(E, dtype=torch.long, device=dev)
+        self.ego = torch.zeros(E, 6, device=dev)  # x, y, yaw, vx, vy, yaw rate
+        self.command = torch.zeros(E, 2, device=dev)  # applied (smoothed) steer, throttle in [-1, 1]
+        self.lateral_hist = torch.zeros(E, cfg.lateral_std_window, device=dev)
+        self.stalled_s = torch.zeros(E, device=dev)
+        self.distance_m = torch.zeros(E, device=dev)  # driven this episode
+        self.wrong_lane_steps = torch.zeros(E, device=dev)
+        self.progress_prev = torch.zeros(E, device=dev)
+        self.score = torch.ones(E, device=dev)  # the held language score
+        self._steps = 0  # env steps since construction: the VLM scoring clock
+        self.traffic = Traffic(cfg.traffic, self.maps, E, dev, self.rng)
+        V = cfg.traffic.num_vehicles
+        self.car_history = torch.zeros(cfg.bev_history, E, V, 4, device=dev)  # x, y, yaw, present; newest first
+        self._bev_pixels = raster.ego_frame_pixels(cfg.bev_size, cfg.bev_px_per_m, BEV_EGO_ROW, dev)
+        self._camera_pixels = raster.ego_frame_pixels(cfg.camera_size, cfg.camera_size / cfg.camera_view_m, 0.5, dev)
+        self.vlm = self._load_vlm() if cfg.reward in ("vlm", "vlm_rm") else None
+        self.derived: dict[str, Tensor] = {}
+        self.reset()
+
+    def _load_vlm(self):
+        from training.rewards.vision_language import VisionLanguageReward, load_backend
+
+        vcfg = replace(self.cfg.vlm, mode="vlm_rm" if self.cfg.reward == "vlm_rm" else "vlm_rl")
+        return VisionLanguageReward(load_backend(vcfg, self.device), vcfg)
+
+    # ----------------------------------------------------------------- spec
+    def _build_spec(self) -> EnvSpec:
+        cfg = self.cfg
+        ego_terms = (
+            ObsTerm("speed", 1, "10 m/s"),
+            ObsTerm("steer", 1, "normalised", "", "applied steering command"),
+            ObsTerm("throttle", 1, "normalised", "", "applied throttle (+) / brake (-) command"),
+            ObsTerm("heading_error", 2, "sin, cos", "route"),
+            ObsTerm("route_offset", 1, "3 m", "route", "signed distance left of the route"),
+            ObsTerm("lane_offset", 1, "2 m", "lane", "signed distance left of the nearest lane centre"),
+            ObsTerm("on_road", 1, "flag"),
+            ObsTerm("waypoints", 2 * cfg.num_waypoints, "20 m", "ego", "next route waypoints (x fwd, y left)"),
+        )
+        traffic_terms = tuple(
+            ObsTerm(f"car{k}", 7, "20 m, -, 10 m/s, flag", "ego", "x, y, cos, sin rel. heading, vx, vy, present")
+            for k in range(cfg.num_observed_vehicles)
+        )
+        entries = {"ego": ObsEntry((sum(t.size for t in ego_terms),), terms=ego_terms)}
+        if traffic_terms:
+            entries["traffic"] = ObsEntry((7 * cfg.num_observed_vehicles,), terms=traffic_terms)
+        state_obs = tuple(entries)
+        actor_obs: tuple[str, ...] = state_obs
+        if cfg.observation == "bev":
+            b, c = cfg.bev_size, 3 + cfg.bev_history
+            entries["bev"] = ObsEntry(
+                (b, b, c),
+                torch.uint8,
+                kind="image",
+                units="mask 0/255",
+                description=f"ego-centred BEV, {cfg.bev_px_per_m:g} px/m, heading up, ego at row {BEV_EGO_ROW:g}; "
+                f"channels road, markings, route, cars now and {cfg.bev_history - 1} past steps",
+            )
+            actor_obs = ("bev", "ego")
+        group = GroupSpec(
+            n_agents=1,
+            observations=entries,
+            action_dim=2,
+            action_names=("steer", "throttle_brake"),
+            # The pedal as in CARLA (VLM-RL): +1 full throttle (max_accel), -1 full brake (max_brake); the car maps it.
+            action_units=("rad", "pedal"),
+            action_scale=(VehicleParams().max_steer, 1.0),
+            actor_obs=actor_obs,
+            critic_obs=state_obs,
+        )
+        return EnvSpec(
+            task=self.task_name,
+            groups={GROUP: group},
+            control_dt=cfg.control_dt,
+            physics_dt=cfg.control_dt,
+            max_episode_steps=round(cfg.episode_length_s / cfg.control_dt),
+        )
+
+    # ----------------------------------------------------------------- reset
+    def _reset_idx(self, env_ids: Tensor) -> None:
+        cfg, maps, k, dev = self.cfg, self.maps, env_ids.numel(), self.device
+        mid = torch.randint(0, maps.num_maps, (k,), generator=self.rng, device=dev)
+        rid = torch.randint(0, maps.route_xy.shape[1], (k,), generator=self.rng, device=dev)
+        route_s = take(maps.route_s, mid, rid)  # [k, Q]
+        n_pts = take(maps.route_len, mid, rid)
+        last_s = route_s.gather(1, (n_pts - 1).unsqueeze(-1))
+        # Leave room for a whole episode at 1.2x the target speed beyond the start (the route goes on
+        # past route_length_m: completion stays at 1 and the car keeps driving).
+        spare = max(cfg.route_length_m, 1.2 * cfg.vlm.target_speed_kmh / 3.6 * cfg.episode_length_s) + 20.0
+        latest = torch.searchsorted(route_s, (last_s - spare).contiguous()).squeeze(-1).clamp(min=6)
+        start = (5 + torch.rand(k, generator=self.rng, device=dev) * (latest - 5).float()).long()
+        self.map_id[env_ids], self.route_id[env_ids], self.route_start[env_ids] = mid, rid, start
+        self.route_i[env_ids] = start
+        xy = take(maps.route_xy, mid, rid, start)
+        yaw = take(maps.route_yaw, mid, rid, start)
+        normal = torch.stack((-torch.sin(yaw), torch.cos(yaw)), -1)
+        lateral = (torch.rand(k, generator=self.rng, device=dev) - 0.5) * 1.0
+        ego = torch.zeros(k, 6, device=dev)
+        ego[:, :2] = xy + lateral.unsqueeze(-1) * normal
+        ego[:, 2] = yaw + (torch.rand(k, generator=self.rng, device=dev) - 0.5) * 0.2
+        ego[:, 3] = torch.rand(k, generator=self.rng, device=dev) * 6.0
+        self.ego[env_ids] = ego
+        self.command[env_ids] = 0.0
+        self.lateral_hist[env_ids] = 0.0
+        self.stalled_s[env_ids] = 0.0
+        self.distance_m[env_ids] = 0.0
+        self.wrong_lane_steps[env_ids] = 0.0
+        self.progress_prev[env_ids] = 0.0
+        self.score[env_ids] = 1.0
+        self.traffic.reset(env_ids, self.map_id, self.ego[:, :2], self._route_ahead())
+        self.car_history[:, env_ids] = self._car_snapshot()[env_ids].unsqueeze(0)
+        self._derive()
+
+    # ----------------------------------------------------------------- step
+    def _apply_actions(self, actions: dict[str, Tensor]) -> None:
+        a = actions[GROUP][:, 0].clamp(-1.0, 1.0)
+        s = self.cfg.action_smoothing
+        self.command = s * self.command + (1.0 - s) * a
+
+    def _control_step(self) -> None:
+        cfg, p, dt = self.cfg, self.vehicle, self.cfg.control_dt
+        steer = self.command[:, 0] * p.max_steer
+        throttle = self.command[:, 1]
+        accel = torch.where(throttle >= 0, throttle * p.max_accel, throttle * p.max_brake)
+        e = self.ego
+        if cfg.ego_model == "dynamic":
+            self.ego = dynamic_bicycle_step(e, steer, accel, dt, p)
+        else:
+            x, y, yaw, v = kinematic_bicycle_step(e[:, 0], e[:, 1], e[:, 2], e[:, 3], steer, accel, dt, p)
+            self.ego = torch.stack((x, y, yaw, v, torch.zeros_like(v), torch.zeros_like(v)), -1)
+        self.distance_m = self.distance_m + self.speed() * dt
+        where = self.maps.locate(self.map_id, self.ego[:, :2])
+        self.traffic.step(self.map_id, self.ego[:, :2], self.ego[:, 2], self.speed(), where, self._route_ahead(), dt)
+
+    def speed(self) -> Tensor:
+        """``[E]`` m/s, the ego's ground speed."""
+        return torch.linalg.vector_norm(self.ego[:, 3:5], dim=-1)
+
+    def _route_ahead(self) -> Tensor:
+        """``[E, ROUTE_AHEAD, 2]`` route points from the ego's on."""
+        q = self.maps.route_xy.shape[2]
+        idx = (self.route_i.unsqueeze(-1) + torch.arange(ROUTE_AHEAD, device=self.device)).clamp(max=q - 1)
+        return take(self.maps.route_xy, self.map_id.unsqueeze(-1), self.route_id.unsqueeze(-1), idx)
+
+    def _route_index_at(self, station: Tensor) -> Tensor:
+        """Route point indices ``long [E, K]`` at arc lengths ``station [E, K]`` (m) up to ~60 m past the
+        ego's route point: a search in that window (points are about 1 m apart), not the whole route."""
+        maps, q = self.maps, self.maps.route_xy.shape[2]
+        window = (self.route_i.unsqueeze(-1) + torch.arange(64, device=self.device)).clamp(max=q - 1)
+        s = take(maps.route_s, self.map_id.unsqueeze(-1), self.route_id.unsqueeze(-1), window)
+        pos = torch.searchsorted(s, station.contiguous()).clamp(max=window.shape[1] - 1)
+        return window.gather(1, pos)
+
+    def _car_snapshot(self) -> Tensor:
+        xy, yaw = self.traffic.poses(self.map_id)
+        return torch.cat((xy, yaw.unsqueeze(-1), self.traffic.present.unsqueeze(-1).float()), -1)
+
+    def _derive(self) -> None:
+        """Everything the observation, reward and termination read, from the current state."""
+        maps, cfg, dev = self.maps, self.cfg, self.device
+        E = self.num_envs
+        xy, yaw = self.ego[:, :2], self.ego[:, 2]
+        mid, rid = self.map_id, self.route_id
+        # Route tracking: the nearest route point in a window ahead of the last one.
+        q = maps.route_xy.shape[2]
+        window = (self.route_i.unsqueeze(-1) + torch.arange(-2, 16, device=dev)).clamp(0, q - 1)
+        pts = take(maps.route_xy, mid.unsqueeze(-1), rid.unsqueeze(-1), window)
+        nearest = torch.linalg.vector_norm(pts - xy.unsqueeze(1), dim=-1).argmin(-1)
+        self.route_i = window.gather(1, nearest.unsqueeze(-1)).squeeze(-1)
+        r_xy = take(maps.route_xy, mid, rid, self.route_i)
+        r_yaw = take(maps.route_yaw, mid, rid, self.route_i)
+        d = xy - r_xy
+        route_offset = -d[:, 0] * torch.sin(r_yaw) + d[:, 1] * torch.cos(r_yaw)
+        heading_err = _wrap(yaw - r_yaw)
+        s_now = take(maps.route_s, mid, rid, self.route_i)
+        progress = s_now - take(maps.route_s, mid, rid, self.route_start)
+        completion = (progress / cfg.route_length_m).clamp(0.0, 1.0)
+        # Waypoints every waypoint_spacing_m ahead on the route.
+        targets = s_now.unsqueeze(-1) + cfg.waypoint_spacing_m * torch.arange(1, cfg.num_waypoints + 1, device=dev)
+        w_idx = self._route_index_at(targets)
+        waypoints = take(maps.route_xy, mid.unsqueeze(-1), rid.unsqueeze(-1), w_idx)
+        wp_local, _ = raster.to_ego_frame(waypoints, torch.zeros_like(w_idx, dtype=torch.float32), xy, yaw)
+        where = maps.locate(mid, xy)
+        wrong = where["on_road"] & ~where["junction"] & (_wrap(yaw - where["yaw"]).abs() > math.radians(120.0))
+        # Cars: poses, collision, the nearest ones, the free gap ahead.
+        cars_xy, cars_yaw = self.traffic.poses(mid)
+        present = self.traffic.present
+        half_ego = torch.tensor([CAR_LENGTH / 2, CAR_WIDTH / 2], device=dev)
+        collision = (
+            boxes_overlap(xy.unsqueeze(1), yaw.unsqueeze(1), half_ego, cars_xy, cars_yaw, half_ego) & present
+        ).any(-1)
+        local, local_yaw = raster.to_ego_frame(cars_xy, cars_yaw, xy, yaw)
+        dist = torch.where(present, torch.linalg.vector_norm(local, dim=-1), math.inf)
+        in_path = present & (local[..., 0] > 0) & (local[..., 1].abs() < 2.5)
+        gap_ahead = (
+            torch.where(in_path, local[..., 0] - CAR_LENGTH, math.inf).amin(-1)
+            if present.shape[1]
+            else (torch.full((E,), math.inf, device=dev))
+        )
+        self.derived = {
+            "where_lateral": where["lateral"],
+            "on_road": where["on_road"],
+            "wrong_lane": wrong,
+            "route_offset": route_offset,
+            "heading_err": heading_err,
+            "progress": progress,
+            "completion": completion,
+            "waypoints": wp_local,
+            "collision": collision,
+            "cars_local": local,
+            "cars_local_yaw": local_yaw,
+            "cars_dist": dist,
+            "cars_yaw": cars_yaw,
+            "gap_ahead": gap_ahead,
+        }
+
+    def _update_observation_buffers(self) -> None:
+        dt = self.cfg.control_dt
+        self.car_history = torch.cat((self._car_snapshot().unsqueeze(0), self.car_history[:-1]), 0)
+        self._derive()
+        self.lateral_hist = torch.cat(
+            (self.lateral_hist[:, 1:], self.derived["where_lateral"].clamp(-5, 5).unsqueeze(-1)), -1
+        )
+        slow = self.speed() < STALL_SPEED
+        self.stalled_s = torch.where(slow, self.stalled_s + dt, torch.zeros_like(self.stalled_s))
+        self.wrong_lane_steps = self.wrong_lane_steps + self.derived["wrong_lane"].float()
+        if self.vlm is not None and self._steps % self.vlm.cfg.every_k == 0:
+            self.score = self.vlm.score(self.camera_frames())
+        self._steps += 1
+
+    def camera_frames(self, env_ids: Tensor | None = None) -> Tensor:
+        """The reward camera's frames ``uint8 [k, S, S, 3]`` of ``env_ids`` (all when None)."""
+        ids = torch.arange(self.num_envs, device=self.device) if env_ids is None else env_ids
+        xy, yaw = self.traffic.poses(self.map_id)
+        return raster.render_camera(
+            self.maps,
+            self.map_id[ids],
+            self.ego[ids, :2],
+            self.ego[ids, 2],
+            xy[ids],
+            yaw[ids],
+            self.traffic.present[ids],
+            self.traffic.colour[ids],
+            self._camera_pixels,
+            CAR_LENGTH,
+            CAR_WIDTH,
+        )
+
+    def bev(self) -> Tensor:
+        """The BEV mask stack ``uint8 [E, B, B, 3 + bev_history]``."""
+        hist = [(h[..., :2], h[..., 2], h[..., 3] > 0.5) for h in self.car_history]
+        return raster.render_bev(
+            self.maps,
+            self.map_id,
+            self.route_id,
+            self.ego[:, :2],
+            self.ego[:, 2],
+            hist,
+            self._bev_pixels,
+            self.cfg.bev_px_per_m,
+            BEV_EGO_ROW,
+            CAR_LENGTH,
+            CAR_WIDTH,
+        )
+
+    # ----------------------------------------------------------------- observations
+    def _observations(self) -> Obs:
+        cfg, d = self.cfg, self.derived
+        herr = d["heading_err"]
+        ego = torch.cat(
+            (
+                (self.speed() / 10.0).unsqueeze(-1),
+                self.command,
+                torch.stack((torch.sin(herr), torch.cos(herr)), -1),
+                (d["route_offset"] / 3.0).clamp(-3, 3).unsqueeze(-1),
+                (d["where_lateral"] / 2.0).clamp(-3, 3).unsqueeze(-1),
+                d["on_road"].float().unsqueeze(-1),
+                (d["waypoints"] / 20.0).flatten(1),
+            ),
+            -1,
+        )
+        out = {"ego": ego.unsqueeze(1)}
+        K = cfg.num_observed_vehicles
+        if K:
+            out["traffic"] = self._traffic_obs(K).unsqueeze(1)
+        if cfg.observation == "bev":
+            out["bev"] = self.bev().unsqueeze(1)
+        return {GROUP: out}
+
+    def _traffic_obs(self, K: int) -> Tensor:
+        d, E, dev = self.derived, self.num_envs, self.device
+        V = d["cars_dist"].shape[1]
+        feats = torch.zeros(E, K, 7, device=dev)
+        if V == 0:
+            return feats.flatten(1)
+        k = min(K, V)
+        dist, order = d["cars_dist"].topk(k, dim=-1, largest=False)
+        local = d["cars_local"].gather(1, order.unsqueeze(-1).expand(-1, -1, 2))
+        rel_yaw = d["cars_local_yaw"].gather(1, order)
+        speed = self.traffic.v.gather(1, order)
+        ego_yaw = self.ego[:, 2:3]
+        vel = speed.unsqueeze(-1) * torch.stack((torch.cos(rel_yaw), torch.sin(rel_yaw)), -1)
+        ego_v = torch.stack((self.speed(), torch.zeros_like(self.speed())), -1).unsqueeze(1)
+        del ego_yaw
+        present = torch.isfinite(dist)
+        f = torch.cat(
+            (
+                local / 20.0,
+                torch.cos(rel_yaw).unsqueeze(-1),
+                torch.sin(rel_yaw).unsqueeze(-1),
+                (vel - ego_v) / 10.0,
+                present.unsqueeze(-1).float(),
+            ),
+            -1,
+        )
+        feats[:, :k] = torch.where(present.unsqueeze(-1), f, torch.zeros_like(f))
+        return feats.flatten(1)
+
+    # ----------------------------------------------------------------- rewards, terminations
+    def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
+        cfg, d = self.cfg, self.derived
+        reasons = {
+            "collision": d["collision"],
+            "off_road": d["where_lateral"].abs() > cfg.max_center_m,
+            "overspeed": self.speed() > cfg.max_speed_kmh / 3.6,
+            "stalled": self.stalled_s >= cfg.stalled_s,
+        }
+        if cfg.wrong_lane_terminates:
+            reasons["wrong_lane"] = d["wrong_lane"]
+        terminated = torch.stack(list(reasons.values())).any(0)
+        return terminated, reasons
+
+    def reward_state(self, terminated: Tensor) -> dict[str, Tensor]:
+        """The vehicle-state inputs of VLM-RL's synthesis (``STATE_KEYS``), each ``[E]``."""
+        return {
+            "speed": self.speed(),
+            "center_dist": self.derived["where_lateral"].abs(),
+            "heading_err": self.derived["heading_err"],
+            "lateral_std": self.lateral_hist.std(-1),
+            "terminated": terminated,
+        }
+
+    def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        cfg, d = self.cfg, self.derived
+        progress = d["progress"]
+        delta = progress - self.progress_prev
+        self.progress_prev = progress
+        if cfg.reward == "route_completion":
+            r = cfg.route_completion_scale * delta
+        else:
+            from training.rewards.vision_language import hierarchical_reward
+
+            state = self.reward_state(terminated)
+            if cfg.reward == "expert":
+                safety = ((d["gap_ahead"] - 5.0) / 15.0).clamp(0.0, 1.0)
+                r = hierarchical_reward(safety, *state.values(), cfg.vlm)
+            else:
+                r = self.vlm.synthesize(self.score, state)
+        return {GROUP: r.unsqueeze(-1)}, {cfg.reward: r}
+
+    # ----------------------------------------------------------------- metrics
+    def step_metrics(self) -> dict[str, Tensor]:
+        d = self.derived
+        t = (self.episode_step.float() * self.cfg.control_dt).clamp(min=self.cfg.control_dt)
+        return {
+            "route_completion": d["completion"],
+            "route_left": 1.0 - d["completion"],
+            "mean_speed_kmh": 3.6 * self.distance_m / t,
+            "wrong_lane_share": self.wrong_lane_steps / self.episode_step.float().clamp(min=1.0),
+            "collision": d["collision"].float(),
+        }
+
+    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
+        m = self.step_metrics()
+        return {f"metrics/{k}": v[env_ids].mean() for k, v in m.items() if k != "route_left"}
+
+    # ----------------------------------------------------------------- deployment
+    def deployment_profile(self, group: str = GROUP) -> dict:
+        """ROS deployment of a BEV policy (:mod:`sim.tasks.vlm_driving.deploy`); ``{}`` for state policies,
+        which read the privileged traffic state."""
+        from sim.tasks.vlm_driving.deploy import deployment_profile
+
+        return deployment_profile(self.cfg)
+
+    def deployment_constants(self, group: str = GROUP) -> dict:
+        """What the robot-side ``ego`` builder needs to rebuild the observation."""
+        cfg = self.cfg
+        return {
+            "action_smoothing": cfg.action_smoothing,
+            "num_waypoints": cfg.num_waypoints,
+            "waypoint_spacing_m": cfg.waypoint_spacing_m,
+            "max_steer": self.vehicle.max_steer,
+            "max_accel": self.vehicle.max_accel,
+            "max_brake": self.vehicle.max_brake,
+        }
+
+    # ----------------------------------------------------------------- baseline
+    def expert_policy(self):
+        """The scripted driver: pure pursuit on the route, IDM on the free gap ahead (privileged)."""
+        return lambda obs: {GROUP: self.scripted_actions()}
+
+    def scripted_actions(self) -> Tensor:
+        """``[E, 1, 2]``: steer by pure pursuit towards the route point ``max(6, 1.0 v)`` m ahead, and
+        throttle/brake from IDM (desired speed = VLM-RL's 25 km/h target) on the nearest car in the path."""
+        maps, p, d = self.maps, self.vehicle, self.derived
+        mid, rid = self.map_id, self.route_id
+        v = self.speed()
+        lookahead = (1.0 * v).clamp(min=6.0)
+        s_target = take(maps.route_s, mid, rid, self.route_i) + lookahead
+        idx = self._route_index_at(s_target.unsqueeze(-1))
+        goal = take(maps.route_xy, mid.unsqueeze(-1), rid.unsqueeze(-1), idx)
+        local, _ = raster.to_ego_frame(
+            goal, torch.zeros_like(idx, dtype=torch.float32), self.ego[:, :2], self.ego[:, 2]
+        )
+        local = local.squeeze(1)
+        alpha = torch.atan2(local[:, 1], local[:, 0])
+        dist = torch.linalg.vector_norm(local, dim=-1).clamp(min=1.0)
+        steer = torch.atan2(2.0 * p.wheelbase * torch.sin(alpha), dist)
+        target_v = torch.full_like(v, self.cfg.vlm.target_speed_kmh / 3.6)
+        accel = idm_acceleration(v, target_v, d["gap_ahead"], torch.zeros_like(v), self.idm)
+        throttle = torch.where(accel >= 0, accel / p.max_accel, accel / p.max_brake)
+        return torch.stack((steer / p.max_steer, throttle), -1).clamp(-1.0, 1.0).unsqueeze(1)

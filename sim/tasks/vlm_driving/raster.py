@@ -1,0 +1,201 @@
+"""Batched rasterisers of vlm_driving: the bird's-eye-view mask stack (observation) and the top-down
+RGB camera (the vision-language reward's input), both in the ego frame, heading up.
+
+Both look up the road at every pixel through :meth:`RoadMaps.locate` (one gather per pixel into the
+map's lane grid, then exact geometry against the lane's centre point), so lane edges and markings
+are sharp at any resolution; cars are oriented boxes.
+
+BEV (VLM-RL / Roach style, ``uint8 [E, B, B, 3 + history]``, 0 or 255; the ego sits on the centre
+column, 3/4 of the way down):
+
+    0 road          within half a lane width of a lane centre
+    1 markings      lane edges (solid lines, dashed lines on their dashes)
+    2 route         the lanes of the ego's route, on the stretches the route uses
+    3.. vehicles    the background cars now, one step ago, ... (their past poses in today's ego frame)
+
+Camera (``uint8 [N, S, S, 3]``, the ego at the centre, ``camera_view_m`` across): grass, asphalt,
+white markings, cars as coloured boxes with a dark windscreen at the front, the ego in white; the
+look of a camera 6.4 m above the ego looking straight down (VLM-RL's reward camera).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from sim.tasks.vlm_driving.roads import LINE_DASHED, LINE_NONE, RoadMaps, take
+
+LINE_HALF_WIDTH = 0.12  # m: half the width of a painted line
+DASH, GAP = 3.0, 3.0  # m: dashed lines
+GRASS = (62.0, 124.0, 52.0)
+ASPHALT = (92.0, 92.0, 96.0)
+PAINT = 232.0
+EGO_COLOUR = (245.0, 245.0, 245.0)
+
+
+def ego_frame_pixels(size: int, px_per_m: float, ego_row: float, device: torch.device) -> Tensor:
+    """Ego-frame coordinates ``[S, S, 2]`` (x forward, y left, m) of the pixel centres; the ego is at
+    column ``S/2`` and row ``ego_row * S`` (row 0 at the top = ahead)."""
+    idx = torch.arange(size, device=device, dtype=torch.float32) + 0.5
+    forward = (ego_row * size - idx) / px_per_m  # rows
+    left = (size / 2 - idx) / px_per_m  # columns
+    f, lft = torch.meshgrid(forward, left, indexing="ij")
+    return torch.stack((f, lft), -1)
+
+
+def to_world(pixels: Tensor, ego_xy: Tensor, ego_yaw: Tensor) -> Tensor:
+    """World positions ``[N, S, S, 2]`` of ego-frame pixels ``[S, S, 2]`` for poses ``[N, 2]``, ``[N]``."""
+    c, s = torch.cos(ego_yaw)[:, None, None], torch.sin(ego_yaw)[:, None, None]
+    f, lft = pixels[..., 0], pixels[..., 1]
+    x = ego_xy[:, 0, None, None] + f * c - lft * s
+    y = ego_xy[:, 1, None, None] + f * s + lft * c
+    return torch.stack((x, y), -1)
+
+
+def road_layers(maps: RoadMaps, map_id: Tensor, world: Tensor) -> dict[str, Tensor]:
+    """Per pixel of ``world [N, S, S, 2]``: ``road``, ``marking`` (bool) and the lookup itself."""
+    n = world.shape[0]
+    mid = map_id.view(n, 1, 1).expand(world.shape[:-1])
+    where = maps.locate(mid, world)
+    lane = where["lane"].clamp(min=0)
+    lat, w = where["lateral"], 0.5 * maps.lane_width
+    station = take(maps.lane_s, mid, lane, where["u"]) + where["along"]
+    dash_on = torch.remainder(station, DASH + GAP) < DASH
+    left_type = take(maps.lane_line_left, mid, lane)
+    right_type = take(maps.lane_line_right, mid, lane)
+    on_left = (lat - w).abs() < LINE_HALF_WIDTH
+    on_right = (lat + w).abs() < LINE_HALF_WIDTH
+    painted = lambda kind: (kind != LINE_NONE) & ((kind != LINE_DASHED) | dash_on)  # noqa: E731
+    marking = (
+        (where["lane"] >= 0) & ~where["junction"] & ((on_left & painted(left_type)) | (on_right & painted(right_type)))
+    )
+    road = where["on_road"] | marking
+    return {"road": road, "marking": marking, "where": where, "mid": mid}
+
+
+def boxes_mask(
+    points: Tensor, centre: Tensor, yaw: Tensor, present: Tensor, half_length: float, half_width: float
+) -> Tensor:
+    """``[N, S, S, K]`` bool: pixel ``points [N, S, S, 2]`` inside each car ``centre [N, K, 2]``, ``yaw [N, K]``."""
+    d = points.unsqueeze(-2) - centre[:, None, None]  # [N, S, S, K, 2]
+    c, s = torch.cos(yaw)[:, None, None], torch.sin(yaw)[:, None, None]
+    fwd = d[..., 0] * c + d[..., 1] * s
+    side = -d[..., 0] * s + d[..., 1] * c
+    return (fwd.abs() < half_length) & (side.abs() < half_width) & present[:, None, None]
+
+
+def splat_boxes(
+    size: int,
+    px_per_m: float,
+    ego_row: float,
+    centre: Tensor,
+    yaw: Tensor,
+    present: Tensor,
+    length: float,
+    width: float,
+) -> Tensor:
+    """Occupancy ``[E, S, S]`` bool of cars (``centre [E, K, 2]``, ``yaw [E, K]`` in the ego frame: x
+    forward, y left) by writing sample points of each box into the grid (cheaper than testing
+    every pixel against every car when S is large)."""
+    E, K = yaw.shape
+    dev = yaw.device
+    step = 0.5 / px_per_m
+    along = torch.arange(-length / 2, length / 2 + 1e-6, step, device=dev)
+    across = torch.arange(-width / 2, width / 2 + 1e-6, step, device=dev)
+    a, b = torch.meshgrid(along, across, indexing="ij")
+    a, b = a.reshape(-1), b.reshape(-1)
+    c, s = torch.cos(yaw).unsqueeze(-1), torch.sin(yaw).unsqueeze(-1)
+    fx = centre[..., 0:1] + a * c - b * s  # [E, K, P] forward
+    fy = centre[..., 1:2] + a * s + b * c  # left
+    row = (ego_row * size - fx * px_per_m).floor().long()
+    col = (size / 2 - fy * px_per_m).floor().long()
+    ok = (row >= 0) & (row < size) & (col >= 0) & (col < size) & present.unsqueeze(-1)
+    flat = torch.where(ok, row * size + col, size * size)  # out of the image: a dump cell
+    base = (torch.arange(E, device=dev) * (size * size + 1)).view(E, 1, 1)
+    grid = torch.zeros(E * (size * size + 1), dtype=torch.bool, device=dev)
+    grid[(flat + base).reshape(-1)] = True
+    return grid.view(E, size * size + 1)[:, : size * size].view(E, size, size)
+
+
+def to_ego_frame(xy: Tensor, yaw: Tensor, ego_xy: Tensor, ego_yaw: Tensor) -> tuple[Tensor, Tensor]:
+    """Poses ``[E, K, 2]``, ``[E, K]`` in the world -> the ego frame of ``[E, 2]``, ``[E]``."""
+    d = xy - ego_xy.unsqueeze(1)
+    c, s = torch.cos(ego_yaw).unsqueeze(-1), torch.sin(ego_yaw).unsqueeze(-1)
+    fwd = d[..., 0] * c + d[..., 1] * s
+    left = -d[..., 0] * s + d[..., 1] * c
+    return torch.stack((fwd, left), -1), yaw - ego_yaw.unsqueeze(-1)
+
+
+def render_bev(
+    maps: RoadMaps,
+    map_id: Tensor,
+    route_id: Tensor,
+    ego_xy: Tensor,
+    ego_yaw: Tensor,
+    car_history: list[tuple[Tensor, Tensor, Tensor]],
+    pixels: Tensor,
+    px_per_m: float,
+    ego_row: float,
+    length: float,
+    width: float,
+) -> Tensor:
+    """The BEV mask stack ``uint8 [E, B, B, 3 + len(car_history)]`` (module docstring).
+
+    ``car_history``: ``(xy [E, V, 2], yaw [E, V], present [E, V])`` in the world, newest first.
+    """
+    size = pixels.shape[0]
+    world = to_world(pixels, ego_xy, ego_yaw)
+    layers = road_layers(maps, map_id, world)
+    where, mid = layers["where"], layers["mid"]
+    lane = where["lane"].clamp(min=0)
+    rid = route_id.view(-1, 1, 1).expand_as(lane)
+    lo, hi = take(maps.route_lane_lo, mid, rid, lane), take(maps.route_lane_hi, mid, rid, lane)
+    route = where["on_road"] & (where["u"] >= lo) & (where["u"] <= hi)
+    channels = [layers["road"], layers["marking"], route]
+    for xy, yaw, present in car_history:
+        local, local_yaw = to_ego_frame(xy, yaw, ego_xy, ego_yaw)
+        channels.append(splat_boxes(size, px_per_m, ego_row, local, local_yaw, present, length, width))
+    return torch.stack(channels, -1).to(torch.uint8) * 255
+
+
+def render_camera(
+    maps: RoadMaps,
+    map_id: Tensor,
+    ego_xy: Tensor,
+    ego_yaw: Tensor,
+    cars_xy: Tensor,
+    cars_yaw: Tensor,
+    cars_present: Tensor,
+    cars_colour: Tensor,
+    pixels: Tensor,
+    length: float,
+    width: float,
+) -> Tensor:
+    """The reward camera's RGB frames ``uint8 [N, S, S, 3]`` (module docstring); cars ``[N, V, ...]``,
+    colours ``[N, V, 3]`` 0-255, the ego drawn last (on top) in white."""
+    dev = ego_xy.device
+    world = to_world(pixels, ego_xy, ego_yaw)
+    layers = road_layers(maps, map_id, world)
+    grass, asphalt = torch.tensor(GRASS, device=dev), torch.tensor(ASPHALT, device=dev)
+    img = torch.where(layers["road"].unsqueeze(-1), asphalt, grass)
+    img = torch.where(layers["marking"].unsqueeze(-1), torch.tensor(PAINT, device=dev), img)
+    n = ego_xy.shape[0]
+    all_xy = torch.cat((cars_xy, ego_xy.unsqueeze(1)), 1)
+    all_yaw = torch.cat((cars_yaw, ego_yaw.unsqueeze(1)), 1)
+    all_present = torch.cat((cars_present, torch.ones(n, 1, dtype=torch.bool, device=dev)), 1)
+    colours = torch.cat((cars_colour, torch.tensor(EGO_COLOUR, device=dev).expand(n, 1, 3)), 1)
+    body = boxes_mask(world, all_xy, all_yaw, all_present, length / 2, width / 2)  # [N, S, S, K]
+    # The windscreen: a band across the front half of each car.
+    shift = 0.25 * length * torch.stack((torch.cos(all_yaw), torch.sin(all_yaw)), -1)
+    screen = boxes_mask(world, all_xy + shift, all_yaw, all_present, 0.1 * length, 0.4 * width)
+    # Later cars (the ego last) are drawn over earlier ones: the last covering car wins.
+    k = body.shape[-1]
+    order = torch.arange(1, k + 1, device=dev)
+    top = (body * order).amax(-1)  # [N, S, S] 0 = no car
+    has = top > 0
+    pick = (top - 1).clamp(min=0)
+    car_rgb = colours.gather(1, pick.view(n, -1, 1).expand(-1, -1, 3)).view(*pick.shape, 3)
+    on_screen = screen.gather(-1, pick.unsqueeze(-1)).squeeze(-1)
+    img = torch.where(has.unsqueeze(-1), car_rgb, img)
+    img = torch.where((has & on_screen).unsqueeze(-1), torch.tensor(25.0, device=dev), img)
+    return img.clamp(0, 255).to(torch.uint8)

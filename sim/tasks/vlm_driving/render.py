@@ -1,0 +1,74 @@
+"""Video of vlm_driving: the reward camera's top-down RGB frame beside the BEV mask stack in colour.
+
+    renderer = sim.render.make_renderer(env)   # this class, from VLMDrivingEnv.renderer
+    frames = renderer.render([0])              # uint8 [1, H, W, 3]
+
+Pure torch (no MuJoCo, no GL): the same rasterisers the env uses, at the video's resolution.
+BEV colours: road grey, markings white, route blue, cars now red, their past positions darker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from sim.tasks.vlm_driving import raster
+from sim.tasks.vlm_driving.traffic import CAR_LENGTH, CAR_WIDTH
+
+
+class DrivingRenderer:
+    """Camera (left) and BEV (right), each ``height x height``, letterboxed into ``width x height``."""
+
+    def __init__(self, env, width: int = 640, height: int = 320, **_: object) -> None:
+        self.env, self.width, self.height = env, width, height
+        cfg = env.cfg
+        half = max(16, min(height, width // 2))
+        self._half = half
+        self._camera = raster.ego_frame_pixels(half, half / cfg.camera_view_m, 0.5, env.device)
+        self._bev_ppm = half / (cfg.bev_size / cfg.bev_px_per_m)
+        self._bev = raster.ego_frame_pixels(half, self._bev_ppm, raster_ego_row(), env.device)
+
+    def render(self, env_ids: Sequence[int]) -> np.ndarray:
+        env = self.env
+        ids = torch.as_tensor(list(env_ids), dtype=torch.long, device=env.device)
+        with torch.no_grad():
+            xy, yaw = env.traffic.poses(env.map_id)
+            cam = raster.render_camera(
+                env.maps, env.map_id[ids], env.ego[ids, :2], env.ego[ids, 2], xy[ids], yaw[ids],
+                env.traffic.present[ids], env.traffic.colour[ids], self._camera, CAR_LENGTH, CAR_WIDTH,
+            )  # fmt: skip
+            hist = [(h[ids, :, :2], h[ids, :, 2], h[ids, :, 3] > 0.5) for h in env.car_history]
+            bev = raster.render_bev(
+                env.maps, env.map_id[ids], env.route_id[ids], env.ego[ids, :2], env.ego[ids, 2], hist,
+                self._bev, self._bev_ppm, raster_ego_row(), CAR_LENGTH, CAR_WIDTH,
+            )  # fmt: skip
+        out = torch.zeros(len(ids), self.height, self.width, 3, dtype=torch.uint8)
+        h = self._half
+        out[:, :h, :h] = cam.cpu()
+        out[:, :h, h : 2 * h] = colour_bev(bev).cpu()
+        return out.numpy()
+
+    def close(self) -> None:
+        pass
+
+
+def raster_ego_row() -> float:
+    from sim.tasks.vlm_driving.env import BEV_EGO_ROW
+
+    return BEV_EGO_ROW
+
+
+def colour_bev(bev: torch.Tensor) -> torch.Tensor:
+    """BEV masks ``uint8 [N, H, W, C]`` -> RGB ``uint8 [N, H, W, 3]`` (module docstring)."""
+    m = bev.float() / 255.0
+    img = torch.zeros(*bev.shape[:3], 3, device=bev.device)
+    img = img + m[..., 0:1] * torch.tensor([70.0, 70.0, 70.0], device=bev.device)
+    img = torch.where(m[..., 2:3] > 0, torch.tensor([40.0, 70.0, 170.0], device=bev.device), img)
+    img = torch.where(m[..., 1:2] > 0, torch.tensor([230.0, 230.0, 230.0], device=bev.device), img)
+    n_hist = bev.shape[-1] - 3
+    for k in reversed(range(n_hist)):  # oldest first, the current cars on top
+        shade = 1.0 - 0.6 * k / max(n_hist, 1)
+        img = torch.where(m[..., 3 + k : 4 + k] > 0, torch.tensor([230.0 * shade, 40.0, 40.0], device=bev.device), img)
+    return img.clamp(0, 255).to(torch.uint8)
