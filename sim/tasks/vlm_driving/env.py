@@ -111,6 +111,7 @@ class VLMDrivingEnv(MultiAgentEnv):
         self.score = torch.ones(E, device=dev)  # the held language score
         self._steps = 0  # env steps since construction: the VLM scoring clock
         self.traffic = Traffic(cfg.traffic, self.maps, E, dev, self.rng)
+        self._draws = self.traffic.draw(E)
         V = cfg.traffic.num_vehicles
         self.car_history = torch.zeros(cfg.bev_history, E, V, 4, device=dev)  # x, y, yaw, present; newest first
         self._bev_pixels = raster.ego_frame_pixels(cfg.bev_size, cfg.bev_px_per_m, BEV_EGO_ROW, dev)
@@ -231,7 +232,9 @@ class VLMDrivingEnv(MultiAgentEnv):
             self.ego = torch.stack((x, y, yaw, v, torch.zeros_like(v), torch.zeros_like(v)), -1)
         self.distance_m = self.distance_m + self.speed() * dt
         where = self.maps.locate(self.map_id, self.ego[:, :2])
-        self.traffic.step(self.map_id, self.ego[:, :2], self.ego[:, 2], self.speed(), where, self._route_ahead(), dt)
+        self.traffic.step(
+            self.map_id, self.ego[:, :2], self.ego[:, 2], self.speed(), where, self._route_ahead(), dt, self._draws
+        )
 
     def speed(self) -> Tensor:
         """``[E]`` m/s, the ego's ground speed."""
@@ -325,9 +328,18 @@ class VLMDrivingEnv(MultiAgentEnv):
         slow = self.speed() < STALL_SPEED
         self.stalled_s = torch.where(slow, self.stalled_s + dt, torch.zeros_like(self.stalled_s))
         self.wrong_lane_steps = self.wrong_lane_steps + self.derived["wrong_lane"].float()
+
+    def _sample_step_noise(self) -> None:
+        """The language score of this step's camera frames, every ``vlm.every_k`` steps (held in between),
+        and the next step's random draws of the traffic spawner.
+
+        Runs after the physics and outside compiled code (``compile=True`` compiles the control step and the
+        observation pass; a rendering + encoder call, a Python step counter and generator draws do not
+        belong in those graphs)."""
         if self.vlm is not None and self._steps % self.vlm.cfg.every_k == 0:
             self.score = self.vlm.score(self.camera_frames())
         self._steps += 1
+        self._draws = self.traffic.draw(self.num_envs)  # the next step's spawn draws
 
     def camera_frames(self, env_ids: Tensor | None = None) -> Tensor:
         """The reward camera's frames ``uint8 [k, S, S, 3]`` of ``env_ids`` (all when None)."""
@@ -474,6 +486,13 @@ class VLMDrivingEnv(MultiAgentEnv):
     def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
         m = self.step_metrics()
         return {f"metrics/{k}": v[env_ids].mean() for k, v in m.items() if k != "route_left"}
+
+    @classmethod
+    def evaluation_overrides(cls) -> dict:
+        """Evaluations score every policy with the same hand-written reward (its ``return``), whatever reward
+        it was trained with, and render no reward frames: the metrics (collisions, route completion, ...)
+        do not depend on the reward."""
+        return {"reward": "expert"}
 
     # ----------------------------------------------------------------- deployment
     def deployment_profile(self, group: str = GROUP) -> dict:

@@ -73,6 +73,7 @@ class Traffic:
         ego_where: dict[str, Tensor],
         ego_route_xy: Tensor,
         dt: float,
+        draws: dict[str, Tensor] | None = None,
     ) -> dict[str, Tensor]:
         """Advance every car by ``dt``; respawn far ones ahead along ``ego_route_xy [E, K, 2]``.
 
@@ -166,7 +167,7 @@ class Traffic:
         self.u = self.u + direction[..., :V] * self.v * dt / sp[..., :V]
         step_lat = maps.lane_width / self.cfg.lane_change_s * dt
         self.lat = torch.sign(self.lat) * (self.lat.abs() - step_lat).clamp(min=0.0)
-        self._recycle(map_id, ego_xy, ego_route_xy)
+        self._recycle(map_id, ego_xy, ego_route_xy, draws)
         return {"lead_gap": own["lead_gap"][..., V]}
 
     def _virtual_leaders(
@@ -201,7 +202,7 @@ class Traffic:
         return (main & near).any(-1) | ego_near
 
     # ----------------------------------------------------------------- spawning
-    def _recycle(self, map_id: Tensor, ego_xy: Tensor, route_xy: Tensor) -> None:
+    def _recycle(self, map_id: Tensor, ego_xy: Tensor, route_xy: Tensor, draws: dict[str, Tensor] | None) -> None:
         """Respawn (at most one per env) a car that is absent, off its lane or too far from the ego."""
         maps = self.maps
         mid = map_id.unsqueeze(-1)
@@ -211,34 +212,50 @@ class Traffic:
         on_lane = on_lane & (self.u >= 0) & (self.u <= p - 1)
         far = torch.linalg.vector_norm(xy - ego_xy.unsqueeze(1), dim=-1) > self.cfg.recycle_radius_m
         self.present = self.present & on_lane & ~far
-        self.spawn_one(map_id, ego_xy, route_xy)
+        self.spawn_one(map_id, ego_xy, route_xy, draws)
 
-    def spawn_one(self, map_id: Tensor, ego_xy: Tensor, route_xy: Tensor, attempts: int = 4) -> None:
+    def draw(self, num_envs: int, attempts: int = 4) -> dict[str, Tensor]:
+        """The random numbers of one :meth:`spawn_one` call, drawn from the env's generator (outside
+        compiled code: a generator argument breaks a compiled graph, and seeding stays exact)."""
+        E, A, g, dev = num_envs, attempts, self.rng, self.device
+        return {
+            "ahead": torch.rand(E, A, generator=g, device=dev),
+            "side": torch.randint(-3, 4, (E, A), generator=g, device=dev).float(),
+            "angle": torch.rand(E, A, generator=g, device=dev),
+            "radius": torch.rand(E, A, generator=g, device=dev),
+            "junction": torch.rand(E, A, generator=g, device=dev),
+            "v0": torch.rand(E, generator=g, device=dev),
+            "colour": torch.rand(E, 3, generator=g, device=dev),
+        }
+
+    def spawn_one(
+        self, map_id: Tensor, ego_xy: Tensor, route_xy: Tensor, draws: dict[str, Tensor] | None = None
+    ) -> None:
         """Place the first absent car of every env at a free spot (route ahead or the junction), if one
-        of ``attempts`` random candidates is free."""
+        of the random candidates (:meth:`draw`; drawn now when None) is free."""
         maps, (E, V), dev, cfg = self.maps, self.lane.shape, self.device, self.cfg
         if V == 0:
             return
-        A = attempts
+        r = draws if draws is not None else self.draw(E)
+        A = r["ahead"].shape[1]
         free_slot = ~self.present
         slot = torch.where(free_slot.any(-1), free_slot.float().argmax(-1), -1)  # [E]
         k = route_xy.shape[1]
         rows = torch.arange(E, device=dev).unsqueeze(-1)
         lo, hi = cfg.spawn_ahead_m
-        idx = (lo + (hi - lo) * torch.rand(E, A, generator=self.rng, device=dev)).long().clamp(max=k - 2)
+        idx = (lo + (hi - lo) * r["ahead"]).long().clamp(max=k - 2)
         base = route_xy[rows, idx]  # route_xy holds points about 1 m apart, from the ego on
         nxt = route_xy[rows, idx + 1] - base
         normal = torch.stack((-nxt[..., 1], nxt[..., 0]), -1) / torch.linalg.vector_norm(
             nxt, dim=-1, keepdim=True
         ).clamp(min=1e-6)
-        side = torch.randint(-3, 4, (E, A), generator=self.rng, device=dev).float() * maps.lane_width
-        cand = base + side.unsqueeze(-1) * normal
+        cand = base + (r["side"] * maps.lane_width).unsqueeze(-1) * normal
         # Near the junction instead (side-road traffic), some of the time.
         centre = take(maps.junction_xy, map_id).unsqueeze(1)
-        angle = 2 * math.pi * torch.rand(E, A, generator=self.rng, device=dev)
-        radius = 20.0 + 40.0 * torch.rand(E, A, generator=self.rng, device=dev)
+        angle = 2 * math.pi * r["angle"]
+        radius = 20.0 + 40.0 * r["radius"]
         around = centre + radius.unsqueeze(-1) * torch.stack((torch.cos(angle), torch.sin(angle)), -1)
-        use_junction = (torch.rand(E, A, generator=self.rng, device=dev) < cfg.side_road_share) & (
+        use_junction = (r["junction"] < cfg.side_road_share) & (
             torch.linalg.vector_norm(ego_xy - centre.squeeze(1), dim=-1) < 150.0
         ).unsqueeze(-1)
         cand = torch.where(use_junction.unsqueeze(-1), around, cand)
@@ -267,8 +284,8 @@ class Traffic:
             return x.gather(1, first).squeeze(1)
 
         lo_v, hi_v = cfg.desired_speed_kmh
-        v0 = (lo_v + (hi_v - lo_v) * torch.rand(E, generator=self.rng, device=dev)) / 3.6
-        colour = 40 + 200 * torch.rand(E, 3, generator=self.rng, device=dev)
+        v0 = (lo_v + (hi_v - lo_v) * r["v0"]) / 3.6
+        colour = 40 + 200 * r["colour"]
         # Branch-free writes (no data-dependent shapes: compilable, no host sync).
         write = found.unsqueeze(-1) & (torch.arange(V, device=dev) == slot.unsqueeze(-1))  # [E, V]
         self.lane = torch.where(write, pick(lane).unsqueeze(-1), self.lane)
