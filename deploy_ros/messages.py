@@ -15,7 +15,10 @@ Conventions (ROS REP 103/105 and the ``nav_msgs/Odometry`` definition):
     * Quaternions arrive as ``(x, y, z, w)`` and are reordered to covey's ``[w, x, y, z]``; they are
       normalised, and one whose norm is off by more than :data:`QUAT_NORM_TOL` (e.g. all zeros)
       makes the input invalid.
-    * Images: ``rgb8``, ``bgr8`` (converted to RGB) and ``mono8``, to ``uint8 [H, W, C]``.
+    * Images: ``rgb8``, ``bgr8`` (converted to RGB), ``mono8`` and multi-channel ``8UC1`` .. ``8UC16``
+      (channels as sent, e.g. a BEV mask stack), to ``uint8 [H, W, C]``.
+    * Paths (``nav_msgs/Path``): every pose's ``x, y`` and yaw (rad, about z) to float64 ``[N, 3]``, in the
+      path's frame (not checked, as for odometry); its header stamp is read by the node like any other.
     * Point clouds: the ``x, y, z`` fields of every point, in cloud order, to float32 ``[n, 3]``.
 """
 
@@ -28,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from deploy_ros.quaternion import quat_rotate
+from deploy_ros.quaternion import quat_rotate, quat_yaw
 
 MAX_ABS_VALUE = 1e8  # m, m/s, rad/s: beyond any workspace, even geodetic (ECEF ~6.4e6 m, UTM < 1e7 m)
 QUAT_NORM_TOL = 0.1  # |norm - 1| beyond this: a malformed quaternion, not round-off
@@ -59,8 +62,8 @@ class PoseState:
 
 @dataclass(frozen=True)
 class ImageFrame:
-    """A parsed ``sensor_msgs/Image``: ``pixels`` uint8 ``[H, W, 3]`` RGB or ``[H, W, 1]`` mono, and the
-    message's own ``encoding``."""
+    """A parsed ``sensor_msgs/Image``: ``pixels`` uint8 ``[H, W, C]`` (RGB for rgb8/bgr8, ``C = 1`` for mono8,
+    ``C = n`` channels as sent for 8UCn), and the message's own ``encoding``."""
 
     pixels: np.ndarray
     encoding: str
@@ -104,14 +107,38 @@ def parse_pose_stamped(msg: Any) -> PoseState:
 
 
 _CHANNELS = {"rgb8": 3, "bgr8": 3, "mono8": 1}
+MAX_GENERIC_CHANNELS = 16  # 8UC1 .. 8UC16: multi-channel masks (OpenCV's 8UC(n) naming)
+
+
+def image_channels(encoding: str) -> int | None:
+    """Channels of an 8-bit ``encoding`` (``rgb8`` 3, ``mono8`` 1, ``8UC<n>`` n for 1 <= n <= 16), None otherwise."""
+    encoding = encoding.lower()
+    if encoding in _CHANNELS:
+        return _CHANNELS[encoding]
+    digits = encoding.removeprefix("8uc")
+    if digits != encoding and digits.isdigit() and 1 <= int(digits) <= MAX_GENERIC_CHANNELS:
+        return int(digits)
+    return None
+
+
+def image_encoding(channels: int) -> str:
+    """The encoding a publisher uses for ``channels`` uint8 channels: rgb8 (3), mono8 (1), else ``8UC<n>``."""
+    if not 1 <= channels <= MAX_GENERIC_CHANNELS:
+        raise ValueError(f"no 8-bit image encoding for {channels} channels (1 to {MAX_GENERIC_CHANNELS})")
+    return {3: "rgb8", 1: "mono8"}.get(channels, f"8UC{channels}")
 
 
 def parse_image(msg: Any) -> ImageFrame:
-    """``sensor_msgs/Image`` (rgb8, bgr8 or mono8) -> :class:`ImageFrame` (a copy; rows padded to ``step`` are cut)."""
+    """``sensor_msgs/Image`` (rgb8, bgr8, mono8 or 8UC1..8UC16) -> :class:`ImageFrame` (a copy; rows padded to
+    ``step`` are cut)."""
     encoding = str(msg.encoding).lower()
-    if encoding not in _CHANNELS:
-        raise InvalidInput(f"image encoding {msg.encoding!r} not supported (use one of {sorted(_CHANNELS)})")
-    c, h, w, step = _CHANNELS[encoding], int(msg.height), int(msg.width), int(msg.step)
+    c = image_channels(encoding)
+    if c is None:
+        raise InvalidInput(
+            f"image encoding {msg.encoding!r} not supported (use one of {sorted(_CHANNELS)} or "
+            f"8UC1..8UC{MAX_GENERIC_CHANNELS})"
+        )
+    h, w, step = int(msg.height), int(msg.width), int(msg.step)
     data = np.frombuffer(bytes(msg.data), dtype=np.uint8)
     if h < 1 or w < 1 or step < w * c or data.size < h * step:
         raise InvalidInput(f"image buffer of {data.size} bytes does not hold {h}x{w} {encoding} with step {step}")
@@ -119,6 +146,30 @@ def parse_image(msg: Any) -> ImageFrame:
     if encoding == "bgr8":
         pixels = pixels[..., ::-1]
     return ImageFrame(np.ascontiguousarray(pixels), encoding)
+
+
+def parse_path(msg: Any) -> np.ndarray:
+    """``nav_msgs/Path`` -> its poses as float64 ``[N, 3]``: ``x, y`` (m) and yaw (rad, about z) in the path's frame.
+
+    An empty path, a non-finite or huge position or a malformed quaternion (in any pose) makes the input invalid:
+    a route is followed as a whole, so a bad pose cannot be dropped.
+    """
+    poses = [(p.pose.position, p.pose.orientation) for p in msg.poses]
+    if not poses:
+        raise InvalidInput("empty path (no poses)")
+    raw = np.array([(p.x, p.y, p.z, o.w, o.x, o.y, o.z) for p, o in poses], dtype=np.float64)  # [N, 7]
+    if not np.isfinite(raw).all():
+        bad = int(np.argmin(np.isfinite(raw).all(1)))
+        raise InvalidInput(f"non-finite pose {bad} of {len(poses)} in the path")
+    if np.abs(raw[:, :3]).max() > MAX_ABS_VALUE:
+        raise InvalidInput(f"path position {np.abs(raw[:, :3]).max():.3g} beyond {MAX_ABS_VALUE:g}")
+    norm = np.linalg.norm(raw[:, 3:], axis=1)
+    off = np.abs(norm - 1.0)
+    if off.max() > QUAT_NORM_TOL:
+        bad = int(np.argmax(off))
+        raise InvalidInput(f"orientation quaternion of path pose {bad} has norm {norm[bad]:.3g}")
+    yaw = quat_yaw(raw[:, 3:] / norm[:, None])
+    return np.stack((raw[:, 0], raw[:, 1], yaw), axis=-1)
 
 
 _POINT_FIELD_DTYPES = {7: "f4", 8: "f8"}  # sensor_msgs/PointField FLOAT32, FLOAT64
@@ -171,6 +222,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "sensor_msgs/Image": parse_image,
     "std_msgs/Float32MultiArray": parse_float_array,
     "sensor_msgs/PointCloud2": parse_point_cloud,
+    "nav_msgs/Path": parse_path,
 }
 """Message type (``package/Type``) -> parser; a profile input may name any of these."""
 

@@ -4,7 +4,8 @@
 
 Starts :class:`deploy_ros.policy_node.PolicyNode` in-process (its own ROS context, topics under a
 private namespace, localhost only) and a publisher of one synthetic message per profile input (a
-hovering robot for odometry, a nearby goal pose, a grey camera frame, a small vector, a few points),
+hovering robot for odometry, a nearby goal pose, a grey image of the entry's channels, a small vector, a few
+points, a straight route ahead),
 stamped as a stream that advances. It ticks the node and passes when the node publishes finite
 policy commands with status ``ok``. Prints one line either way; exit 0 on success, 1 otherwise.
 numpy, onnxruntime and rclpy only: this is what CI runs in a venv without torch (``pip install ./robot``).
@@ -24,8 +25,9 @@ from deploy_ros.cli import report
 
 def synthetic_message(msg_type: str, entry: dict | None, k: int, spec: dict | None = None):
     """A plausible message of ``msg_type`` for tick ``k`` (``entry``: the model input it feeds, for sizes;
-    ``spec``: the profile input, whose ``points`` gives a point cloud's size)."""
-    from deploy_ros.messages import message_class
+    ``spec``: the profile input, whose ``points`` gives a point cloud's size and ``size`` an array's, where the
+    input feeds a task builder rather than the entry itself)."""
+    from deploy_ros.messages import image_encoding, message_class
 
     msg = message_class(msg_type)()
     if hasattr(msg, "header"):
@@ -38,10 +40,20 @@ def synthetic_message(msg_type: str, entry: dict | None, k: int, spec: dict | No
         msg.pose.orientation.w = 1.0
     elif msg_type == "sensor_msgs/Image":
         h, w, c = (int(s) for s in entry["shape"])
-        msg.height, msg.width, msg.encoding, msg.step = h, w, "rgb8" if c == 3 else "mono8", w * c
+        msg.height, msg.width, msg.encoding, msg.step = h, w, image_encoding(c), w * c
         msg.data = bytes(np.full(h * w * c, 90, np.uint8))
     elif msg_type == "std_msgs/Float32MultiArray":
-        msg.data = [0.1] * (int(np.prod(entry["shape"])) // int(entry.get("history", 1)))
+        size = (spec or {}).get("size")
+        msg.data = [0.1] * int(size or int(np.prod(entry["shape"])) // int(entry.get("history", 1)))
+    elif msg_type == "nav_msgs/Path":
+        from geometry_msgs.msg import PoseStamped
+
+        # A straight route along +x through the (resting) robot, one pose a metre, from 5 m behind it.
+        for x in range(-5, 60):
+            pose = PoseStamped()
+            pose.header = msg.header
+            pose.pose.position.x, pose.pose.orientation.w = float(x), 1.0
+            msg.poses.append(pose)
     elif msg_type == "sensor_msgs/PointCloud2":
         from sensor_msgs.msg import PointField
 

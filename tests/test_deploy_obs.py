@@ -294,7 +294,7 @@ def test_profile_problems_are_named(meta: dict) -> None:
     with pytest.raises(ValueError, match="no ROS deployment profile"):
         DeploymentProfile.from_metadata({**meta, "ros": {}})
     cases = [
-        (lambda p: p["inputs"]["odom"].update(msg="nav_msgs/Path"), "nav_msgs/Path"),
+        (lambda p: p["inputs"]["odom"].update(msg="nav_msgs/OccupancyGrid"), "nav_msgs/OccupancyGrid"),
         (lambda p: p["inputs"]["odom"].update(qos="fast"), "qos"),
         (lambda p: p["observations"].pop("policy"), r"no observation for model input\(s\) \['policy'\]"),
         (lambda p: p["observations"]["policy"].update({"from": ["odom", "imu"]}), "imu"),
