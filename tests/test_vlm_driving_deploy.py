@@ -24,7 +24,6 @@ pytest.importorskip("onnxscript")
 import sim  # noqa: E402
 from deploy_ros.messages import OdometryState, parse_image, parse_path  # noqa: E402
 from policies import ActorCritic, PolicyCfg  # noqa: E402
-from sim.tasks.vlm_driving.deploy import deployment_constants  # noqa: E402
 from sim.tasks.vlm_driving.robot_observation import EgoObservation, route_stations  # noqa: E402
 from training.runner import group_dims  # noqa: E402
 
@@ -33,6 +32,7 @@ TASK_CFG = {"name": "vlm_driving", "observation": "bev", "reward": "expert"}
 GROUP = "ego"
 SAFE = [0.0, -1.0]  # wheels straight, full brake
 INPUTS = ("bev", "odom", "route", "lane")
+STREAMS = ("bev", "odom", "lane")  # published every step (the route when it changes, and every second)
 
 
 def _export_cli():
@@ -60,7 +60,7 @@ def _car_inputs(env, i: int) -> dict:
 def _ego_builder(env) -> EgoObservation:
     g = env.spec.groups[GROUP]
     entry = {"name": "ego", **g.observations["ego"].to_dict()}
-    meta = {"n_agents": 1, "action": {"names": list(g.action_names)}, "deployment": deployment_constants(env.cfg)}
+    meta = {"n_agents": 1, "action": {"names": list(g.action_names)}, "deployment": env.deployment_constants()}
     return EgoObservation(meta, entry, 0, ["odom", "route", "lane"])
 
 
@@ -117,6 +117,7 @@ def test_robot_side_ego_matches_the_simulator_through_the_turn():
         worst = max(worst, np.abs(built - obs[GROUP]["ego"][:, 0].numpy()).max())
     turned = math.remainder(float(env.ego[0, 2]) - yaw0, 2 * math.pi)
     assert turned < -1.0 and int(env.episode_step[0]) == 60, (turned, env.episode_step)  # car 0 turned right
+    print(f"ego builder vs env: max |diff| {worst:.2e} over {E} cars x 61 observations, car 0 turned {turned:.2f} rad")
     assert worst < 1e-4, worst
     with pytest.raises(ValueError, match="3 inputs"):
         EgoObservation({}, {}, 0, ["odom"])
@@ -141,6 +142,7 @@ def model(tmp_path_factory) -> tuple[Path, ActorCritic]:
     path = tmp_path_factory.mktemp("vlm_driving") / "policy.onnx"
     meta = cli.group_metadata(env, GROUP, dict(TASK_CFG), {"run_id": "test"})
     report = export_onnx(ac, path, meta, torch.tensor(g.action_scale), recorded_obs=recorded, atol=1e-4)
+    print(f"export parity: {report}")
     assert report.recorded_action < 1e-4 and report.random_action < 1e-4, report
     return path, ac
 
@@ -171,6 +173,7 @@ def test_bev_policy_exports_with_parity_and_its_profile(model):
         worst = max(worst, float(np.abs(onnx_action - action[:, 0].numpy()).max()))
         np.testing.assert_allclose(command, onnx_action * np.float32([0.6, 1.0]), atol=1e-6)
         obs, *_ = env.step({GROUP: action})
+    print(f"ONNX vs torch on driven BEV frames: max |action diff| {worst:.2e}")
     assert worst < 1e-4, worst
     assert float(o["bev"].float().mean()) > 1.0  # the frames were not blank
 
@@ -223,7 +226,9 @@ class Lockstep:
 
     def publish_and_wait(self) -> None:
         before = {k: self.node._latest.get(k) for k in INPUTS}
-        self.bridge.publish_state()
+        route_pub = self.bridge.adapter.route_pub
+        assert self.spin_until(lambda: route_pub.get_subscription_count() > 0), "the node never subscribed"
+        self.bridge.publish_state()  # the route again: a subscriber joined
         assert self.spin_until(self.received(before)), "the node did not get the bridge's messages"
 
     def close(self) -> None:
@@ -262,10 +267,11 @@ def test_sitl_node_commands_what_torch_commands_and_refuses_bad_input(model):
             assert h.node.last_status == "ok", h.node.last_status
             worst = max(worst, float(np.abs(h.node._last_command - expected).max()))
             assert h.spin_until(lambda b=before: h.bridge.command_time[GROUP][0] != b), "no command at the bridge"
-            latest = {k: h.node._latest[k] for k in INPUTS}
+            latest = {k: h.node._latest[k] for k in STREAMS}
             h.bridge.tick()  # steps on the node's command, publishes the next state
             assert h.spin_until(h.received(latest)), "the node did not get the bridge's messages"
         assert int(env.episode_step[0]) == 30 and h.bridge.bad_commands == 0  # one episode: no restart in between
+        print(f"SITL lockstep: node command vs torch max |diff| {worst:.2e}; tick {1e3 * max(tick_s):.1f} ms at most")
         assert worst < 1e-4, worst
         assert max(tick_s) < 0.1, tick_s  # each tick's own work fits the 10 Hz control period
 
@@ -314,10 +320,20 @@ def test_sitl_processes_drive_at_the_control_rate(model, tmp_path: Path):
     bridge_log = (tmp_path / "sim_bridge.log").read_text()
     assert procs["sim_bridge"].returncode == 0 and result.is_file(), bridge_log[-3000:]
     out = json.loads(result.read_text())
+    print(f"SITL processes: {out}")
     policy_log = (tmp_path / "car0.log").read_text()
     assert "commanding the policy" in policy_log, policy_log[-2000:]
     assert out["steps"] == round(seconds * 10) and out["bad_commands"] == 0, out
     assert out["stale_command_steps"] <= 0.1 * out["steps"], out
+
+
+def test_selftest_flies_the_exported_bev_policy(model):
+    """``python -m deploy_ros.selftest`` synthesises an 8UC6 BEV, odometry, a route and a 2-value lane message."""
+    pytest.importorskip("rclpy")
+    from deploy_ros import selftest
+
+    command = selftest.run(str(model[0]), ticks=5)
+    assert "nan" not in command, command
 
 
 # --------------------------------------------------------------------------- messages

@@ -71,13 +71,3 @@ def deployment_profile(cfg: DrivingCfg) -> dict[str, Any]:
         "step_inputs": ["bev"],
         "bridge": BRIDGE,
     }
-
-
-def deployment_constants(cfg: DrivingCfg) -> dict[str, Any]:
-    """What :class:`~sim.tasks.vlm_driving.robot_observation.EgoObservation` reads from the model metadata
-    (``deployment``): the env's smoothing of commands and its waypoint sampling."""
-    return {
-        "action_smoothing": cfg.action_smoothing,
-        "num_waypoints": cfg.num_waypoints,
-        "waypoint_spacing_m": cfg.waypoint_spacing_m,
-    }

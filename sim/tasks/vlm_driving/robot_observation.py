@@ -66,11 +66,11 @@ def route_stations(xy: np.ndarray) -> np.ndarray:
     return np.concatenate(([0.0], np.cumsum(seg, dtype=np.float64))).astype(np.float32)
 
 
-def _route(ctx: TermContext) -> dict[str, Any]:
+def _frame_state(ctx: TermContext) -> dict[str, Any]:
     """Route tracking and the applied commands of this frame, computed once per frame (``ctx.cache``); the
     tracked index, the smoothed commands and the route's stations persist in ``ctx.memory``."""
-    if "route" in ctx.cache:
-        return ctx.cache["route"]
+    if "frame" in ctx.cache:
+        return ctx.cache["frame"]
     inputs: DrivingInputs = ctx.inputs
     mem, dep = ctx.memory, ctx.deployment
     route = inputs.route
@@ -105,25 +105,25 @@ def _route(ctx: TermContext) -> dict[str, Any]:
     window = np.clip(i + np.arange(WAYPOINT_WINDOW), 0, n - 1)
     pos = np.minimum(np.searchsorted(s_route[window], targets, side="left"), WAYPOINT_WINDOW - 1)
     out = {"index": i, "yaw": yaw, "xy": ego_xy, "applied": applied, "waypoints": xy_route[window[pos]]}
-    ctx.cache["route"] = out
+    ctx.cache["frame"] = out
     return out
 
 
 def _heading_error(ctx: TermContext) -> np.ndarray:
-    r = _route(ctx)
+    r = _frame_state(ctx)
     err = r["yaw"] - float(ctx.inputs.route[r["index"], 2])
     return np.array([np.sin(err), np.cos(err)])
 
 
 def _route_offset(ctx: TermContext) -> np.ndarray:
-    r = _route(ctx)
+    r = _frame_state(ctx)
     d = (r["xy"] - ctx.memory["xy"][r["index"]]).astype(np.float64)
     r_yaw = float(ctx.inputs.route[r["index"], 2])
     return np.array([np.clip((-d[0] * np.sin(r_yaw) + d[1] * np.cos(r_yaw)) / 3.0, -3.0, 3.0)])
 
 
 def _waypoints(ctx: TermContext) -> np.ndarray:
-    r = _route(ctx)
+    r = _frame_state(ctx)
     d = r["waypoints"].astype(np.float64) - r["xy"].astype(np.float64)  # [K, 2] world
     c, s = np.cos(r["yaw"]), np.sin(r["yaw"])
     local = np.stack((d[:, 0] * c + d[:, 1] * s, -d[:, 0] * s + d[:, 1] * c), axis=-1)
@@ -132,8 +132,8 @@ def _waypoints(ctx: TermContext) -> np.ndarray:
 
 TERMS = {
     "speed": lambda ctx: np.array([np.linalg.norm(ctx.inputs.odom.vel[:2]) / 10.0]),
-    "steer": lambda ctx: _route(ctx)["applied"][:1],
-    "throttle": lambda ctx: _route(ctx)["applied"][1:],
+    "steer": lambda ctx: _frame_state(ctx)["applied"][:1],
+    "throttle": lambda ctx: _frame_state(ctx)["applied"][1:],
     "heading_error": _heading_error,
     "route_offset": _route_offset,
     "lane_offset": lambda ctx: np.clip(ctx.inputs.lane[:1] / 2.0, -3.0, 3.0),

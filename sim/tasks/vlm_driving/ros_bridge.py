@@ -2,15 +2,18 @@
 
 The bridge publishes what the car's own stack would (see :mod:`sim.tasks.vlm_driving.deploy`), under ``/car0``:
 env 0's BEV mask stack as ``perception/bev`` (``sensor_msgs/Image`` 8UC6, exactly the policy's ``bev`` entry),
-its odometry ``odom`` (map frame; body-frame twist), the route ``route`` (``nav_msgs/Path`` in the map frame, every
-route point with its heading; sent with every step, since a late-joining node must get it too) and the lane
-localisation ``lane`` (``[lateral offset m, on_road]``). The car's command arrives on ``/car0/command``
-(``[steer rad, pedal]``), which the bridge turns back into the action ``command / action_scale``.
+its odometry ``odom`` (map frame; body-frame twist), the lane localisation ``lane`` (``[lateral offset m,
+on_road]``) with every step, and the route ``route`` (``nav_msgs/Path`` in the map frame, every route point with its
+heading). The route is a set-point, sent when it changes, when a subscriber joins and every :data:`ROUTE_REPEAT_S`,
+not with every step: a 550-pose Path costs a node ~10 ms to deserialise, a tenth of a control step. The car's
+command arrives on ``/car0/command`` (``[steer rad, pedal]``), which the bridge turns back into the action
+``command / action_scale``.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import sim
@@ -18,6 +21,7 @@ from sim.tasks.vlm_driving.env import GROUP
 
 NAMESPACE = "/car0"  # deploy_ros/params/vlm_driving.yaml: namespace /car{i}
 MAP_FRAME = "map"
+ROUTE_REPEAT_S = 1.0  # wall-clock seconds between repeats of an unchanged route
 
 
 def make_env(task_cfg: dict, seed: int, compile: bool = False):
@@ -70,6 +74,8 @@ class DrivingBridge:
         self.route_pub = node.create_publisher(Path, f"{NAMESPACE}/route", reliable)
         self.lane_pub = node.create_publisher(Float32MultiArray, f"{NAMESPACE}/lane", 10)
         self._route: tuple[tuple[int, int], Any] | None = None  # (map, route) -> its Path, built once per route
+        self._route_sent = -math.inf  # time.monotonic() of the last route message
+        self._route_subs = 0  # subscribers of the route when it was last sent
 
     def describe(self) -> str:
         return f"one car on map {int(self.env.map_id[0])}, route {int(self.env.route_id[0])}"
@@ -93,11 +99,15 @@ class DrivingBridge:
             odometry_msg(stamp, "car0/base_link", [x, y, 0.0], quat, [vx, vy, 0.0], [0.0, 0.0, yaw_rate], MAP_FRAME)
         )
         key = (int(env.map_id[0]), int(env.route_id[0]))
-        if self._route is None or self._route[0] != key:
+        changed = self._route is None or self._route[0] != key
+        if changed:
             self._route = (key, route_msg(env, stamp))
-        path = self._route[1]
-        path.header.stamp = stamp
-        self.route_pub.publish(path)
+        subs = self.route_pub.get_subscription_count()
+        if changed or subs > self._route_subs or time.monotonic() - self._route_sent >= ROUTE_REPEAT_S:
+            path = self._route[1]
+            path.header.stamp = stamp
+            self.route_pub.publish(path)
+            self._route_sent, self._route_subs = time.monotonic(), subs
         d = env.derived
         self.lane_pub.publish(Float32MultiArray(data=[float(d["where_lateral"][0]), float(d["on_road"][0])]))
 
