@@ -123,6 +123,28 @@ def test_robot_side_ego_matches_the_simulator_through_the_turn():
         EgoObservation({}, {}, 0, ["odom"])
 
 
+def test_builder_relocalises_on_its_route_when_the_car_is_moved():
+    """A car moved 150 m along its route (a new episode the node does not see): the tracking finds it again on the
+    whole route, so everything but the smoothed commands equals a fresh builder's; the builder imports no torch."""
+    import subprocess
+
+    env = sim.make(TASK_CFG, num_envs=1, seed=0)
+    env.reset(seed=1)
+    b, fresh = _ego_builder(env), _ego_builder(env)
+    b.reset(_car_inputs(env, 0))
+    b.push(_car_inputs(env, 0), np.array([0.5, 0.5], np.float32))
+    m, r, i = int(env.map_id[0]), int(env.route_id[0]), int(env.route_i[0]) + 150
+    env.ego[0, :3] = torch.tensor([*env.maps.route_xy[m, r, i].tolist(), float(env.maps.route_yaw[m, r, i])])
+    moved = _car_inputs(env, 0)
+    got, want = b.push(moved, np.zeros(2, np.float32)), fresh.reset(moved)
+    np.testing.assert_allclose(np.delete(got, [1, 2]), np.delete(want, [1, 2]), atol=1e-6)
+    assert np.abs(want[8:]).max() > 0.2  # real waypoints
+    np.testing.assert_array_equal(got[1:3], [0.09375, 0.09375])  # 0.75 * 0.25 * 0.5: the commands still smoothed
+    code = "import sys, sim.tasks.vlm_driving.robot_observation; assert 'torch' not in sys.modules"
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no site hooks that import torch
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=clean)
+
+
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> tuple[Path, ActorCritic]:
     """A freshly initialised BEV actor (CNN on the mask stack + MLP), exported with the task's metadata."""
