@@ -50,7 +50,6 @@ class DrivingCfg:
     camera_view_m: float = positive(24.0)  # ground span of the camera frame
     reward: str = "vlm"  # vlm (contrasting language goals) | vlm_rm | expert | route_completion
     vlm: VLMRewardCfg = field(default_factory=VLMRewardCfg)
-    vlm_every_k: int = at_least(1, 1)  # render and score camera frames every k steps, hold in between
     lateral_std_window: int = at_least(2, 10)  # steps of lateral offsets in f_std
     route_completion_scale: float = positive(0.1)  # route_completion reward per metre of progress
     max_center_m: float = positive(3.0)  # terminate farther than this from any lane centre
