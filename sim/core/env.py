@@ -455,7 +455,10 @@ class MultiAgentEnv(ABC):
                 raise ValueError(f"actions[{name!r}] has shape {tuple(act.shape)}, expected {expected}")
             if act.dtype != torch.float32:
                 raise ValueError(f"actions[{name!r}] has dtype {act.dtype}, expected torch.float32")
-            if act.device != self.device:
+            if act.device.type != self.device.type or (
+                # "cuda" (the current device) and "cuda:0" name the same GPU; only two explicit indices can differ.
+                act.device.index is not None and self.device.index is not None and act.device.index != self.device.index
+            ):
                 raise ValueError(f"actions[{name!r}] is on {act.device}, the env is on {self.device}")
             beyond = (act.abs() > 1.0 + ACTION_TOL).any(-1)  # [E, A]; NaN compares False, checked below
             # One device sync for both checks (this already synced once per step for the NaN check).

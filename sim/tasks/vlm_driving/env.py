@@ -16,7 +16,8 @@ Observations (VLM-RL's state set: steer, throttle, speed, waypoints, and a BEV):
 
     ego       [8 + 2 * num_waypoints]  speed/10, steer, throttle (the applied, smoothed commands),
               sin/cos of the heading error to the route, route and lane offsets, on-road flag, and
-              the next ``num_waypoints`` route waypoints (``waypoint_spacing_m`` apart) in the ego frame / 20 m
+              the next ``num_waypoints`` route waypoints (``waypoint_spacing_m`` of arc length apart, interpolated
+              between route points) in the ego frame / 20 m
     traffic   [7 * num_observed_vehicles]  nearest cars in the ego frame (x, y / 20 m, cos/sin of
               relative heading, relative velocity / 10 m/s, present), nearest first
     bev       (``observation=bev``) uint8 ``[B, B, 3 + bev_history]`` masks: road, markings, route,
@@ -246,14 +247,19 @@ class VLMDrivingEnv(MultiAgentEnv):
         idx = (self.route_i.unsqueeze(-1) + torch.arange(ROUTE_AHEAD, device=self.device)).clamp(max=q - 1)
         return take(self.maps.route_xy, self.map_id.unsqueeze(-1), self.route_id.unsqueeze(-1), idx)
 
-    def _route_index_at(self, station: Tensor) -> Tensor:
-        """Route point indices ``long [E, K]`` at arc lengths ``station [E, K]`` (m) up to ~60 m past the
-        ego's route point: a search in that window (points are about 1 m apart), not the whole route."""
+    def _route_point_at(self, station: Tensor) -> Tensor:
+        """Route positions ``[E, K, 2]`` at arc lengths ``station [E, K]`` (m), interpolated between route points,
+        up to ~60 m past the ego's route point (a search in that window of points about 1 m apart)."""
         maps, q = self.maps, self.maps.route_xy.shape[2]
         window = (self.route_i.unsqueeze(-1) + torch.arange(64, device=self.device)).clamp(max=q - 1)
-        s = take(maps.route_s, self.map_id.unsqueeze(-1), self.route_id.unsqueeze(-1), window)
-        pos = torch.searchsorted(s, station.contiguous()).clamp(max=window.shape[1] - 1)
-        return window.gather(1, pos)
+        mid, rid = self.map_id.unsqueeze(-1), self.route_id.unsqueeze(-1)
+        s = take(maps.route_s, mid, rid, window)
+        pos = torch.searchsorted(s, station.contiguous()).clamp(1, window.shape[1] - 1)
+        s0, s1 = s.gather(1, pos - 1), s.gather(1, pos)
+        frac = ((station - s0) / (s1 - s0).clamp(min=1e-6)).clamp(0.0, 1.0).unsqueeze(-1)
+        a = take(maps.route_xy, mid, rid, window.gather(1, pos - 1))
+        b = take(maps.route_xy, mid, rid, window.gather(1, pos))
+        return a + (b - a) * frac
 
     def _car_snapshot(self) -> Tensor:
         xy, yaw = self.traffic.poses(self.map_id)
@@ -281,9 +287,8 @@ class VLMDrivingEnv(MultiAgentEnv):
         completion = (progress / cfg.route_length_m).clamp(0.0, 1.0)
         # Waypoints every waypoint_spacing_m ahead on the route.
         targets = s_now.unsqueeze(-1) + cfg.waypoint_spacing_m * torch.arange(1, cfg.num_waypoints + 1, device=dev)
-        w_idx = self._route_index_at(targets)
-        waypoints = take(maps.route_xy, mid.unsqueeze(-1), rid.unsqueeze(-1), w_idx)
-        wp_local, _ = raster.to_ego_frame(waypoints, torch.zeros_like(w_idx, dtype=torch.float32), xy, yaw)
+        waypoints = self._route_point_at(targets)
+        wp_local, _ = raster.to_ego_frame(waypoints, torch.zeros_like(targets), xy, yaw)
         where = maps.locate(mid, xy)
         wrong = where["on_road"] & ~where["junction"] & (_wrap(yaw - where["yaw"]).abs() > math.radians(120.0))
         # Cars: poses, collision, the nearest ones, the free gap ahead.
@@ -527,11 +532,8 @@ class VLMDrivingEnv(MultiAgentEnv):
         v = self.speed()
         lookahead = (1.0 * v).clamp(min=6.0)
         s_target = take(maps.route_s, mid, rid, self.route_i) + lookahead
-        idx = self._route_index_at(s_target.unsqueeze(-1))
-        goal = take(maps.route_xy, mid.unsqueeze(-1), rid.unsqueeze(-1), idx)
-        local, _ = raster.to_ego_frame(
-            goal, torch.zeros_like(idx, dtype=torch.float32), self.ego[:, :2], self.ego[:, 2]
-        )
+        goal = self._route_point_at(s_target.unsqueeze(-1))
+        local, _ = raster.to_ego_frame(goal, torch.zeros_like(s_target.unsqueeze(-1)), self.ego[:, :2], self.ego[:, 2])
         local = local.squeeze(1)
         alpha = torch.atan2(local[:, 1], local[:, 0])
         dist = torch.linalg.vector_norm(local, dim=-1).clamp(min=1.0)

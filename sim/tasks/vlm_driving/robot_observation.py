@@ -9,18 +9,17 @@ The terms of ``VLMDrivingEnv._observations`` (``ego``, ``8 + 2 * num_waypoints``
     route_offset   signed distance left of the tracked route point / 3 m, clipped to [-3, 3]
     lane_offset    lateral offset from the lane centre (the ``lane`` message) / 2 m, clipped to [-3, 3]
     on_road        the ``lane`` message's flag
-    waypoints      the next ``num_waypoints`` route points every ``waypoint_spacing_m`` of arc length, in the ego
+    waypoints      the route positions every ``waypoint_spacing_m`` of arc length ahead (``num_waypoints``), in the ego
                    frame (x forward, y left) / 20 m
 
 Route tracking as the env does it: at a (re)start, or when the route changes, the nearest route point of the whole
 route; then each step the nearest in a window of points from 2 behind to 15 ahead of the last one (a point more than
 :data:`RELOCALISE_M` away: the car was moved, e.g. a new episode in the simulator, so search the whole route again).
-Waypoints are the route points at the first arc length at or past each target ``s + k * spacing`` (a search within
-64 points of the tracked one), as the env's ``searchsorted`` picks them.
+Waypoints are the route positions at the target arc lengths ``s + k * spacing``, interpolated between the two route
+points around each (a search within 64 points of the tracked one), as the env computes them.
 
-The route arc lengths are recomputed here in float32 exactly as the map builder computes them (``roads.build_maps``:
-torch's float32 segment norm, a float64 running sum): on straights a target station lands within float round-off
-of a route point's, so only bit-equal stations pick the same waypoints as the env.
+The route arc lengths are recomputed here in float32 as the map builder computes them (``roads.build_maps``:
+torch's float32 segment norm, a float64 running sum).
 
 No torch here.
 """
@@ -38,7 +37,7 @@ from deploy_ros.observation import ObservationBuilder, TermContext
 from deploy_ros.quaternion import quat_yaw
 
 TRACK_WINDOW = np.arange(-2, 16)  # route points searched around the last tracked one (the env's window)
-WAYPOINT_WINDOW = 64  # route points searched for the waypoints (the env's _route_index_at)
+WAYPOINT_WINDOW = 64  # route points searched for the waypoints (the env's _route_point_at)
 RELOCALISE_M = 10.0  # tracked point farther than this: search the whole route
 CONSTANTS = ("action_smoothing", "num_waypoints", "waypoint_spacing_m")
 
@@ -103,8 +102,12 @@ def _frame_state(ctx: TermContext) -> dict[str, Any]:
     spacing = np.float32(dep["waypoint_spacing_m"])
     targets = s_route[i] + spacing * np.arange(1, k_wp + 1, dtype=np.float32)
     window = np.clip(i + np.arange(WAYPOINT_WINDOW), 0, n - 1)
-    pos = np.minimum(np.searchsorted(s_route[window], targets, side="left"), WAYPOINT_WINDOW - 1)
-    out = {"index": i, "yaw": yaw, "xy": ego_xy, "applied": applied, "waypoints": xy_route[window[pos]]}
+    s_win = s_route[window]
+    pos = np.clip(np.searchsorted(s_win, targets, side="left"), 1, WAYPOINT_WINDOW - 1)
+    s0, s1 = s_win[pos - 1], s_win[pos]
+    frac = np.clip((targets - s0) / np.maximum(s1 - s0, np.float32(1e-6)), 0.0, 1.0).astype(np.float32)[:, None]
+    a, b = xy_route[window[pos - 1]], xy_route[window[pos]]
+    out = {"index": i, "yaw": yaw, "xy": ego_xy, "applied": applied, "waypoints": a + (b - a) * frac}
     ctx.cache["frame"] = out
     return out
 
