@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from sim.physics.traffic import (
@@ -60,6 +61,18 @@ def test_free_road_reaches_desired_speed_not_beyond() -> None:
     )
 
 
+def test_no_leader_is_finite_with_finite_gradients() -> None:
+    # gap = inf (no leader) and a gap closer than MIN_GAP_M must give finite values and gradients.
+    v = torch.tensor([0.0, 10.0, 10.0], requires_grad=True)
+    gap = torch.tensor([math.inf, math.inf, 0.0], requires_grad=True)
+    a = idm_acceleration(v, torch.full((3,), 20.0), gap, torch.zeros(3), IDM)
+    a.sum().backward()
+    assert torch.isfinite(a).all() and torch.isfinite(v.grad).all() and torch.isfinite(gap.grad).all()
+    # Free road: a_max (1 - (v / v0)^4); 10 of 20 m/s -> 1.5 * 15 / 16.
+    torch.testing.assert_close(a[1], torch.tensor(1.5 * 15 / 16))
+    assert gap.grad[:2].abs().max() == 0 and a[2] < -1000  # the clamped gap brakes as hard as it can
+
+
 def test_approach_to_a_standing_car_stops_at_the_minimum_gap() -> None:
     x, v = torch.zeros(2), torch.tensor([10.0, 15.0])
     obstacle = torch.tensor(100.0)
@@ -105,6 +118,16 @@ def test_leader_follower_matches_brute_force() -> None:
                     assert int(out[idx_key][e, i]) == j and float(out[v_key][e, i]) == float(v[e, j])
                 else:
                     assert math.isinf(float(out[gap_key][e, i])) and int(out[idx_key][e, i]) == -1
+                    assert float(out[v_key][e, i]) == 0.0
+    # One length for everybody: a number serves the queries too (an int as well as a float).
+    same = leader_follower(rel, valid, v, 4.0)
+    torch.testing.assert_close(
+        same["lead_gap"], leader_follower(rel, valid, v, torch.full((E, V), 4.0), 4.0)["lead_gap"]
+    )
+    torch.testing.assert_close(leader_follower(rel, valid, v, 4)["follow_gap"], same["follow_gap"])
+    # Per-vehicle lengths without the queries' own: refused rather than guessed.
+    with pytest.raises(ValueError, match="query_length"):
+        leader_follower(rel, valid, v, length)
 
 
 def test_mobil_changes_for_a_slow_leader_only_when_safe() -> None:

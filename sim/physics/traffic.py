@@ -76,8 +76,9 @@ def leader_follower(
         rel_s: ``[..., Q, V]`` signed along-lane distance from query ``i`` to vehicle ``j`` (centre to
             centre, positive: ``j`` ahead).
         valid: ``[..., Q, V]`` bool: ``j`` counts for ``i`` (in the lane of interest, not ``i`` itself).
-        v: ``[..., V]`` speeds. length: ``[..., V]`` or a float (m). query_length: ``[..., Q]``, a float, or None
-            (= ``length`` when it is a float, else the mean).
+        v: ``[..., V]`` speeds. length: ``[..., V]`` or a number (m). query_length: ``[..., Q]``, a number, or
+            None (= ``length``, only when that is a number: with per-vehicle lengths the query's own
+            length must be given, since guessing it would silently shift every gap).
 
     Returns:
         ``lead_gap``, ``follow_gap`` ``[..., Q]`` bumper to bumper (``inf`` when none); ``lead_v``,
@@ -85,7 +86,9 @@ def leader_follower(
         ``follow_idx`` (long, -1 when none).
     """
     if query_length is None:
-        query_length = length if isinstance(length, float) else length.float().mean()
+        if isinstance(length, Tensor):
+            raise ValueError("leader_follower: pass query_length [..., Q] when length is a per-vehicle tensor")
+        query_length = length
     half_j = 0.5 * (torch.as_tensor(length, dtype=rel_s.dtype, device=rel_s.device))
     if half_j.dim():
         half_j = half_j.unsqueeze(-2)

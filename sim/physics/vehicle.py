@@ -71,7 +71,9 @@ def kinematic_bicycle_step(
 
     Integrated exactly along the arc the CoG follows at this step's speed (constant speed and
     steering over the step: a circle of radius ``lr / sin(beta)``), so a long step does not spiral
-    outwards the way explicit Euler does; the speed update follows (semi-implicit).
+    outwards the way explicit Euler does (the path is exact for any ``dt`` while the inputs are held). The
+    arc is driven at the step's starting speed and the speed is updated afterwards (explicit in ``v``:
+    the distance differs from constant acceleration by ``accel dt^2 / 2`` per step, and speed limits stay exact).
     """
     steer, accel = _limits(steer, accel, p)
     beta = torch.atan(p.lr / p.wheelbase * torch.tan(steer))
