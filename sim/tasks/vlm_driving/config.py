@@ -49,7 +49,11 @@ class DrivingCfg:
     camera_size: int = at_least(16, 224)  # the reward camera (VLM-RL: 224x224, 6.4 m above the ego)
     camera_view_m: float = positive(24.0)  # ground span of the camera frame
     reward: str = "vlm"  # vlm (contrasting language goals) | vlm_rm | expert | route_completion
-    vlm: VLMRewardCfg = field(default_factory=VLMRewardCfg)
+    # clg_margin: the raw contrast (cos(img, negative) - cos(img, positive)) at which r_CLG reaches 0. VLM-RL's 0.03
+    # is CLIP ViT-bigG's scale; the shipped dual encoder's spans about -0.45 (clear road) to +0.24 (collision) on
+    # held-out simulator frames, with near misses and off-road frames at +0.10 and ordinary traffic at -0.29 to
+    # +0.25 (10th-90th percentile), so 0.03 would make r_CLG a 0/1 switch on half of normal driving: 0.25.
+    vlm: VLMRewardCfg = field(default_factory=lambda: VLMRewardCfg(clg_margin=0.25))
     lateral_std_window: int = at_least(2, 10)  # steps of lateral offsets in f_std
     route_completion_scale: float = positive(0.1)  # route_completion reward per metre of progress
     max_center_m: float = positive(3.0)  # terminate farther than this from any lane centre
