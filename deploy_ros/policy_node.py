@@ -72,7 +72,7 @@ from rclpy.time import Time
 from std_msgs.msg import Float32MultiArray, MultiArrayDimension, String
 
 from deploy_ros.cli import check_params_files, report
-from deploy_ros.messages import PARSERS, InvalidInput, message_class
+from deploy_ros.messages import MAX_ABS_VALUE, PARSERS, InvalidInput, message_class
 from deploy_ros.model import OnnxPolicy, load_policy
 from deploy_ros.profile import DeploymentProfile, EntryBuilder, make_builder
 
@@ -116,6 +116,22 @@ def _qos(kind: str) -> QoSProfile:
     # Streams: best effort, newest only (matches both reliable and best-effort publishers).
     # Set-points: reliable, so one sent once over a lossy link is not dropped.
     return qos_profile_sensor_data if kind == "sensor" else QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def _sized(parse: Callable[[Any], Any], size: int | None) -> Callable[[Any], Any]:
+    """``parse``, then the profile's exact length check of an array input (None: no check)."""
+    if size is None:
+        return parse
+
+    def parse_sized(msg: Any) -> Any:
+        value = np.asarray(parse(msg))
+        if value.size != size:
+            raise InvalidInput(f"{value.size} values, the input takes {size}")
+        if value.size and np.abs(value).max() > MAX_ABS_VALUE:  # checked on arrival: it may not be a step input
+            raise InvalidInput(f"value {np.abs(value).max():.3g} beyond {MAX_ABS_VALUE:g}")
+        return value
+
+    return parse_sized
 
 
 class PolicyNode(Node):
@@ -192,7 +208,7 @@ class PolicyNode(Node):
         self.status_pub = self.create_publisher(String, "status", 10)
         self._topics: dict[str, str] = {}  # input -> resolved topic name (for status messages)
         for name, spec in profile.inputs.items():
-            callback = self._callback(name, PARSERS[spec.msg])
+            callback = self._callback(name, _sized(PARSERS[spec.msg], spec.size))
             sub = self.create_subscription(message_class(spec.msg), topics[name], callback, _qos(spec.qos))
             self._topics[name] = sub.topic_name
         self.timer = self.create_timer(1.0 / rate, self.tick)

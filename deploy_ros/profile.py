@@ -21,8 +21,12 @@ stores it in the ONNX metadata under ``"ros"``, and the policy node reads it fro
   stale after the node's timeout; false for a set-point that holds until replaced.
 * ``points`` (``sensor_msgs/PointCloud2`` inputs, optional): how many points a cloud carries, for
   tools that synthesise inputs (``deploy_ros.selftest``, tests); the builder checks the real count.
+* ``size`` (``std_msgs/Float32MultiArray`` inputs a task's own builder reads, optional): the array's
+  exact length; the node refuses another length on arrival (the safe command), also when the input is
+  not a step input, and tools synthesise arrays of that length.
 * ``builder``: ``"vector"`` (a ``Float32MultiArray`` frame -> the entry's float32 vector, with its
-  history), ``"image"`` (``sensor_msgs/Image`` -> uint8 ``[H, W, C]``, size and channels checked),
+  history), ``"image"`` (``sensor_msgs/Image`` rgb8, bgr8, mono8 or 8UC1..8UC16 -> uint8 ``[H, W, C]``,
+  size and channels checked),
   or ``"module:Class"`` of a task's own builder (numpy only), constructed as
   ``Class(metadata, entry, agent_index, sources)`` with ``reset(inputs)`` and
   ``push(inputs, last_action, dt)`` methods (``inputs``: source name -> parsed message).
@@ -60,6 +64,7 @@ class InputSpec:
     topic: str
     qos: str
     stale: bool
+    size: int | None = None  # a Float32MultiArray a task builder reads: its exact length (checked on arrival)
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,12 @@ class DeploymentProfile:
         try:
             inputs = {
                 str(name): InputSpec(
-                    str(name), str(d["msg"]), str(d["topic"]), str(d.get("qos", "sensor")), bool(d.get("stale", True))
+                    str(name),
+                    str(d["msg"]),
+                    str(d["topic"]),
+                    str(d.get("qos", "sensor")),
+                    bool(d.get("stale", True)),
+                    int(d["size"]) if d.get("size") is not None else None,
                 )
                 for name, d in dict(raw["inputs"]).items()
             }

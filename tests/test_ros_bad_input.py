@@ -30,6 +30,7 @@ pytest.importorskip("onnxruntime")
 
 from geometry_msgs.msg import PoseStamped  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
+from nav_msgs.msg import Path as PathMsg  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import Image, PointCloud2, PointField  # noqa: E402
@@ -125,9 +126,21 @@ def _pose(pos=(0.2, -0.1, 1.0), quat=(1.0, 0.0, 0.0, 0.0)) -> PoseStamped:
 
 
 def _image(h: int, w: int, c: int, data: bytes | None = None, encoding: str | None = None) -> Image:
-    enc = encoding or ("rgb8" if c == 3 else "mono8")
+    enc = encoding or {3: "rgb8", 1: "mono8"}.get(c, f"8UC{c}")
     msg = Image(height=h, width=w, encoding=enc, step=w * c)
     msg.data = data if data is not None else bytes(np.full(h * w * c, 90, np.uint8))
+    return msg
+
+
+def _path(n: int = 200, bad: dict[int, tuple[float, float, float, float]] | None = None) -> PathMsg:
+    """A straight route along +x, one pose per metre; ``bad``: pose index -> (x, y, qw, qz) to plant."""
+    msg = PathMsg()
+    for i in range(n):
+        pose = PoseStamped()
+        x, y, qw, qz = (bad or {}).get(i, (float(i), 0.0, 1.0, 0.0))
+        pose.pose.position.x, pose.pose.position.y = x, y
+        pose.pose.orientation.w, pose.pose.orientation.z = qw, qz
+        msg.poses.append(pose)
     return msg
 
 
@@ -165,7 +178,8 @@ def _variants(
             ("valid tilted quaternion", lambda: _pose(quat=UNIT_TILT), False),
         ]
     if msg_type == "std_msgs/Float32MultiArray":
-        n = int(np.prod(entry["shape"])) // int(entry.get("history", 1))
+        # The input's own length when the profile gives it (an array a task builder reads), else the entry's frame.
+        n = int((spec or {}).get("size") or int(np.prod(entry["shape"])) // int(entry.get("history", 1)))
         good = lambda: Float32MultiArray(data=[0.1] * n)  # noqa: E731
         return good, [
             ("empty array", lambda: Float32MultiArray(data=[]), True),
@@ -183,6 +197,13 @@ def _variants(
             ("wrong size", lambda: _image(h // 2, w, c), True),
             ("zero size", lambda: _image(0, 0, c, data=b""), True),
             ("unknown encoding", lambda: _image(h, w, c, encoding="32FC1"), True),
+        ]
+    if msg_type == "nav_msgs/Path":
+        return _path, [
+            ("empty path", lambda: _path(0), True),
+            ("NaN pose", lambda: _path(bad={5: (NAN, 0.0, 1.0, 0.0)}), True),
+            ("huge pose", lambda: _path(bad={7: (HUGE, 0.0, 1.0, 0.0)}), True),
+            ("zero quaternion", lambda: _path(bad={3: (3.0, 0.0, 0.0, 0.0)}), True),
         ]
     if msg_type == "sensor_msgs/PointCloud2":
         n = int((spec or {}).get("points") or (entry["shape"][0] if entry else 8))

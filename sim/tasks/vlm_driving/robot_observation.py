@@ -38,6 +38,7 @@ from deploy_ros.quaternion import quat_yaw
 
 TRACK_WINDOW = np.arange(-2, 16)  # route points searched around the last tracked one (the env's window)
 WAYPOINT_WINDOW = 64  # route points searched for the waypoints (the env's _route_point_at)
+LANE_OFFSET_LIMIT_M = 1e3  # a lane offset beyond this is a broken localisation, not a position
 RELOCALISE_M = 10.0  # tracked point farther than this: search the whole route
 CONSTANTS = ("action_smoothing", "num_waypoints", "waypoint_spacing_m")
 
@@ -176,6 +177,8 @@ class EgoObservation:
             raise InvalidInput(f"{route_key}: a route needs at least 2 poses, got shape {route.shape}")
         if lane.shape != (2,):
             raise InvalidInput(f"{lane.size} values on {lane_key}, expected 2 (lateral offset m, on_road 0/1)")
+        if not (abs(float(lane[0])) < LANE_OFFSET_LIMIT_M and -0.01 <= float(lane[1]) <= 1.01):
+            raise InvalidInput(f"{lane_key}: lateral offset {lane[0]:.3g} m or on_road flag {lane[1]:.3g} out of range")
         return DrivingInputs(odom, route, lane)
 
     def reset(self, inputs: Mapping[str, Any]) -> np.ndarray:
