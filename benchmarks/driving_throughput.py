@@ -1,7 +1,7 @@
 """vlm_driving env steps per second: the simulator with state observations (ego, route, traffic), with the BEV
 mask stack, and with the VLM reward (reward camera frames + the dual encoder every step), alternating, medians.
 
-    OMP_NUM_THREADS=1 python benchmarks/driving_throughput.py --envs 4096 --steps 20 --repeats 3
+    OMP_NUM_THREADS=1 python benchmarks/driving_throughput.py --envs 4096 --steps 20 --repeats 3 [--compile]
     OMP_NUM_THREADS=1 python benchmarks/driving_throughput.py --envs 64 --vlm --camera 224
 
 ``state`` uses the hand-written expert reward (no frames); ``bev`` adds the 48x48x6 BEV observation; ``--vlm``
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -26,18 +25,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import sim  # noqa: E402
-
-
-def measure(env, steps: int) -> tuple[float, float]:
-    """``(env steps/s by wall clock, by process CPU time)`` over ``steps`` control steps of every env."""
-    gen = torch.Generator(device=env.device).manual_seed(0)
-    env.step(env.sample_actions(gen))  # warm-up
-    w0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(steps):
-        env.step(env.sample_actions(gen))
-    w, c = time.perf_counter() - w0, time.process_time() - c0
-    n = steps * env.num_envs
-    return n / w, n / c
+from benchmarks.env_timing import random_action_rate  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,9 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vlm", action="store_true", help="also time reward=vlm (camera frames + dual encoder)")
     p.add_argument("--camera", type=int, default=224, help="reward camera size (px) with --vlm")
     p.add_argument("--bev-envs", type=int, default=0, help="envs of the BEV env (default: --envs)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the control step and observation pass")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    kw = {"device": args.device}
+    kw = {"device": args.device, "compile": args.compile}
     envs = {
         "state": sim.make("vlm_driving", num_envs=args.envs, reward="expert", **kw),
         "bev": sim.make("vlm_driving", num_envs=args.bev_envs or args.envs, reward="expert", observation="bev", **kw),
@@ -62,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[tuple[float, float]]] = {k: [] for k in envs}
     for _ in range(args.repeats):  # alternate: A, B, A, B, ... so both see the same machine load
         for name, env in envs.items():
-            runs[name].append(measure(env, args.steps))
+            runs[name].append(random_action_rate(env, args.steps))
     med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
     print(
         f"vlm_driving, {args.envs} envs, {args.threads} thread(s), {args.device}, {args.steps} steps x {args.repeats}"

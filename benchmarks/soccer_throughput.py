@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -24,18 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import sim  # noqa: E402
-
-
-def measure(env, steps: int) -> tuple[float, float]:
-    """``(env steps/s by wall clock, by process CPU time)`` over ``steps`` control steps of every env."""
-    gen = torch.Generator().manual_seed(0)
-    env.step(env.sample_actions(gen))  # warm-up
-    w0, c0 = time.perf_counter(), time.process_time()
-    for _ in range(steps):
-        env.step(env.sample_actions(gen))
-    w, c = time.perf_counter() - w0, time.process_time() - c0
-    n = steps * env.num_envs
-    return n / w, n / c
+from benchmarks.env_timing import random_action_rate  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[tuple[float, float]]] = {k: [] for k in envs}
     for _ in range(args.repeats):  # alternate: A, B, A, B, ... so both see the same machine load
         for name, env in envs.items():
-            runs[name].append(measure(env, args.steps))
+            runs[name].append(random_action_rate(env, args.steps))
     med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
     print(f"robot_soccer 1v1, {args.envs} envs, {args.threads} thread(s), {args.steps} steps x {args.repeats} repeats")
     for name, (w, c) in med.items():
