@@ -97,10 +97,12 @@ class Traffic:
         not_self = ~torch.eye(V + 1, dtype=torch.bool, device=self.device)
         rel = direction.unsqueeze(-1) * (u.unsqueeze(-2) - u.unsqueeze(-1)) * sp.unsqueeze(-1)  # [E, i, j]
 
+        busy = self._junction_busy(map_id, ego_xy)  # [E]: once per step, shared by the three lane queries
+
         def neighbours(query_lane: Tensor) -> dict[str, Tensor]:
             valid = (lanes.unsqueeze(-2) == query_lane.unsqueeze(-1)) & present.unsqueeze(-2) & not_self
             out = leader_follower(rel, valid, v, CAR_LENGTH)
-            gap, lead_v = self._virtual_leaders(map_id, query_lane, u, direction, sp, ego_xy)
+            gap, lead_v = self._virtual_leaders(map_id, query_lane, u, direction, sp, busy)
             closer = gap < out["lead_gap"]
             out["lead_gap"] = torch.where(closer, gap, out["lead_gap"])
             out["lead_v"] = torch.where(closer, lead_v, out["lead_v"])
@@ -171,7 +173,7 @@ class Traffic:
         return {"lead_gap": own["lead_gap"][..., V]}
 
     def _virtual_leaders(
-        self, map_id: Tensor, query_lane: Tensor, u: Tensor, direction: Tensor, sp: Tensor, ego_xy: Tensor
+        self, map_id: Tensor, query_lane: Tensor, u: Tensor, direction: Tensor, sp: Tensor, busy: Tensor
     ) -> tuple[Tensor, Tensor]:
         """Standing obstacles in ``query_lane [E, Q]`` ahead of ``u [E, Q]``: ``(gap m, speed 0)``."""
         maps = self.maps
@@ -186,8 +188,7 @@ class Traffic:
         # Yield line of side-road lanes while a main-road car (or the ego) is near the junction.
         stop_u = take(maps.lane_stop_u, mid, lane)
         gap_stop = direction * (stop_u - u) * sp - 0.5 * CAR_LENGTH
-        busy = self._junction_busy(map_id, ego_xy).unsqueeze(-1)
-        waits = busy & (query_lane >= 0) & torch.isfinite(stop_u) & (gap_stop > -1.0)
+        waits = busy.unsqueeze(-1) & (query_lane >= 0) & torch.isfinite(stop_u) & (gap_stop > -1.0)
         gap = torch.minimum(gap, torch.where(waits, gap_stop.clamp(min=0.1), inf))
         return gap, torch.zeros_like(u)
 
@@ -298,7 +299,7 @@ class Traffic:
         self.present = self.present | write
 
     def reset(self, env_ids: Tensor, map_id: Tensor, ego_xy: Tensor, route_xy: Tensor) -> None:
-        """Clear the cars of ``env_ids`` and fill them around the ego (``V`` spawn rounds; some may stay absent)."""
+        """Clear the cars of ``env_ids`` and place up to 4 of them around the ego (the step's spawner adds the rest)."""
         self.present[env_ids] = False
         if self.cfg.num_vehicles == 0:
             return
@@ -306,8 +307,9 @@ class Traffic:
         sub.cfg, sub.maps, sub.rng, sub.device = self.cfg, self.maps, self.rng, self.device
         for name in ("lane", "u", "v", "v0", "lat", "cooldown", "present", "colour"):
             setattr(sub, name, getattr(self, name)[env_ids].clone())
-        # Start the spawn window behind the ego too, so the first cars are not all ahead.
-        for _ in range(2 * self.cfg.num_vehicles):
+        # A few rounds now (one car per round at most); the rest arrive one per step, 35-90 m ahead, so the
+        # ego's surroundings fill within a second without a long Python loop on every reset.
+        for _ in range(min(4, self.cfg.num_vehicles)):
             sub.spawn_one(map_id[env_ids], ego_xy[env_ids], route_xy[env_ids])
         for name in ("lane", "u", "v", "v0", "lat", "cooldown", "present", "colour"):
             getattr(self, name)[env_ids] = getattr(sub, name)
