@@ -264,8 +264,9 @@ class VLMDrivingEnv(MultiAgentEnv):
         b = take(maps.route_xy, mid, rid, window.gather(1, pos))
         return a + (b - a) * frac
 
-    def _car_snapshot(self) -> Tensor:
-        xy, yaw = self.traffic.poses(self.map_id)
+    def _car_snapshot(self, poses: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        """``[E, V, 4]`` x, y, yaw, present of the cars (``poses``: already computed ``(xy, yaw)``)."""
+        xy, yaw = self.traffic.poses(self.map_id) if poses is None else poses
         return torch.cat((xy, yaw.unsqueeze(-1), self.traffic.present.unsqueeze(-1).float()), -1)
 
     def _derive(self) -> None:
@@ -319,6 +320,7 @@ class VLMDrivingEnv(MultiAgentEnv):
             "completion": completion,
             "waypoints": wp_local,
             "collision": collision,
+            "cars_xy": cars_xy,
             "cars_local": local,
             "cars_local_yaw": local_yaw,
             "cars_dist": dist,
@@ -328,8 +330,9 @@ class VLMDrivingEnv(MultiAgentEnv):
 
     def _update_observation_buffers(self) -> None:
         dt = self.cfg.control_dt
-        self.car_history = torch.cat((self._car_snapshot().unsqueeze(0), self.car_history[:-1]), 0)
         self._derive()
+        snapshot = self._car_snapshot((self.derived["cars_xy"], self.derived["cars_yaw"]))
+        self.car_history = torch.cat((snapshot.unsqueeze(0), self.car_history[:-1]), 0)
         self.lateral_hist = torch.cat(
             (self.lateral_hist[:, 1:], self.derived["where_lateral"].clamp(-5, 5).unsqueeze(-1)), -1
         )
@@ -349,8 +352,9 @@ class VLMDrivingEnv(MultiAgentEnv):
         self._steps += 1
         self._draws = self.traffic.draw(self.num_envs)  # the next step's spawn draws
 
-    def camera_frames(self, env_ids: Tensor | None = None) -> Tensor:
-        """The reward camera's frames ``uint8 [k, S, S, 3]`` of ``env_ids`` (all when None)."""
+    def camera_frames(self, env_ids: Tensor | None = None, pixels: Tensor | None = None) -> Tensor:
+        """The reward camera's frames ``uint8 [k, S, S, 3]`` of ``env_ids`` (all when None); ``pixels``: another
+        ego-frame pixel grid (:func:`raster.ego_frame_pixels`, e.g. a video's), else the camera's own."""
         ids = torch.arange(self.num_envs, device=self.device) if env_ids is None else env_ids
         xy, yaw = self.traffic.poses(self.map_id)
         return raster.render_camera(
@@ -362,23 +366,25 @@ class VLMDrivingEnv(MultiAgentEnv):
             yaw[ids],
             self.traffic.present[ids],
             self.traffic.colour[ids],
-            self._camera_pixels,
+            self._camera_pixels if pixels is None else pixels,
             CAR_LENGTH,
             CAR_WIDTH,
         )
 
-    def bev(self) -> Tensor:
-        """The BEV mask stack ``uint8 [E, B, B, 3 + bev_history]``."""
-        hist = [(h[..., :2], h[..., 2], h[..., 3] > 0.5) for h in self.car_history]
+    def bev(self, env_ids: Tensor | None = None, pixels: Tensor | None = None, px_per_m: float | None = None) -> Tensor:
+        """The BEV mask stack ``uint8 [k, B, B, 3 + bev_history]`` of ``env_ids`` (all when None); ``pixels`` and
+        ``px_per_m``: another grid of the same ego placement (a video's), else the observation's."""
+        ids = torch.arange(self.num_envs, device=self.device) if env_ids is None else env_ids
+        hist = [(h[ids, :, :2], h[ids, :, 2], h[ids, :, 3] > 0.5) for h in self.car_history]
         return raster.render_bev(
             self.maps,
-            self.map_id,
-            self.route_id,
-            self.ego[:, :2],
-            self.ego[:, 2],
+            self.map_id[ids],
+            self.route_id[ids],
+            self.ego[ids, :2],
+            self.ego[ids, 2],
             hist,
-            self._bev_pixels,
-            self.cfg.bev_px_per_m,
+            self._bev_pixels if pixels is None else pixels,
+            self.cfg.bev_px_per_m if px_per_m is None else px_per_m,
             BEV_EGO_ROW,
             CAR_LENGTH,
             CAR_WIDTH,
@@ -419,10 +425,8 @@ class VLMDrivingEnv(MultiAgentEnv):
         local = d["cars_local"].gather(1, order.unsqueeze(-1).expand(-1, -1, 2))
         rel_yaw = d["cars_local_yaw"].gather(1, order)
         speed = self.traffic.v.gather(1, order)
-        ego_yaw = self.ego[:, 2:3]
         vel = speed.unsqueeze(-1) * torch.stack((torch.cos(rel_yaw), torch.sin(rel_yaw)), -1)
         ego_v = torch.stack((self.speed(), torch.zeros_like(self.speed())), -1).unsqueeze(1)
-        del ego_yaw
         present = torch.isfinite(dist)
         f = torch.cat(
             (

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from sim.tasks.vlm_driving import raster
-from sim.tasks.vlm_driving.traffic import CAR_LENGTH, CAR_WIDTH
+from sim.tasks.vlm_driving.env import BEV_EGO_ROW
 
 
 class DrivingRenderer:
@@ -28,22 +28,14 @@ class DrivingRenderer:
         self._half = half
         self._camera = raster.ego_frame_pixels(half, half / cfg.camera_view_m, 0.5, env.device)
         self._bev_ppm = half / (cfg.bev_size / cfg.bev_px_per_m)
-        self._bev = raster.ego_frame_pixels(half, self._bev_ppm, raster_ego_row(), env.device)
+        self._bev = raster.ego_frame_pixels(half, self._bev_ppm, BEV_EGO_ROW, env.device)
 
     def render(self, env_ids: Sequence[int]) -> np.ndarray:
         env = self.env
         ids = torch.as_tensor(list(env_ids), dtype=torch.long, device=env.device)
         with torch.no_grad():
-            xy, yaw = env.traffic.poses(env.map_id)
-            cam = raster.render_camera(
-                env.maps, env.map_id[ids], env.ego[ids, :2], env.ego[ids, 2], xy[ids], yaw[ids],
-                env.traffic.present[ids], env.traffic.colour[ids], self._camera, CAR_LENGTH, CAR_WIDTH,
-            )  # fmt: skip
-            hist = [(h[ids, :, :2], h[ids, :, 2], h[ids, :, 3] > 0.5) for h in env.car_history]
-            bev = raster.render_bev(
-                env.maps, env.map_id[ids], env.route_id[ids], env.ego[ids, :2], env.ego[ids, 2], hist,
-                self._bev, self._bev_ppm, raster_ego_row(), CAR_LENGTH, CAR_WIDTH,
-            )  # fmt: skip
+            cam = env.camera_frames(ids, pixels=self._camera)
+            bev = env.bev(ids, pixels=self._bev, px_per_m=self._bev_ppm)
         out = torch.zeros(len(ids), self.height, self.width, 3, dtype=torch.uint8)
         h = self._half
         out[:, :h, :h] = cam.cpu()
@@ -52,12 +44,6 @@ class DrivingRenderer:
 
     def close(self) -> None:
         pass
-
-
-def raster_ego_row() -> float:
-    from sim.tasks.vlm_driving.env import BEV_EGO_ROW
-
-    return BEV_EGO_ROW
 
 
 def colour_bev(bev: torch.Tensor) -> torch.Tensor:

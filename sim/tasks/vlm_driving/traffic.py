@@ -74,11 +74,10 @@ class Traffic:
         ego_route_xy: Tensor,
         dt: float,
         draws: dict[str, Tensor] | None = None,
-    ) -> dict[str, Tensor]:
+    ) -> None:
         """Advance every car by ``dt``; respawn far ones ahead along ``ego_route_xy [E, K, 2]``.
 
-        ``ego_where`` is :meth:`RoadMaps.locate` of the ego. Returns the ego's leader
-        (``lead_gap [E]`` m, inf when none) as the pairwise tables saw it, before the move.
+        ``ego_where`` is :meth:`RoadMaps.locate` of the ego (the ego is a car of its lane for the others).
         """
         maps, E, V = self.maps, *self.lane.shape
         mid = map_id.unsqueeze(-1)
@@ -170,7 +169,6 @@ class Traffic:
         step_lat = maps.lane_width / self.cfg.lane_change_s * dt
         self.lat = torch.sign(self.lat) * (self.lat.abs() - step_lat).clamp(min=0.0)
         self._recycle(map_id, ego_xy, ego_route_xy, draws)
-        return {"lead_gap": own["lead_gap"][..., V]}
 
     def _virtual_leaders(
         self, map_id: Tensor, query_lane: Tensor, u: Tensor, direction: Tensor, sp: Tensor, busy: Tensor
@@ -213,7 +211,7 @@ class Traffic:
         on_lane = on_lane & (self.u >= 0) & (self.u <= p - 1)
         far = torch.linalg.vector_norm(xy - ego_xy.unsqueeze(1), dim=-1) > self.cfg.recycle_radius_m
         self.present = self.present & on_lane & ~far
-        self.spawn_one(map_id, ego_xy, route_xy, draws)
+        self.spawn_one(map_id, ego_xy, route_xy, draws, xy)
 
     def draw(self, num_envs: int, attempts: int = 4) -> dict[str, Tensor]:
         """The random numbers of one :meth:`spawn_one` call, drawn from the env's generator (outside
@@ -230,10 +228,16 @@ class Traffic:
         }
 
     def spawn_one(
-        self, map_id: Tensor, ego_xy: Tensor, route_xy: Tensor, draws: dict[str, Tensor] | None = None
+        self,
+        map_id: Tensor,
+        ego_xy: Tensor,
+        route_xy: Tensor,
+        draws: dict[str, Tensor] | None = None,
+        xy: Tensor | None = None,
     ) -> None:
         """Place the first absent car of every env at a free spot (route ahead or the junction), if one
-        of the random candidates (:meth:`draw`; drawn now when None) is free."""
+        of the random candidates (:meth:`draw`; drawn now when None) is free. ``xy [E, V, 2]``: the cars'
+        positions when the caller has them (they do not depend on which cars are present)."""
         maps, (E, V), dev, cfg = self.maps, self.lane.shape, self.device, self.cfg
         if V == 0:
             return
@@ -267,7 +271,8 @@ class Traffic:
         sp = maps.spacing_at(mid, lane, where["u"].float())
         u = where["u"].float() + where["along"] / sp
         pos, _ = maps.lane_pose(mid, lane, u)  # [E, A, 2]
-        xy, _ = self.poses(map_id)
+        if xy is None:
+            xy, _ = self.poses(map_id)
         dist_cars = torch.linalg.vector_norm(xy.unsqueeze(1) - pos.unsqueeze(2), dim=-1)  # [E, A, V]
         dist_cars = torch.where(self.present.unsqueeze(1), dist_cars, math.inf).amin(-1)
         dist_ego = torch.linalg.vector_norm(pos - ego_xy.unsqueeze(1), dim=-1)
