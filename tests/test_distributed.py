@@ -57,7 +57,7 @@ def _worker(out: Path) -> None:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from training.distributed import all_reduce_sum
+    from training.distributed import all_reduce_sum, shutdown
     from training.runner import Runner
 
     def cfg(*extra: str) -> dict:
@@ -100,6 +100,7 @@ def _worker(out: Path) -> None:
         },
         out / f"rank{rank}.pt",
     )
+    shutdown()  # as train.py does: leaving with the process group alive can abort at exit
 
 
 @pytest.fixture(scope="module")

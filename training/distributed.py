@@ -164,8 +164,10 @@ def init(device: torch.device | str = "cpu", timeout_s: float = 1800.0) -> Distr
 
 
 def shutdown() -> None:
-    """Leave the process group (end of train.py)."""
+    """Leave the process group (end of train.py). Every rank waits for the others first: a rank that exits
+    with Gloo's threads still running aborts ("terminate called without an active exception")."""
     global _CURRENT
     if dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
     _CURRENT = None
