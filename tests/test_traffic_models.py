@@ -130,6 +130,23 @@ def test_leader_follower_matches_brute_force() -> None:
         leader_follower(rel, valid, v, length)
 
 
+def test_leader_follower_compiled_form_gives_the_same_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under torch.compile the minima run as a loop over vehicles (faster there); ties included (equal gaps
+    # from equal positions), both forms must pick the same vehicle.
+    g = torch.Generator().manual_seed(2)
+    E, Q, V = 64, 9, 9
+    rel = ((torch.rand(E, Q, V, generator=g) - 0.5) * 40).round()  # integer metres: many ties
+    valid = torch.rand(E, Q, V, generator=g) < 0.5
+    v = torch.rand(E, V, generator=g) * 20
+    eager = leader_follower(rel, valid, v, 4.5)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    loop = leader_follower(rel, valid, v, 4.5)
+    assert eager.keys() == loop.keys()
+    for key in eager:
+        assert torch.equal(eager[key], loop[key]), key
+    assert (eager["lead_idx"] >= 0).any() and (eager["follow_idx"] == -1).any()
+
+
 def test_mobil_changes_for_a_slow_leader_only_when_safe() -> None:
     p = MOBILParams()
     v0 = torch.tensor([20.0])

@@ -119,7 +119,7 @@ class MultiAgentEnv(ABC):
             self.rng.manual_seed(seed)
         all_ids = torch.arange(self.num_envs, device=self.device)
         self._reset_all_idx(all_ids)
-        return self._observations()
+        return self._observations_after_reset()
 
     def observe(self) -> Obs:
         """The current observations again (a pure read): for callers that changed an input the
@@ -182,7 +182,7 @@ class MultiAgentEnv(ABC):
             info["final_metrics"] = self.step_metrics()
             info["episode"] = self._episode_stats(done_ids, reasons, truncated)
             self._reset_all_idx(done_ids)
-            obs = self._observations()
+            obs = self._observations_after_reset()
             if n_bad:
                 info["final_obs"] = _where_envs(bad, obs, info["final_obs"])
                 self._report_nonfinite(bad, n_bad)
@@ -402,6 +402,12 @@ class MultiAgentEnv(ABC):
     @abstractmethod
     def _update_observation_buffers(self) -> None:
         """Once per step after the physics: push observation history, draw observation noise."""
+
+    def _observations_after_reset(self) -> Obs:
+        """The observations right after ``_reset_all_idx`` (``reset`` and the step's auto-reset); a task
+        whose reset already computed them (e.g. in a compiled pass) returns those. Default:
+        :meth:`_observations`."""
+        return self._observations()
 
     @abstractmethod
     def _observations(self) -> Obs:

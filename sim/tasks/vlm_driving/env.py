@@ -111,7 +111,7 @@ class VLMDrivingEnv(MultiAgentEnv):
         self.progress_prev = torch.zeros(E, device=dev)
         self.score = torch.ones(E, device=dev)  # the held language score
         self._steps = 0  # env steps since construction: the VLM scoring clock
-        self.traffic = Traffic(cfg.traffic, self.maps, E, dev, self.rng)
+        self.traffic = Traffic(cfg.traffic, self.maps, E, dev, self.rng, compile)
         self._draws = self.traffic.draw(E)
         V = cfg.traffic.num_vehicles
         self.car_history = torch.zeros(cfg.bev_history, E, V, 4, device=dev)  # x, y, yaw, present; newest first
@@ -119,9 +119,10 @@ class VLMDrivingEnv(MultiAgentEnv):
         self._camera_pixels = raster.ego_frame_pixels(cfg.camera_size, cfg.camera_size / cfg.camera_view_m, 0.5, dev)
         self.vlm = self._load_vlm() if cfg.reward in ("vlm", "vlm_rm") else None
         self.derived: dict[str, Tensor] = {}
-        # A reset re-derives every env's observation inputs; with compile=True that pass is compiled too (it is
-        # the step's observation pass; eager it cost a quarter of a compiled step when envs reset every step).
-        self._derive_after_reset = torch.compile(self._derive, dynamic=False) if compile else self._derive
+        # A reset re-derives every env's observation inputs and observations; with compile=True that pass is
+        # compiled too (eager it cost a third of a compiled step at 4096 envs, with a few resets every step).
+        self._reset_obs: Obs = {}
+        self._after_reset = torch.compile(self._observe_after_reset, dynamic=False) if compile else self._observe_after_reset
         self.reset()
 
     def _load_vlm(self):
@@ -214,8 +215,18 @@ class VLMDrivingEnv(MultiAgentEnv):
         self.progress_prev[env_ids] = 0.0
         self.score[env_ids] = 1.0
         self.traffic.reset(env_ids, self.map_id, self.ego[:, :2], self._route_ahead())
-        self.car_history[:, env_ids] = self._car_snapshot()[env_ids].unsqueeze(0)
-        self._derive_after_reset()
+        fresh = torch.zeros(self.num_envs, dtype=torch.bool, device=dev).index_fill_(0, env_ids, True)
+        self._reset_obs = self._after_reset(fresh)
+
+    def _observe_after_reset(self, fresh: Tensor) -> Obs:
+        """Derive, fill the car history of the ``fresh [E]`` (just reset) envs with their cars now, observe."""
+        self._derive()
+        snapshot = self._car_snapshot((self.derived["cars_xy"], self.derived["cars_yaw"]))
+        self.car_history = torch.where(fresh.view(1, -1, 1, 1), snapshot.unsqueeze(0), self.car_history)
+        return self._observations()
+
+    def _observations_after_reset(self) -> Obs:
+        return self._reset_obs
 
     # ----------------------------------------------------------------- step
     def _apply_actions(self, actions: dict[str, Tensor]) -> None:

@@ -36,8 +36,19 @@ SIDE_KIND, CONNECTOR_KIND = 3, 4
 class Traffic:
     """State and step of the background cars (see the module docstring)."""
 
-    def __init__(self, cfg: TrafficCfg, maps: RoadMaps, num_envs: int, device: torch.device, rng: torch.Generator):
+    def __init__(
+        self,
+        cfg: TrafficCfg,
+        maps: RoadMaps,
+        num_envs: int,
+        device: torch.device,
+        rng: torch.Generator,
+        compile: bool = False,
+    ):
         self.cfg, self.maps, self.rng, self.device = cfg, maps, rng, device
+        # A reset's spawn rounds run on the reset envs only (a few per step): compiled with a symbolic count
+        # (eager they cost ~6 ms of a ~40 ms compiled step at 4096 envs, whatever the count).
+        self._spawn_rounds = torch.compile(spawn_rounds, dynamic=True) if compile else spawn_rounds
         E, V = num_envs, cfg.num_vehicles
         self.idm, self.mobil = IDMParams(), MOBILParams()
         self.lane = torch.zeros(E, V, dtype=torch.long, device=device)
@@ -238,83 +249,123 @@ class Traffic:
         """Place the first absent car of every env at a free spot (route ahead or the junction), if one
         of the random candidates (:meth:`draw`; drawn now when None) is free. ``xy [E, V, 2]``: the cars'
         positions when the caller has them (they do not depend on which cars are present)."""
-        maps, (E, V), dev, cfg = self.maps, self.lane.shape, self.device, self.cfg
-        if V == 0:
+        if self.lane.shape[1] == 0:
             return
-        r = draws if draws is not None else self.draw(E)
-        A = r["ahead"].shape[1]
-        free_slot = ~self.present
-        slot = torch.where(free_slot.any(-1), free_slot.float().argmax(-1), -1)  # [E]
-        k = route_xy.shape[1]
-        rows = torch.arange(E, device=dev).unsqueeze(-1)
-        lo, hi = cfg.spawn_ahead_m
-        idx = (lo + (hi - lo) * r["ahead"]).long().clamp(max=k - 2)
-        base = route_xy[rows, idx]  # route_xy holds points about 1 m apart, from the ego on
-        nxt = route_xy[rows, idx + 1] - base
-        normal = torch.stack((-nxt[..., 1], nxt[..., 0]), -1) / torch.linalg.vector_norm(
-            nxt, dim=-1, keepdim=True
-        ).clamp(min=1e-6)
-        cand = base + (r["side"] * maps.lane_width).unsqueeze(-1) * normal
-        # Near the junction instead (side-road traffic), some of the time.
-        centre = take(maps.junction_xy, map_id).unsqueeze(1)
-        angle = 2 * math.pi * r["angle"]
-        radius = 20.0 + 40.0 * r["radius"]
-        around = centre + radius.unsqueeze(-1) * torch.stack((torch.cos(angle), torch.sin(angle)), -1)
-        use_junction = (r["junction"] < cfg.side_road_share) & (
-            torch.linalg.vector_norm(ego_xy - centre.squeeze(1), dim=-1) < 150.0
-        ).unsqueeze(-1)
-        cand = torch.where(use_junction.unsqueeze(-1), around, cand)
-        mid = map_id.unsqueeze(-1).expand(E, A)
-        where = maps.locate(mid, cand)
-        lane = where["lane"].clamp(min=0)
-        kind = take(maps.lane_kind, mid, lane)
-        sp = maps.spacing_at(mid, lane, where["u"].float())
-        u = where["u"].float() + where["along"] / sp
-        pos, _ = maps.lane_pose(mid, lane, u)  # [E, A, 2]
-        if xy is None:
-            xy, _ = self.poses(map_id)
-        dist_cars = torch.linalg.vector_norm(xy.unsqueeze(1) - pos.unsqueeze(2), dim=-1)  # [E, A, V]
-        dist_cars = torch.where(self.present.unsqueeze(1), dist_cars, math.inf).amin(-1)
-        dist_ego = torch.linalg.vector_norm(pos - ego_xy.unsqueeze(1), dim=-1)
-        ok = (
-            (slot >= 0).unsqueeze(-1)
-            & where["on_road"]
-            & ~where["junction"]
-            & (kind != CONNECTOR_KIND)
-            & (torch.minimum(dist_cars, dist_ego) > cfg.spawn_clearance_m)
-        )
-        first = ok.float().argmax(-1, keepdim=True)  # the first free candidate
-        found = ok.any(-1)
+        r = draws if draws is not None else self.draw(self.lane.shape[0])
+        state = spawn(self.cfg, self.maps, self.state(), map_id, ego_xy, route_xy, r, xy)
+        for name, value in state.items():
+            setattr(self, name, value)
 
-        def pick(x: Tensor) -> Tensor:
-            return x.gather(1, first).squeeze(1)
-
-        lo_v, hi_v = cfg.desired_speed_kmh
-        v0 = (lo_v + (hi_v - lo_v) * r["v0"]) / 3.6
-        colour = 40 + 200 * r["colour"]
-        # Branch-free writes (no data-dependent shapes: compilable, no host sync).
-        write = found.unsqueeze(-1) & (torch.arange(V, device=dev) == slot.unsqueeze(-1))  # [E, V]
-        self.lane = torch.where(write, pick(lane).unsqueeze(-1), self.lane)
-        self.u = torch.where(write, pick(u).unsqueeze(-1), self.u)
-        self.v0 = torch.where(write, v0.unsqueeze(-1), self.v0)
-        self.v = torch.where(write, 0.8 * v0.unsqueeze(-1), self.v)
-        self.lat = torch.where(write, 0.0, self.lat)
-        self.cooldown = torch.where(write, 0.0, self.cooldown)
-        self.colour = torch.where(write.unsqueeze(-1), colour.unsqueeze(1), self.colour)
-        self.present = self.present | write
+    def state(self) -> dict[str, Tensor]:
+        """The cars' state tensors by name (``STATE``), each ``[E, V, ...]``."""
+        return {name: getattr(self, name) for name in STATE}
 
     def reset(self, env_ids: Tensor, map_id: Tensor, ego_xy: Tensor, route_xy: Tensor) -> None:
         """Clear the cars of ``env_ids`` and place up to 4 of them around the ego (the step's spawner adds the rest)."""
         self.present[env_ids] = False
         if self.cfg.num_vehicles == 0:
             return
-        sub = Traffic.__new__(Traffic)
-        sub.cfg, sub.maps, sub.rng, sub.device = self.cfg, self.maps, self.rng, self.device
-        for name in ("lane", "u", "v", "v0", "lat", "cooldown", "present", "colour"):
-            setattr(sub, name, getattr(self, name)[env_ids].clone())
         # A few rounds now (one car per round at most); the rest arrive one per step, 35-90 m ahead, so the
-        # ego's surroundings fill within a second without a long Python loop on every reset.
-        for _ in range(min(4, self.cfg.num_vehicles)):
-            sub.spawn_one(map_id[env_ids], ego_xy[env_ids], route_xy[env_ids])
-        for name in ("lane", "u", "v", "v0", "lat", "cooldown", "present", "colour"):
-            getattr(self, name)[env_ids] = getattr(sub, name)
+        # ego's surroundings fill within a second without a long loop on every reset. The draws come first
+        # (the same stream as drawing before each round: the rounds draw nothing themselves).
+        draws = [self.draw(env_ids.numel()) for _ in range(min(4, self.cfg.num_vehicles))]
+        sub = {name: value[env_ids] for name, value in self.state().items()}
+        sub = self._spawn_rounds(self.cfg, self.maps, sub, map_id[env_ids], ego_xy[env_ids], route_xy[env_ids], draws)
+        for name, value in sub.items():
+            getattr(self, name)[env_ids] = value
+
+
+STATE = ("lane", "u", "v", "v0", "lat", "cooldown", "present", "colour")
+
+
+def spawn(
+    cfg: TrafficCfg,
+    maps: RoadMaps,
+    state: dict[str, Tensor],
+    map_id: Tensor,
+    ego_xy: Tensor,
+    route_xy: Tensor,
+    r: dict[str, Tensor],
+    xy: Tensor | None = None,
+) -> dict[str, Tensor]:
+    """:meth:`Traffic.spawn_one` on a state dict (``STATE`` names, ``[E, V, ...]``): returns the new state.
+    ``r``: one :meth:`Traffic.draw`; ``xy [E, V, 2]``: the cars' positions (computed when None)."""
+    (E, V), dev = state["lane"].shape, state["lane"].device
+    A = r["ahead"].shape[1]
+    present = state["present"]
+    free_slot = ~present
+    slot = torch.where(free_slot.any(-1), free_slot.float().argmax(-1), -1)  # [E]
+    k = route_xy.shape[1]
+    rows = torch.arange(E, device=dev).unsqueeze(-1)
+    lo, hi = cfg.spawn_ahead_m
+    idx = (lo + (hi - lo) * r["ahead"]).long().clamp(max=k - 2)
+    base = route_xy[rows, idx]  # route_xy holds points about 1 m apart, from the ego on
+    nxt = route_xy[rows, idx + 1] - base
+    normal = torch.stack((-nxt[..., 1], nxt[..., 0]), -1) / torch.linalg.vector_norm(nxt, dim=-1, keepdim=True).clamp(
+        min=1e-6
+    )
+    cand = base + (r["side"] * maps.lane_width).unsqueeze(-1) * normal
+    # Near the junction instead (side-road traffic), some of the time.
+    centre = take(maps.junction_xy, map_id).unsqueeze(1)
+    angle = 2 * math.pi * r["angle"]
+    radius = 20.0 + 40.0 * r["radius"]
+    around = centre + radius.unsqueeze(-1) * torch.stack((torch.cos(angle), torch.sin(angle)), -1)
+    use_junction = (r["junction"] < cfg.side_road_share) & (
+        torch.linalg.vector_norm(ego_xy - centre.squeeze(1), dim=-1) < 150.0
+    ).unsqueeze(-1)
+    cand = torch.where(use_junction.unsqueeze(-1), around, cand)
+    mid = map_id.unsqueeze(-1).expand(E, A)
+    where = maps.locate(mid, cand)
+    lane = where["lane"].clamp(min=0)
+    kind = take(maps.lane_kind, mid, lane)
+    sp = maps.spacing_at(mid, lane, where["u"].float())
+    u = where["u"].float() + where["along"] / sp
+    pos, _ = maps.lane_pose(mid, lane, u)  # [E, A, 2]
+    if xy is None:
+        xy, _ = maps.lane_pose(map_id.unsqueeze(-1).expand_as(state["lane"]), state["lane"], state["u"], state["lat"])
+    dist_cars = torch.linalg.vector_norm(xy.unsqueeze(1) - pos.unsqueeze(2), dim=-1)  # [E, A, V]
+    dist_cars = torch.where(present.unsqueeze(1), dist_cars, math.inf).amin(-1)
+    dist_ego = torch.linalg.vector_norm(pos - ego_xy.unsqueeze(1), dim=-1)
+    ok = (
+        (slot >= 0).unsqueeze(-1)
+        & where["on_road"]
+        & ~where["junction"]
+        & (kind != CONNECTOR_KIND)
+        & (torch.minimum(dist_cars, dist_ego) > cfg.spawn_clearance_m)
+    )
+    first = ok.float().argmax(-1, keepdim=True)  # the first free candidate
+    found = ok.any(-1)
+
+    def pick(x: Tensor) -> Tensor:
+        return x.gather(1, first).squeeze(1)
+
+    lo_v, hi_v = cfg.desired_speed_kmh
+    v0 = (lo_v + (hi_v - lo_v) * r["v0"]) / 3.6
+    colour = 40 + 200 * r["colour"]
+    # Branch-free writes (no data-dependent shapes: compilable, no host sync).
+    write = found.unsqueeze(-1) & (torch.arange(V, device=dev) == slot.unsqueeze(-1))  # [E, V]
+    return {
+        "lane": torch.where(write, pick(lane).unsqueeze(-1), state["lane"]),
+        "u": torch.where(write, pick(u).unsqueeze(-1), state["u"]),
+        "v": torch.where(write, 0.8 * v0.unsqueeze(-1), state["v"]),
+        "v0": torch.where(write, v0.unsqueeze(-1), state["v0"]),
+        "lat": torch.where(write, 0.0, state["lat"]),
+        "cooldown": torch.where(write, 0.0, state["cooldown"]),
+        "present": present | write,
+        "colour": torch.where(write.unsqueeze(-1), colour.unsqueeze(1), state["colour"]),
+    }
+
+
+def spawn_rounds(
+    cfg: TrafficCfg,
+    maps: RoadMaps,
+    state: dict[str, Tensor],
+    map_id: Tensor,
+    ego_xy: Tensor,
+    route_xy: Tensor,
+    draws: list[dict[str, Tensor]],
+) -> dict[str, Tensor]:
+    """:func:`spawn` once per entry of ``draws`` (a reset's rounds)."""
+    for r in draws:
+        state = spawn(cfg, maps, state, map_id, ego_xy, route_xy, r)
+    return state
