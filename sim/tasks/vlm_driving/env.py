@@ -122,7 +122,8 @@ class VLMDrivingEnv(MultiAgentEnv):
         # A reset re-derives every env's observation inputs and observations; with compile=True that pass is
         # compiled too (eager it cost a third of a compiled step at 4096 envs, with a few resets every step).
         self._reset_obs: Obs = {}
-        self._after_reset = torch.compile(self._observe_after_reset, dynamic=False) if compile else self._observe_after_reset
+        after = self._observe_after_reset
+        self._after_reset = torch.compile(after, dynamic=False) if compile else after
         self.reset()
 
     def _load_vlm(self):
