@@ -75,7 +75,7 @@ def _place_before_the_turn(env, i: int, metres: int = 12) -> None:
     env.route_id[i], env.route_start[i], env.route_i[i] = 1, start, start
     env.ego[i] = torch.tensor([*maps.route_xy[m, 1, start].tolist(), float(yaw[start]), 6.0, 0.0, 0.0])
     env.command[i] = 0.0
-    env.traffic.reset(ids, env.map_id, env.ego[:, :2], env._route_ahead())
+    env.traffic.reset(ids, env.map_id, env.ego[:, :2], env._route_ahead(ids))
     env.car_history[:, i] = env._car_snapshot()[i]
     env._derive()
 

@@ -124,6 +124,8 @@ class VLMDrivingEnv(MultiAgentEnv):
         self._reset_obs: Obs = {}
         after = self._observe_after_reset
         self._after_reset = torch.compile(after, dynamic=False) if compile else after
+        # A reset's start poses, for the few envs that reset (a symbolic count when compiled).
+        self._start_pose = torch.compile(self._start_pose_of, dynamic=True) if compile else self._start_pose_of
         self.reset()
 
     def _load_vlm(self):
@@ -186,27 +188,13 @@ class VLMDrivingEnv(MultiAgentEnv):
 
     # ----------------------------------------------------------------- reset
     def _reset_idx(self, env_ids: Tensor) -> None:
-        cfg, maps, k, dev = self.cfg, self.maps, env_ids.numel(), self.device
-        mid = torch.randint(0, maps.num_maps, (k,), generator=self.rng, device=dev)
-        rid = torch.randint(0, maps.route_xy.shape[1], (k,), generator=self.rng, device=dev)
-        route_s = take(maps.route_s, mid, rid)  # [k, Q]
-        n_pts = take(maps.route_len, mid, rid)
-        last_s = route_s.gather(1, (n_pts - 1).unsqueeze(-1))
-        # Leave room for a whole episode at 1.2x the target speed beyond the start (the route goes on
-        # past route_length_m: completion stays at 1 and the car keeps driving).
-        spare = max(cfg.route_length_m, 1.2 * cfg.vlm.target_speed_kmh / 3.6 * cfg.episode_length_s) + 20.0
-        latest = torch.searchsorted(route_s, (last_s - spare).contiguous()).squeeze(-1).clamp(min=6)
-        start = (5 + torch.rand(k, generator=self.rng, device=dev) * (latest - 5).float()).long()
+        maps, k, dev, g = self.maps, env_ids.numel(), self.device, self.rng
+        mid = torch.randint(0, maps.num_maps, (k,), generator=g, device=dev)
+        rid = torch.randint(0, maps.route_xy.shape[1], (k,), generator=g, device=dev)
+        uniform = torch.stack([torch.rand(k, generator=g, device=dev) for _ in range(4)])  # start, lateral, yaw, v
+        start, ego = self._start_pose(mid, rid, uniform)
         self.map_id[env_ids], self.route_id[env_ids], self.route_start[env_ids] = mid, rid, start
         self.route_i[env_ids] = start
-        xy = take(maps.route_xy, mid, rid, start)
-        yaw = take(maps.route_yaw, mid, rid, start)
-        normal = torch.stack((-torch.sin(yaw), torch.cos(yaw)), -1)
-        lateral = (torch.rand(k, generator=self.rng, device=dev) - 0.5) * 1.0
-        ego = torch.zeros(k, 6, device=dev)
-        ego[:, :2] = xy + lateral.unsqueeze(-1) * normal
-        ego[:, 2] = yaw + (torch.rand(k, generator=self.rng, device=dev) - 0.5) * 0.2
-        ego[:, 3] = torch.rand(k, generator=self.rng, device=dev) * 6.0
         self.ego[env_ids] = ego
         self.command[env_ids] = 0.0
         self.lateral_hist[env_ids] = 0.0
@@ -215,9 +203,39 @@ class VLMDrivingEnv(MultiAgentEnv):
         self.wrong_lane_steps[env_ids] = 0.0
         self.progress_prev[env_ids] = 0.0
         self.score[env_ids] = 1.0
-        self.traffic.reset(env_ids, self.map_id, self.ego[:, :2], self._route_ahead())
+        self.traffic.reset(env_ids, self.map_id, self.ego[:, :2], self._route_ahead(env_ids))
         fresh = torch.zeros(self.num_envs, dtype=torch.bool, device=dev).index_fill_(0, env_ids, True)
         self._reset_obs = self._after_reset(fresh)
+
+    def _start_pose_of(self, mid: Tensor, rid: Tensor, uniform: Tensor) -> tuple[Tensor, Tensor]:
+        """A new episode's start point ``long [k]`` on route ``rid`` of map ``mid`` and ego state ``[k, 6]``, from
+        ``uniform [4, k]`` draws in [0, 1) (start, lateral offset, heading offset, speed)."""
+        cfg, maps = self.cfg, self.maps
+        route_s = take(maps.route_s, mid, rid)  # [k, Q]
+        n_pts = take(maps.route_len, mid, rid)
+        last_s = route_s.gather(1, (n_pts - 1).unsqueeze(-1))
+        # Leave room for a whole episode at 1.2x the target speed beyond the start (the route goes on
+        # past route_length_m: completion stays at 1 and the car keeps driving).
+        spare = max(cfg.route_length_m, 1.2 * cfg.vlm.target_speed_kmh / 3.6 * cfg.episode_length_s) + 20.0
+        latest = torch.searchsorted(route_s, (last_s - spare).contiguous()).squeeze(-1).clamp(min=6)
+        start = (5 + uniform[0] * (latest - 5).float()).long()
+        xy = take(maps.route_xy, mid, rid, start)
+        yaw = take(maps.route_yaw, mid, rid, start)
+        normal = torch.stack((-torch.sin(yaw), torch.cos(yaw)), -1)
+        lateral = (uniform[1] - 0.5) * 1.0
+        zero = torch.zeros_like(yaw)
+        ego = torch.stack(
+            (
+                xy[:, 0] + lateral * normal[:, 0],
+                xy[:, 1] + lateral * normal[:, 1],
+                yaw + (uniform[2] - 0.5) * 0.2,
+                uniform[3] * 6.0,
+                zero,
+                zero,
+            ),
+            -1,
+        )
+        return start, ego
 
     def _observe_after_reset(self, fresh: Tensor) -> Obs:
         """Derive, fill the car history of the ``fresh [E]`` (just reset) envs with their cars now, observe."""
@@ -256,11 +274,14 @@ class VLMDrivingEnv(MultiAgentEnv):
         """``[E]`` m/s, the ego's ground speed."""
         return torch.linalg.vector_norm(self.ego[:, 3:5], dim=-1)
 
-    def _route_ahead(self) -> Tensor:
-        """``[E, ROUTE_AHEAD, 2]`` route points from the ego's on."""
+    def _route_ahead(self, env_ids: Tensor | None = None) -> Tensor:
+        """``[E, ROUTE_AHEAD, 2]`` route points from the ego's on (``[k, ...]`` of ``env_ids`` when given)."""
         q = self.maps.route_xy.shape[2]
-        idx = (self.route_i.unsqueeze(-1) + torch.arange(ROUTE_AHEAD, device=self.device)).clamp(max=q - 1)
-        return take(self.maps.route_xy, self.map_id.unsqueeze(-1), self.route_id.unsqueeze(-1), idx)
+        route_i, mid, rid = self.route_i, self.map_id, self.route_id
+        if env_ids is not None:
+            route_i, mid, rid = route_i[env_ids], mid[env_ids], rid[env_ids]
+        idx = (route_i.unsqueeze(-1) + torch.arange(ROUTE_AHEAD, device=self.device)).clamp(max=q - 1)
+        return take(self.maps.route_xy, mid.unsqueeze(-1), rid.unsqueeze(-1), idx)
 
     def _route_point_at(self, station: Tensor) -> Tensor:
         """Route positions ``[E, K, 2]`` at arc lengths ``station [E, K]`` (m), interpolated between route points,

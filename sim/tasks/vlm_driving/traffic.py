@@ -261,7 +261,8 @@ class Traffic:
         return {name: getattr(self, name) for name in STATE}
 
     def reset(self, env_ids: Tensor, map_id: Tensor, ego_xy: Tensor, route_xy: Tensor) -> None:
-        """Clear the cars of ``env_ids`` and place up to 4 of them around the ego (the step's spawner adds the rest)."""
+        """Clear the cars of ``env_ids [k]`` and place up to 4 of them around the ego (the step's spawner adds the
+        rest); ``map_id``, ``ego_xy``: all envs'; ``route_xy [k, K, 2]``: the route ahead of the reset envs."""
         self.present[env_ids] = False
         if self.cfg.num_vehicles == 0:
             return
@@ -270,7 +271,7 @@ class Traffic:
         # (the same stream as drawing before each round: the rounds draw nothing themselves).
         draws = [self.draw(env_ids.numel()) for _ in range(min(4, self.cfg.num_vehicles))]
         sub = {name: value[env_ids] for name, value in self.state().items()}
-        sub = self._spawn_rounds(self.cfg, self.maps, sub, map_id[env_ids], ego_xy[env_ids], route_xy[env_ids], draws)
+        sub = self._spawn_rounds(self.cfg, self.maps, sub, map_id[env_ids], ego_xy[env_ids], route_xy, draws)
         for name, value in sub.items():
             getattr(self, name)[env_ids] = value
 
