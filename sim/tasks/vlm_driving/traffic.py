@@ -279,6 +279,15 @@ class Traffic:
 STATE = ("lane", "u", "v", "v0", "lat", "cooldown", "present", "colour")
 
 
+def _first_true(mask: Tensor) -> Tensor:
+    """``long [...]``: the index of the first True along the (short) last dim of ``mask [..., n]``, -1 when none.
+    A loop from the back: pointwise when compiled (an argmax over a dim of 4-9 is a slow reduction there)."""
+    first = torch.full(mask.shape[:-1], -1, dtype=torch.long, device=mask.device)
+    for j in range(mask.shape[-1] - 1, -1, -1):
+        first = torch.where(mask[..., j], j, first)
+    return first
+
+
 def spawn(
     cfg: TrafficCfg,
     maps: RoadMaps,
@@ -294,8 +303,7 @@ def spawn(
     (E, V), dev = state["lane"].shape, state["lane"].device
     A = r["ahead"].shape[1]
     present = state["present"]
-    free_slot = ~present
-    slot = torch.where(free_slot.any(-1), free_slot.float().argmax(-1), -1)  # [E]
+    slot = _first_true(~present)  # [E], -1: every slot taken
     k = route_xy.shape[1]
     rows = torch.arange(E, device=dev).unsqueeze(-1)
     lo, hi = cfg.spawn_ahead_m
@@ -324,8 +332,10 @@ def spawn(
     pos, _ = maps.lane_pose(mid, lane, u)  # [E, A, 2]
     if xy is None:
         xy, _ = maps.lane_pose(map_id.unsqueeze(-1).expand_as(state["lane"]), state["lane"], state["u"], state["lat"])
-    dist_cars = torch.linalg.vector_norm(xy.unsqueeze(1) - pos.unsqueeze(2), dim=-1)  # [E, A, V]
-    dist_cars = torch.where(present.unsqueeze(1), dist_cars, math.inf).amin(-1)
+    dist_cars = torch.full_like(pos[..., 0], math.inf)  # [E, A]: to the nearest present car
+    for j in range(V):  # a loop over the few cars compiles to pointwise code (a short-dim reduction does not)
+        d = torch.linalg.vector_norm(xy[:, j : j + 1] - pos, dim=-1)
+        dist_cars = torch.minimum(dist_cars, torch.where(present[:, j : j + 1], d, math.inf))
     dist_ego = torch.linalg.vector_norm(pos - ego_xy.unsqueeze(1), dim=-1)
     ok = (
         (slot >= 0).unsqueeze(-1)
@@ -334,8 +344,9 @@ def spawn(
         & (kind != CONNECTOR_KIND)
         & (torch.minimum(dist_cars, dist_ego) > cfg.spawn_clearance_m)
     )
-    first = ok.float().argmax(-1, keepdim=True)  # the first free candidate
-    found = ok.any(-1)
+    first = _first_true(ok)  # the first free candidate, -1 none
+    found = first >= 0
+    first = first.clamp(min=0).unsqueeze(-1)
 
     def pick(x: Tensor) -> Tensor:
         return x.gather(1, first).squeeze(1)
