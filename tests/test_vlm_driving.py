@@ -158,6 +158,31 @@ def test_ego_models_follow_the_route(model: str) -> None:
     assert out["termination/off_road"] == 0.0
 
 
+def test_a_reset_rederives_its_envs_as_a_full_pass_would() -> None:
+    # A reset recomputes the observation inputs of the reset envs only; the rest keep this step's values.
+    env = sim.make("vlm_driving", num_envs=16, seed=4)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        env.step(env.sample_actions(g))
+    before = {k: v.clone() for k, v in env.derived.items()}
+    ids = torch.tensor([2, 7, 11])
+    env._reset_all_idx(ids)
+    obs = env._observations_after_reset()
+    assert not torch.equal(env.derived["progress"][ids], before["progress"][ids])  # the reset changed them
+    keep = torch.ones(16, dtype=torch.bool)
+    keep[ids] = False
+    for key, value in env.derived.items():
+        assert torch.equal(value[keep], before[key][keep]), key
+    _, full = env._derived_of(None)
+    for key, value in full.items():
+        torch.testing.assert_close(env.derived[key][ids], value[ids], rtol=0, atol=1e-6, msg=key)
+    env._derive()
+    for name, value in env._observations()["ego"].items():
+        torch.testing.assert_close(obs["ego"][name], value, rtol=0, atol=1e-6, msg=name)
+    for past in env.car_history:  # the reset envs' car history holds their new cars at every past step
+        assert torch.equal(past[ids, :, :2], env.derived["cars_xy"][ids])
+
+
 def test_take_matches_advanced_indexing() -> None:
     g = torch.Generator().manual_seed(0)
     table = torch.randn(3, 4, 5, 2, generator=g)

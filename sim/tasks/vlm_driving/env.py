@@ -123,9 +123,10 @@ class VLMDrivingEnv(MultiAgentEnv):
         # compiled too (eager it cost a third of a compiled step at 4096 envs, with a few resets every step).
         self._reset_obs: Obs = {}
         after = self._observe_after_reset
-        self._after_reset = torch.compile(after, dynamic=False) if compile else after
+        self._after_reset = torch.compile(after, dynamic=True) if compile else after
         # A reset's start poses, for the few envs that reset (a symbolic count when compiled).
         self._start_pose = torch.compile(self._start_pose_of, dynamic=True) if compile else self._start_pose_of
+        self._derive()  # every key present before the first reset, which re-derives the envs it resets
         self.reset()
 
     def _load_vlm(self):
@@ -204,8 +205,7 @@ class VLMDrivingEnv(MultiAgentEnv):
         self.progress_prev[env_ids] = 0.0
         self.score[env_ids] = 1.0
         self.traffic.reset(env_ids, self.map_id, self.ego[:, :2], self._route_ahead(env_ids))
-        fresh = torch.zeros(self.num_envs, dtype=torch.bool, device=dev).index_fill_(0, env_ids, True)
-        self._reset_obs = self._after_reset(fresh)
+        self._reset_obs = self._after_reset(env_ids)
 
     def _start_pose_of(self, mid: Tensor, rid: Tensor, uniform: Tensor) -> tuple[Tensor, Tensor]:
         """A new episode's start point ``long [k]`` on route ``rid`` of map ``mid`` and ego state ``[k, 6]``, from
@@ -237,11 +237,15 @@ class VLMDrivingEnv(MultiAgentEnv):
         )
         return start, ego
 
-    def _observe_after_reset(self, fresh: Tensor) -> Obs:
-        """Derive, fill the car history of the ``fresh [E]`` (just reset) envs with their cars now, observe."""
-        self._derive()
-        snapshot = self._car_snapshot((self.derived["cars_xy"], self.derived["cars_yaw"]))
-        self.car_history = torch.where(fresh.view(1, -1, 1, 1), snapshot.unsqueeze(0), self.car_history)
+    def _observe_after_reset(self, env_ids: Tensor) -> Obs:
+        """Derive ``env_ids [k]`` (just reset) again, fill their car history with their cars now, observe all."""
+        route_i, new = self._derived_of(env_ids)
+        self.route_i = self.route_i.index_put((env_ids,), route_i)
+        # Out of place: the step's info["final_obs"] and final metrics were built from the old tensors.
+        self.derived = {key: value.index_put((env_ids,), new[key]) for key, value in self.derived.items()}
+        history = self.car_history.clone()
+        history[:, env_ids] = self._car_snapshot((new["cars_xy"], new["cars_yaw"]), env_ids).unsqueeze(0)
+        self.car_history = history
         return self._observations()
 
     def _observations_after_reset(self) -> Obs:
@@ -283,12 +287,14 @@ class VLMDrivingEnv(MultiAgentEnv):
         idx = (route_i.unsqueeze(-1) + torch.arange(ROUTE_AHEAD, device=self.device)).clamp(max=q - 1)
         return take(self.maps.route_xy, mid.unsqueeze(-1), rid.unsqueeze(-1), idx)
 
-    def _route_point_at(self, station: Tensor) -> Tensor:
+    def _route_point_at(self, station: Tensor, route_ids: tuple[Tensor, Tensor, Tensor] | None = None) -> Tensor:
         """Route positions ``[E, K, 2]`` at arc lengths ``station [E, K]`` (m), interpolated between route points,
-        up to ~60 m past the ego's route point (a search in that window of points about 1 m apart)."""
+        up to ~60 m past the ego's route point (a search in that window of points about 1 m apart).
+        ``route_ids``: ``(map_id, route_id, route point)`` ``[k]`` each, for other envs than all (default)."""
         maps, q = self.maps, self.maps.route_xy.shape[2]
-        window = (self.route_i.unsqueeze(-1) + torch.arange(64, device=self.device)).clamp(max=q - 1)
-        mid, rid = self.map_id.unsqueeze(-1), self.route_id.unsqueeze(-1)
+        mid, rid, route_i = (self.map_id, self.route_id, self.route_i) if route_ids is None else route_ids
+        window = (route_i.unsqueeze(-1) + torch.arange(64, device=self.device)).clamp(max=q - 1)
+        mid, rid = mid.unsqueeze(-1), rid.unsqueeze(-1)
         s = take(maps.route_s, mid, rid, window)
         pos = torch.searchsorted(s, station.contiguous()).clamp(1, window.shape[1] - 1)
         s0, s1 = s.gather(1, pos - 1), s.gather(1, pos)
@@ -297,40 +303,51 @@ class VLMDrivingEnv(MultiAgentEnv):
         b = take(maps.route_xy, mid, rid, window.gather(1, pos))
         return a + (b - a) * frac
 
-    def _car_snapshot(self, poses: tuple[Tensor, Tensor] | None = None) -> Tensor:
-        """``[E, V, 4]`` x, y, yaw, present of the cars (``poses``: already computed ``(xy, yaw)``)."""
+    def _car_snapshot(self, poses: tuple[Tensor, Tensor] | None = None, rows: Tensor | None = None) -> Tensor:
+        """``[E, V, 4]`` x, y, yaw, present of the cars (``poses``: already computed ``(xy, yaw)``; ``rows [k]``:
+        of those envs only, ``[k, V, 4]``)."""
         xy, yaw = self.traffic.poses(self.map_id) if poses is None else poses
-        return torch.cat((xy, yaw.unsqueeze(-1), self.traffic.present.unsqueeze(-1).float()), -1)
+        present = self.traffic.present if rows is None else self.traffic.present[rows]
+        return torch.cat((xy, yaw.unsqueeze(-1), present.unsqueeze(-1).float()), -1)
 
     def _derive(self) -> None:
         """Everything the observation, reward and termination read, from the current state."""
+        self.route_i, self.derived = self._derived_of(None)
+
+    def _derived_of(self, rows: Tensor | None) -> tuple[Tensor, dict[str, Tensor]]:
+        """``(route point [k], derived values)`` of the envs ``rows [k]`` (all when None): :meth:`_derive`'s
+        values, computed per env (a reset recomputes its few envs only)."""
         maps, cfg, dev = self.maps, self.cfg, self.device
-        E = self.num_envs
-        xy, yaw = self.ego[:, :2], self.ego[:, 2]
-        mid, rid = self.map_id, self.route_id
+
+        def pick(x: Tensor) -> Tensor:
+            return x if rows is None else x[rows]
+
+        xy, yaw = pick(self.ego[:, :2]), pick(self.ego[:, 2])
+        mid, rid = pick(self.map_id), pick(self.route_id)
+        E = xy.shape[0]
         # Route tracking: the nearest route point in a window ahead of the last one.
         q = maps.route_xy.shape[2]
-        window = (self.route_i.unsqueeze(-1) + torch.arange(-2, 16, device=dev)).clamp(0, q - 1)
+        window = (pick(self.route_i).unsqueeze(-1) + torch.arange(-2, 16, device=dev)).clamp(0, q - 1)
         pts = take(maps.route_xy, mid.unsqueeze(-1), rid.unsqueeze(-1), window)
         nearest = torch.linalg.vector_norm(pts - xy.unsqueeze(1), dim=-1).argmin(-1)
-        self.route_i = window.gather(1, nearest.unsqueeze(-1)).squeeze(-1)
-        r_xy = take(maps.route_xy, mid, rid, self.route_i)
-        r_yaw = take(maps.route_yaw, mid, rid, self.route_i)
+        route_i = window.gather(1, nearest.unsqueeze(-1)).squeeze(-1)
+        r_xy = take(maps.route_xy, mid, rid, route_i)
+        r_yaw = take(maps.route_yaw, mid, rid, route_i)
         d = xy - r_xy
         route_offset = -d[:, 0] * torch.sin(r_yaw) + d[:, 1] * torch.cos(r_yaw)
         heading_err = _wrap(yaw - r_yaw)
-        s_now = take(maps.route_s, mid, rid, self.route_i)
-        progress = s_now - take(maps.route_s, mid, rid, self.route_start)
+        s_now = take(maps.route_s, mid, rid, route_i)
+        progress = s_now - take(maps.route_s, mid, rid, pick(self.route_start))
         completion = (progress / cfg.route_length_m).clamp(0.0, 1.0)
         # Waypoints every waypoint_spacing_m ahead on the route.
         targets = s_now.unsqueeze(-1) + cfg.waypoint_spacing_m * torch.arange(1, cfg.num_waypoints + 1, device=dev)
-        waypoints = self._route_point_at(targets)
+        waypoints = self._route_point_at(targets, (mid, rid, route_i))
         wp_local, _ = raster.to_ego_frame(waypoints, torch.zeros_like(targets), xy, yaw)
         where = maps.locate(mid, xy)
         wrong = where["on_road"] & ~where["junction"] & (_wrap(yaw - where["yaw"]).abs() > math.radians(120.0))
         # Cars: poses, collision, the nearest ones, the free gap ahead.
-        cars_xy, cars_yaw = self.traffic.poses(mid)
-        present = self.traffic.present
+        cars_xy, cars_yaw = self.traffic.poses(mid, rows)
+        present = pick(self.traffic.present)
         half_ego = torch.tensor([CAR_LENGTH / 2, CAR_WIDTH / 2], device=dev)
         collision = (
             boxes_overlap(xy.unsqueeze(1), yaw.unsqueeze(1), half_ego, cars_xy, cars_yaw, half_ego) & present
@@ -343,7 +360,7 @@ class VLMDrivingEnv(MultiAgentEnv):
             if present.shape[1]
             else (torch.full((E,), math.inf, device=dev))
         )
-        self.derived = {
+        return route_i, {
             "where_lateral": where["lateral"],
             "on_road": where["on_road"],
             "wrong_lane": wrong,

@@ -61,13 +61,19 @@ class Traffic:
         self.colour = torch.zeros(E, V, 3, device=device)  # for the camera, 0-255
 
     # ----------------------------------------------------------------- queries
-    def poses(self, map_id: Tensor) -> tuple[Tensor, Tensor]:
-        """``(xy [E, V, 2], yaw [E, V])`` of every car (absent cars: wherever they were)."""
-        mid = map_id.unsqueeze(-1).expand_as(self.lane)
-        xy, yaw = self.maps.lane_pose(mid, self.lane, self.u, self.lat)
+    def poses(self, map_id: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``(xy [E, V, 2], yaw [E, V])`` of every car (absent cars: wherever they were); with ``rows [k]``, the
+        cars of those envs (``map_id [k]``, theirs)."""
+        lane, u, lat, v = (
+            (self.lane, self.u, self.lat, self.v)
+            if rows is None
+            else (self.lane[rows], self.u[rows], self.lat[rows], self.v[rows])
+        )
+        mid = map_id.unsqueeze(-1).expand_as(lane)
+        xy, yaw = self.maps.lane_pose(mid, lane, u, lat)
         # Turned into the lane change: the lateral speed over the forward speed.
-        lat_rate = -torch.sign(self.lat) * self.maps.lane_width / self.cfg.lane_change_s * (self.lat.abs() > 1e-3)
-        yaw = yaw + torch.atan2(lat_rate, self.v.clamp(min=1.0))
+        lat_rate = -torch.sign(lat) * self.maps.lane_width / self.cfg.lane_change_s * (lat.abs() > 1e-3)
+        yaw = yaw + torch.atan2(lat_rate, v.clamp(min=1.0))
         return xy, yaw
 
     def velocity(self, yaw: Tensor) -> Tensor:
