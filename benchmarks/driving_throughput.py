@@ -39,13 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--camera", type=int, default=224, help="reward camera size (px) with --vlm")
     p.add_argument("--bev-envs", type=int, default=0, help="envs of the BEV env (default: --envs)")
     p.add_argument("--compile", action="store_true", help="torch.compile the control step and observation pass")
+    p.add_argument("--no-bev", action="store_true", help="time the state env alone")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     kw = {"device": args.device, "compile": args.compile}
-    envs = {
-        "state": sim.make("vlm_driving", num_envs=args.envs, reward="expert", **kw),
-        "bev": sim.make("vlm_driving", num_envs=args.bev_envs or args.envs, reward="expert", observation="bev", **kw),
-    }
+    envs = {"state": sim.make("vlm_driving", num_envs=args.envs, reward="expert", **kw)}
+    if not args.no_bev:
+        bev_envs = args.bev_envs or args.envs
+        envs["bev"] = sim.make("vlm_driving", num_envs=bev_envs, reward="expert", observation="bev", **kw)
     if args.vlm:
         envs["vlm"] = sim.make("vlm_driving", num_envs=args.envs, reward="vlm", camera_size=args.camera, **kw)
     runs: dict[str, list[tuple[float, float]]] = {k: [] for k in envs}
@@ -58,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name, (w, c) in med.items():
         print(f"  {name:6s} {envs[name].num_envs:5d} envs {w:11,.0f} env-steps/s wall   {c:11,.0f} env-steps/s CPU")
-    print(f"ratio_bev_vs_state={med['bev'][1] / med['state'][1]:.3f}")
+    if "bev" in med:
+        print(f"ratio_bev_vs_state={med['bev'][1] / med['state'][1]:.3f}")
     return 0
 
 

@@ -72,9 +72,7 @@ class MemoryReachVecEnv:
 
     def _wrap(self, obs: dict):
         group = obs["robot"]
-        return self._td(
-            {"policy": group["policy"][:, 0], "critic": group["state"][:, 0]}, batch_size=[self.num_envs]
-        )
+        return self._td({"policy": group["policy"][:, 0], "critic": group["state"][:, 0]}, batch_size=[self.num_envs])
 
     def get_observations(self):
         return self._wrap(self._obs)
