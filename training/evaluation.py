@@ -56,6 +56,7 @@ Z95 = 1.959963984540054  # two-sided 95% quantile of the standard normal
 POLICY_ENTRY = "policy"  # the observation entry an actor reads
 _ROUND_SEED_STRIDE = 1_000_003
 
+
 def success_criteria(task: str | MultiAgentEnv | type[MultiAgentEnv]) -> dict[str, float]:
     """The task's success thresholds (its env class's ``success_criteria``): window-mean metric name
     -> upper bound; success is every one below its bound and no termination (``{}``: not defined).
