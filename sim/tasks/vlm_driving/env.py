@@ -119,8 +119,9 @@ class VLMDrivingEnv(MultiAgentEnv):
         self._camera_pixels = raster.ego_frame_pixels(cfg.camera_size, cfg.camera_size / cfg.camera_view_m, 0.5, dev)
         self.vlm = self._load_vlm() if cfg.reward in ("vlm", "vlm_rm") else None
         self.derived: dict[str, Tensor] = {}
-        # A reset re-derives every env's observation inputs and observations; with compile=True that pass is
-        # compiled too (eager it cost a third of a compiled step at 4096 envs, with a few resets every step).
+        # A reset re-derives the observation inputs of the envs it resets and observes; with compile=True that
+        # pass is compiled too, with a symbolic env count (eager, over every env, it cost a third of a compiled
+        # step at 4096 envs, where a few envs reset every step).
         self._reset_obs: Obs = {}
         after = self._observe_after_reset
         self._after_reset = torch.compile(after, dynamic=True) if compile else after
