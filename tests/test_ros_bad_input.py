@@ -310,15 +310,36 @@ def test_bad_input_on_every_subscription_gives_the_safe_command_within_one_tick(
     h = Lockstep(model, meta, stale_timeout_s=timeout)
     clock = {"sec": 1}
 
-    def good_tick(label: str) -> None:
-        """Every input good with a new stamp; the tick (and the one after) must command the policy."""
+    def ok_tick(label: str, deliver: Callable[[], None]) -> None:
+        """``deliver`` fresh messages, then the tick (and the one after) must command the policy.
+
+        Staleness is measured by receive time, so on a loaded machine the test itself can take longer
+        than the timeout between its first delivery and the tick; the node is then right to say
+        stale, and the step is repeated (a few times at most) rather than blamed on the node."""
+        for _ in range(5):
+            t0 = time.monotonic()
+            deliver()
+            statuses = []
+            for _ in range(2):
+                command, status = h.tick()
+                assert np.isfinite(command).all()
+                statuses.append(status)
+            if all(s == "ok" for s in statuses):
+                return
+            slow = time.monotonic() - t0 > timeout
+            assert slow and all(s == "ok" or s.startswith("safe: stale") for s in statuses), (
+                f"{model.parent.name}: no recovery after {label}: {statuses}"
+            )
+        pytest.fail(f"{model.parent.name}: the test could not deliver its inputs within {timeout} s after {label}")
+
+    def deliver_all() -> None:
         clock["sec"] += 1
         for k, (good, _) in table.items():
             h.deliver(k, _stamped(good(), clock["sec"]))
-        for _ in range(2):
-            command, status = h.tick()
-            assert status == "ok", f"{model.parent.name}: no recovery after {label}: {status}"
-            assert np.isfinite(command).all()
+
+    def good_tick(label: str) -> None:
+        """Every input good with a new stamp; the tick (and the one after) must command the policy."""
+        ok_tick(label, deliver_all)
 
     def expect_safe(label: str) -> None:
         command, status = h.tick()
@@ -334,8 +355,13 @@ def test_bad_input_on_every_subscription_gives_the_safe_command_within_one_tick(
                 if bad:
                     expect_safe(f"{key}: {label}")
                 else:
-                    command, status = h.tick()
-                    assert status == "ok" and np.isfinite(command).all(), f"{key}: {label}: {status}"
+
+                    def deliver_variant(key=key, make=make) -> None:
+                        deliver_all()
+                        clock["sec"] += 1
+                        h.deliver(key, _stamped(make(), clock["sec"]))
+
+                    ok_tick(f"{key}: {label} (valid)", deliver_variant)
                 good_tick(f"{key}: {label}")
         for key in streams:
             good, _ = table[key]
@@ -368,8 +394,10 @@ def test_bad_input_on_every_subscription_gives_the_safe_command_within_one_tick(
             good_tick(f"{key}: stale input")
         assert all(np.isfinite(c).all() for c in h.commands)
         ticks = np.sort(h.tick_s)
-        # The rate holds: a tick's work (CPU time) stays well inside the control period, bad input or not.
-        assert ticks[int(0.95 * (len(ticks) - 1))] < 0.5 * period, f"ticks take {ticks[-5:]} s at {1 / period:g} Hz"
+        # The rate holds: a tick's work (CPU time) stays inside the control period with room to spare, bad
+        # input or not. Measured idle here: a tick that runs a hepi graph model (50 Hz) takes 5-9 ms, so
+        # the margin is 0.75 of the period: CPU time itself grows 30-50% when the two cores are shared.
+        assert ticks[int(0.95 * (len(ticks) - 1))] < 0.75 * period, f"ticks take {ticks[-5:]} s at {1 / period:g} Hz"
     finally:
         h.close()
 
