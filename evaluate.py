@@ -4,6 +4,7 @@
     python evaluate.py onnx=policy.onnx episodes=100 video=runs/eval.gif
     python evaluate.py policy=zero task=cable_load episodes=20 task.num_mavs=4
     python evaluate.py checkpoint=<path> eval_mode=true task.fault.enabled=true report=report.json
+    python evaluate.py checkpoint=assets/policies/cable_load/policy.pt scenario=mav_loss task.num_mavs=4
     python evaluate.py task=drone_volleyball match=scripted,hover games=200       # two-team matches
     python evaluate.py task=drone_volleyball league=hover,scripted,<a.pt> games=200   # round-robin + Elo
 
@@ -14,7 +15,9 @@ success threshold. An unknown key, a value of the wrong type or out of range is 
 
 The task config is the one the policy was trained with (checkpoint, else the ONNX metadata
 ``covey`` -> ``task_cfg``, else the task config's defaults), noise and randomisation as trained;
-``eval_mode=true`` applies the task's ``evaluation_overrides()`` (both off). Then ``task.*``.
+``eval_mode=true`` applies the task's ``evaluation_overrides()`` (both off). ``scenario=<name>`` then
+applies one of the task's named evaluation cases (its env class's ``scenarios()``: config overrides and
+success thresholds). Then ``task.*``.
 
 Output: a table (policy and baseline side by side), and as the last line one JSON object: every
 metric with ``<name>_ci95`` (cable_load: ``pos_err_m``, ``ori_err_deg``, ``mean_tension_n``,
@@ -76,6 +79,9 @@ class EvalArgs:
         default=None, metadata={"help": f"parallel envs (default min(episodes, {DEFAULT_MAX_ENVS}))"}
     )
     eval_mode: bool = field(default=False, metadata={"help": "apply the task's evaluation_overrides()"})
+    scenario: str | None = field(
+        default=None, metadata={"help": "a named evaluation case of the task (its env class's scenarios())"}
+    )
     window_s: float = field(
         default=0.0,
         metadata={"help": "metrics average over the last window_s of an episode; 0 = the task's evaluation_window_s"},
@@ -203,8 +209,21 @@ def load_onnx_source(path: str) -> Source:
     return Source("onnx", task_cfg, lambda env: onnx_policy(session, env, group=group), info)
 
 
+def resolve_scenario(task: str, name: str | None) -> Any:
+    """The task's :class:`~sim.core.env.Scenario` called ``name`` (None: none asked for)."""
+    from sim.core.registry import task_class
+
+    if name is None:
+        return None
+    known = task_class(task).scenarios()
+    if name not in known:
+        raise EvalError(f"task {task!r} has no scenario {name!r}; known: {sorted(known) or 'none'}")
+    return known[name]
+
+
 def resolve_task_cfg(source_cfg: Mapping[str, Any] | None, args: EvalArgs, overrides: Mapping[str, Any]) -> dict:
-    """The evaluation task config: trained config (or the task's defaults), eval overrides, ``task.*``."""
+    """The evaluation task config: trained config (or the task's defaults), eval overrides, the
+    scenario's overrides, ``task.*``."""
     from sim.core.config import deep_merge
     from sim.core.registry import evaluation_overrides
 
@@ -225,6 +244,9 @@ def resolve_task_cfg(source_cfg: Mapping[str, Any] | None, args: EvalArgs, overr
         if not eval_overrides:
             _log(f"note: task {cfg['name']!r} has no evaluation_overrides(); eval_mode changes nothing")
         cfg = deep_merge(cfg, eval_overrides)
+    scenario = resolve_scenario(cfg["name"], args.scenario)
+    if scenario is not None:
+        cfg = deep_merge(cfg, scenario.overrides)
     return deep_merge(cfg, overrides)
 
 
@@ -289,6 +311,8 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
 
     if args.match is not None and args.league is not None:
         raise EvalError("give match=A,B or league=A,B,C,..., not both")
+    if args.scenario is not None and (args.match is not None or args.league is not None):
+        raise EvalError("scenario= applies to episode evaluations, not to match= or league=")
     if args.match is not None:
         return evaluate_match(args, task_overrides)
     if args.league is not None:
@@ -298,7 +322,8 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     num_envs = min(args.episodes, args.num_envs or DEFAULT_MAX_ENVS)
     try:
         env = sim.make(task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile)
-        criteria = {**success_criteria(env.task_name), **success}
+        scenario = resolve_scenario(env.task_name, args.scenario)
+        criteria = {**success_criteria(env.task_name), **(scenario.success if scenario else {}), **success}
         policy = source.make_policy(env) if source.make_policy is not None else zero_policy(env)
     except ValueError as err:
         raise EvalError(str(err)) from err
@@ -343,6 +368,7 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     print(
         f"task {env.task_name}, source {source.kind}, {args.episodes} episodes of {episode_s:g} s"
         f" (window {window_s:g} s), seed {args.seed}, eval_mode {args.eval_mode}, {num_envs} envs on {env.device}"
+        + (f", scenario {args.scenario}" if args.scenario else "")
     )
     print(format_table(columns))
     return {
@@ -352,6 +378,7 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         "expert_baseline": summaries.get("expert_baseline"),
         "seed": args.seed,
         "eval_mode": args.eval_mode,
+        "scenario": args.scenario,
         "window_s": window_s,
         "num_envs": num_envs,
         "device": str(env.device),

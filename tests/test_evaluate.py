@@ -344,3 +344,33 @@ def test_corrupt_checkpoint_fails_with_a_clear_message(capsys, tmp_path) -> None
     assert code == 2
     assert f"cannot load checkpoint {bad}" in err and "corrupt" in err
     assert "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- scenarios (task-named cases)
+def test_every_scenario_builds_and_evaluate_applies_its_overrides_and_bar(tmp_path):
+    from sim.core.registry import task_class
+
+    main = cli.main
+
+    scenarios = task_class("cable_load").scenarios()
+    assert {"nominal", "mav_loss", "heterogeneous", "disturbance", "tilt45"} <= set(scenarios)
+    for name, scen in scenarios.items():
+        assert scen.about, name
+        sim.make("cable_load", num_envs=2, **scen.overrides)
+    report = tmp_path / "r.json"
+    args = ["policy=zero", "task=cable_load", "scenario=mav_loss", "episodes=2", "task.episode_length_s=0.5"]
+    assert main([*args, f"report={report}"]) == 0
+    out = json.loads(report.read_text())
+    assert out["scenario"] == "mav_loss" and out["task_cfg"]["fault"]["enabled"] is True
+    assert out["success_criteria"]["pos_err_m"] == 0.3
+    # The command line still wins over the scenario.
+    assert main([*args, "task.fault.cable=released", "success.pos_err_m=0.2", f"report={report}"]) == 0
+    out = json.loads(report.read_text())
+    assert out["task_cfg"]["fault"]["cable"] == "released" and out["success_criteria"]["pos_err_m"] == 0.2
+
+
+def test_an_unknown_scenario_is_one_line_naming_the_known_ones(capsys):
+    main = cli.main
+    assert main(["policy=zero", "task=cable_load", "scenario=windy", "episodes=1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "windy" in err and "mav_loss" in err

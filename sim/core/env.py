@@ -36,6 +36,7 @@ import re
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -56,6 +57,19 @@ _SNAPSHOT_MODULES = frozenset({"sim", "policies", "training"})
 # Networks (frozen opponents, skills), constants, classes and partials: not episode state.
 _SNAPSHOT_CONSTANTS = (torch.nn.Module, type, torch.device, torch.dtype, functools.partial)
 ACTION_TOL = 1e-6  # |a| up to 1 + this is float round-off of a clamped action, not out of range
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named evaluation case of a task (``evaluate.py scenario=<name>``): overrides of the task config
+    (merged after ``eval_mode``'s and before the command line's ``task.*``) and, where the case sets a
+    different bar, success thresholds (merged over the task's ``success_criteria``; ``success.*`` wins)."""
+
+    about: str
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    success: Mapping[str, float] = field(default_factory=dict)
+
+
 _LOG = logging.getLogger("covey.sim")
 
 
@@ -367,6 +381,11 @@ class MultiAgentEnv(ABC):
     @classmethod
     def evaluation_overrides(cls) -> dict[str, Any]:
         """Config overrides for evaluation and deployment (noise and randomisation off); none here."""
+        return {}
+
+    @classmethod
+    def scenarios(cls) -> dict[str, Scenario]:
+        """The task's named evaluation cases (robustness rows of its report); none here."""
         return {}
 
     @classmethod

@@ -75,18 +75,21 @@ class INDIController:
         thrust: Tensor,
         torque: Tensor,
         external_force: Tensor | None = None,
+        mass: Tensor | float | None = None,
     ) -> None:
         """Initialise the memory of batch rows ``env_ids [k]`` to a steady state.
 
         Args are the rows' current state (``[k, ..., 3]``/``[k, ..., 4]``), the actuator wrench
         (``thrust [k, ...]``, ``torque [k, ..., 3]``) and an optional known external force
         ``[k, ..., 3]`` (a taut cable at reset). The filters start at that wrench with the matching
-        specific force ``(R T e_z + F_ext) / m``; the yaw reference at the current heading.
+        specific force ``(R T e_z + F_ext) / m``; the yaw reference at the current heading. ``mass``: the
+        rows' true mass (``[k, ..., 1]``; default the model's), for vehicles heavier or lighter than nominal.
         """
         z_b = quat_rotate(quat, torch.tensor((0.0, 0.0, 1.0), device=quat.device).expand_as(vel))
-        spec_force = z_b * (thrust / self.model.mass).unsqueeze(-1)
+        m = self.model.mass if mass is None else mass
+        spec_force = z_b * (thrust.unsqueeze(-1) / m)
         if external_force is not None:
-            spec_force = spec_force + external_force / self.model.mass
+            spec_force = spec_force + external_force / m
         self.spec_force_f[env_ids] = spec_force
         self.thrust_f[env_ids] = thrust
         self.torque_f[env_ids] = torque

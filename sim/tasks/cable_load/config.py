@@ -26,6 +26,10 @@ class RandomizationCfg:
     motor_thrust_scale: tuple[float, float] = positive((0.95, 1.05), ordered=True)  # per MAV, unknown to the controller
     motor_tau_scale: tuple[float, float] = positive((0.8, 1.2), ordered=True)  # per MAV
     action_delay_steps: tuple[int, int] = non_negative((0, 1), ordered=True)  # control steps, uniform int, inclusive
+    # Heterogeneous teams (each MAV drawn on its own; unknown to the controller and the policy). The mass
+    # scale also scales the inertia; the thrust-limit scale caps the rotor speed at sqrt(scale) x the max.
+    mav_mass_scale: tuple[float, float] = positive((1.0, 1.0), ordered=True)
+    thrust_limit_scale: tuple[float, float] = positive((1.0, 1.0), ordered=True)
 
 
 @dataclass(frozen=True)
@@ -39,13 +43,41 @@ class ObsNoiseCfg:
     angular_velocity: float = non_negative(0.02)  # rad/s
 
 
+FAULT_CABLE_MODES = ("attached", "released")
+
+
 @dataclass(frozen=True)
 class FaultCfg:
-    """One MAV stops producing thrust at a random time (rotors commanded to zero)."""
+    """One MAV is lost in flight at a random time: its rotors stop for good (a dead motor
+    controller or battery). Nothing tells the policies: they see it only through the load.
+
+    ``cable``: ``attached`` (default): the cable stays on; the failed MAV falls, swings and hangs
+    from the load as dead weight (the paper's hardware has fixed cables and no release, so this is
+    what a power loss does); ``released``: its cable lets go of the load at the fault (a team with
+    a release hook). The failed MAV keeps its physics (it can hit the ground) but no longer ends the
+    team's episode: its crash, tilt, proximity and cable contacts are not terminations.
+    """
 
     enabled: bool = False
     probability: float = fraction(1.0)  # per episode
     time_range: tuple[float, float] = non_negative((2.0, 15.0), ordered=True)  # s
+    cable: str = "attached"
+
+    def __post_init__(self) -> None:
+        if self.cable not in FAULT_CABLE_MODES:
+            raise ValueError(f"fault.cable must be one of {FAULT_CABLE_MODES}, got {self.cable!r}")
+
+
+@dataclass(frozen=True)
+class DisturbanceCfg:
+    """An unknown external force on the load (wind, a snag), drawn per episode: a uniformly random
+    direction and a magnitude uniform in ``[0, max_fraction]`` of the load's weight (the paper: 15.4%).
+    ``period_s`` 0: constant; else it varies slowly, ``F(t) = F0 (1 + sin(2 pi t / period_s + phi)) / 2``
+    (random phase), so it never exceeds the drawn magnitude."""
+
+    enabled: bool = False
+    max_fraction: float = non_negative(0.154)
+    period_s: float = non_negative(0.0)
 
 
 @dataclass(frozen=True)
@@ -134,6 +166,7 @@ class CableLoadCfg:
     randomization: RandomizationCfg = field(default_factory=RandomizationCfg)
     obs_noise: ObsNoiseCfg = field(default_factory=ObsNoiseCfg)
     fault: FaultCfg = field(default_factory=FaultCfg)
+    disturbance: DisturbanceCfg = field(default_factory=DisturbanceCfg)
 
     def __post_init__(self) -> None:
         if not 2 <= self.num_mavs <= 6:

@@ -16,7 +16,7 @@ import math
 import torch
 from torch import Tensor
 
-from sim.core.env import MultiAgentEnv, Obs
+from sim.core.env import MultiAgentEnv, Obs, Scenario
 from sim.core.randomization import DelayBuffer, uniform
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
 from sim.physics.cable import cable_tension
@@ -34,7 +34,7 @@ from sim.physics.quaternion import (
     quat_to_matrix,
     quat_yaw,
 )
-from sim.physics.rigid_body import RigidBodyState, point_velocity, rigid_body_step, wrench_at_point
+from sim.physics.rigid_body import GRAVITY, RigidBodyState, point_velocity, rigid_body_step, wrench_at_point
 from sim.tasks.cable_load.config import CableLoadCfg, evaluation_overrides
 from sim.tasks.cable_load.geometry import box_inertia, hover_equilibrium, load_attach_points
 
@@ -82,6 +82,50 @@ class CableLoadEnv(MultiAgentEnv):
         """Randomisation and observation noise off (:func:`~sim.tasks.cable_load.config.evaluation_overrides`)."""
         return evaluation_overrides()
 
+    @classmethod
+    def scenarios(cls) -> dict[str, Scenario]:
+        """The robustness rows of the policy report (``evaluate.py scenario=<name>``), each on top of the
+        trained config (randomisation and noise as trained). Team size by ``task.num_mavs=<n>``."""
+        lost = {"enabled": True, "probability": 1.0, "time_range": (3.0, 10.0)}
+        # After a MAV loss the bar is keeping the load up and bringing it back near the goal: 0.3 m
+        # over the last 5 s, any orientation (a team one short cannot always hold the goal's tilt).
+        recovered = {"pos_err_m": 0.3, "ori_err_deg": 180.0}
+        return {
+            "nominal": Scenario("the training distribution"),
+            "mav_loss": Scenario(
+                "one MAV's rotors stop for good at 3-10 s, unannounced; its cable stays on the load",
+                {"fault": lost},
+                recovered,
+            ),
+            "mav_loss_released": Scenario(
+                "as mav_loss, but the lost MAV's cable lets go of the load",
+                {"fault": {**lost, "cable": "released"}},
+                recovered,
+            ),
+            "heterogeneous": Scenario(
+                "each MAV's mass and thrust limit x0.85-1.15, cable length x0.8-1.2, motor lag x0.7-1.3",
+                {
+                    "randomization": {
+                        "mav_mass_scale": (0.85, 1.15),
+                        "thrust_limit_scale": (0.85, 1.15),
+                        "cable_length_scale": (0.8, 1.2),
+                        "motor_tau_scale": (0.7, 1.3),
+                    }
+                },
+            ),
+            "disturbance": Scenario(
+                "a constant unknown force on the load, up to 15.4% of its weight, any direction",
+                {"disturbance": {"enabled": True}},
+            ),
+            "disturbance_varying": Scenario(
+                "the same force varying slowly between 0 and its amplitude (period 5 s)",
+                {"disturbance": {"enabled": True, "period_s": 5.0}},
+            ),
+            "tilt45": Scenario(
+                "goals tilted up to +-45 deg (the paper's range; trained on +-30)", {"goal_tilt_deg": 45.0}
+            ),
+        }
+
     def __init__(
         self, cfg: CableLoadCfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False
     ) -> None:
@@ -111,6 +155,13 @@ class CableLoadEnv(MultiAgentEnv):
         self.thrust_scale = torch.ones(E, N, 1, device=dev)
         self.tau_scale = torch.ones(E, N, 1, device=dev)
         self.motor_decay = self.model.motor_decay(self.phys_dt, self.tau_scale)  # per episode, [E, N, 1]
+        # Heterogeneous teams: each MAV's mass and inertia, and its rotor speed limit (thrust limit).
+        self.mav_mass = torch.full((E, N, 1), self.model.mass, device=dev)
+        self.mav_inertia = self.model.inertia.expand(E, N, 3).clone()
+        self.rotor_speed_max = torch.full((E, N, 1), self.params.rotor_speed_max, device=dev)
+        # Unknown external force on the load: amplitude [E, 3] (N), phase [E] (rad) of a slow variation.
+        self.disturbance_amp = zeros(E, 3)
+        self.disturbance_phase = zeros(E)
         self.hover_tension = zeros(E, N)
         self.formation_offset = zeros(E, N, 3)  # hover offset of each MAV from the load, load frame (m)
         # The same offsets for the nominal load and cables: where each MAV hovers relative to a level load.
@@ -128,6 +179,8 @@ class CableLoadEnv(MultiAgentEnv):
         self.fault_time = torch.full((E,), math.inf, device=dev)
         self.fault_agent = torch.zeros(E, dtype=torch.long, device=dev)
         self.rotor_alive = torch.ones(E, N, 1, device=dev)
+        self.failed = torch.zeros(E, N, dtype=torch.bool, device=dev)  # lost MAVs (fault)
+        self.cable_on = torch.ones(E, N, device=dev)  # 0: the cable let go of the load (fault.cable=released)
         # Goal and bookkeeping.
         self.start_pos = zeros(E, 3)
         self.goal_pos = zeros(E, 3)
@@ -160,6 +213,8 @@ class CableLoadEnv(MultiAgentEnv):
             ObsTerm("load_vel", 3, "m/s", "world"),
             ObsTerm("load_ang_vel", 3, "rad/s", "load"),
             ObsTerm("time_left", 1, "fraction"),
+            # Privileged (critic only), with faults on: which MAV is lost, which the value must foresee.
+            *((ObsTerm("mav_lost", N, "flag"),) if cfg.fault.enabled else ()),
             ObsTerm("agent_id", N, "one-hot"),
         )
         policy = ObsEntry((cfg.history_len * frame,), terms=terms, history=cfg.history_len)
@@ -215,6 +270,14 @@ class CableLoadEnv(MultiAgentEnv):
             self.motor_decay[env_ids] = self.model.motor_decay(self.phys_dt, self.tau_scale[env_ids])
             lo, hi = rnd.action_delay_steps
             self.delay.set_delay(env_ids, torch.randint(lo, hi + 1, (k,), generator=rng, device=dev))
+            # Drawn only when the range is not a point, so nominal teams keep their random streams.
+            if rnd.mav_mass_scale[0] != rnd.mav_mass_scale[1]:
+                scale = uniform(*rnd.mav_mass_scale, (k, N, 1), rng, dev)
+                self.mav_mass[env_ids] = self.model.mass * scale
+                self.mav_inertia[env_ids] = self.model.inertia * scale
+            if rnd.thrust_limit_scale[0] != rnd.thrust_limit_scale[1]:
+                scale = uniform(*rnd.thrust_limit_scale, (k, N, 1), rng, dev)
+                self.rotor_speed_max[env_ids] = self.params.rotor_speed_max * scale.sqrt()
         else:
             mass = torch.full((k,), cfg.load_mass, device=dev)
             self.load_inertia[env_ids] = box_inertia(mass, cfg.load_size)
@@ -224,8 +287,16 @@ class CableLoadEnv(MultiAgentEnv):
         start = torch.zeros(k, 3, device=dev)
         start[:, :2] = uniform(-cfg.start_xy_range, cfg.start_xy_range, (k, 2), rng, dev)
         start[:, 2] = cfg.start_height
+        mav_mass = self.mav_mass[env_ids]
         eq = hover_equilibrium(
-            self.model, start, mass, self.cable_length[env_ids], self.attach, self.cable_angle, cfg.cable_stiffness
+            self.model,
+            start,
+            mass,
+            self.cable_length[env_ids],
+            self.attach,
+            self.cable_angle,
+            cfg.cable_stiffness,
+            drone_mass=mav_mass.squeeze(-1),
         )
         self.start_pos[env_ids] = start
         self.load.pos[env_ids] = start
@@ -249,6 +320,7 @@ class CableLoadEnv(MultiAgentEnv):
             eq["thrust"],
             eq["torque"],
             external_force=eq["cable_force"],
+            mass=mav_mass,
         )
 
         # Goal pose relative to the start.
@@ -264,12 +336,21 @@ class CableLoadEnv(MultiAgentEnv):
         # Fault: one MAV loses thrust at a random time.
         self.time[env_ids] = 0.0
         self.rotor_alive[env_ids] = 1.0
+        self.failed[env_ids] = False
+        self.cable_on[env_ids] = 1.0
         self.fault_time[env_ids] = math.inf
         if cfg.fault.enabled:
             hit = torch.rand(k, generator=rng, device=dev) < cfg.fault.probability
             when = uniform(*cfg.fault.time_range, (k,), rng, dev)
             self.fault_time[env_ids] = torch.where(hit, when, torch.full_like(when, math.inf))
             self.fault_agent[env_ids] = torch.randint(0, N, (k,), generator=rng, device=dev)
+        dist = cfg.disturbance
+        if dist.enabled:
+            direction = torch.randn(k, 3, generator=rng, device=dev)
+            direction = direction / torch.linalg.vector_norm(direction, dim=-1, keepdim=True).clamp(min=1e-9)
+            magnitude = uniform(0.0, dist.max_fraction, (k, 1), rng, dev) * mass.unsqueeze(-1) * GRAVITY
+            self.disturbance_amp[env_ids] = direction * magnitude
+            self.disturbance_phase[env_ids] = uniform(0.0, 2 * math.pi, (k,), rng, dev)
 
         # Policy interface memory.
         self.delay.reset(env_ids)
@@ -296,8 +377,11 @@ class CableLoadEnv(MultiAgentEnv):
         failed = (self.time >= self.fault_time).unsqueeze(-1) & (
             torch.arange(self.n, device=self.device) == self.fault_agent.unsqueeze(-1)
         )
+        self.failed = failed
         self.rotor_alive = (~failed).float().unsqueeze(-1)
-        speed_cmd = speed_cmd * self.rotor_alive
+        if self.cfg.fault.cable == "released":
+            self.cable_on = (~failed).float()
+        speed_cmd = torch.minimum(speed_cmd, self.rotor_speed_max) * self.rotor_alive
         for _ in range(self.cfg.physics_substeps):
             self._physics_step(speed_cmd)
         self.time = self.time + self.ctrl_dt
@@ -315,6 +399,8 @@ class CableLoadEnv(MultiAgentEnv):
         tension, direction, _ = cable_tension(
             p_d, v_d, p_l, v_l, self.cable_length, cfg.cable_stiffness, cfg.cable_damping
         )
+        if cfg.fault.enabled and cfg.fault.cable == "released":
+            tension = tension * self.cable_on
         self.cable_tension = tension
         f_cable = direction * tension.unsqueeze(-1)  # on each MAV, toward the load
 
@@ -323,12 +409,23 @@ class CableLoadEnv(MultiAgentEnv):
         force_d = quat_rotate(d.quat, e_z) + model.drag_force(d.quat, d.vel) + f_cable
         torque_d = rotor_torque + wrench_at_point(d, model.cable_attach, f_cable)
         force_l = -f_cable.sum(1)
+        if cfg.disturbance.enabled:
+            force_l = force_l + self._disturbance_force()
         torque_l = wrench_at_point(load_b, self.attach, -f_cable).sum(1)
 
-        drones = rigid_body_step(d, force_d, torque_d, model.mass, model.inertia, dt)
+        drones = rigid_body_step(d, force_d, torque_d, self.mav_mass, self.mav_inertia, dt)
         load = rigid_body_step(ld, force_l, torque_l, self.load_mass.unsqueeze(-1), self.load_inertia, dt)
         self.drones, _ = ground_contact(drones, radius=0.05)
         self.load, _ = ground_contact(load, radius=cfg.load_size[2] / 2)
+
+    def _disturbance_force(self) -> Tensor:
+        """The external force on the load now, world frame, ``[E, 3]`` (N): constant, or varying slowly
+        between 0 and its drawn amplitude (``disturbance.period_s``)."""
+        period = self.cfg.disturbance.period_s
+        if period <= 0:
+            return self.disturbance_amp
+        wave = 0.5 * (1.0 + torch.sin(2 * math.pi * self.time / period + self.disturbance_phase))
+        return self.disturbance_amp * wave.unsqueeze(-1)
 
     def _load_per_mav(self) -> RigidBodyState:
         """The load state viewed with a singleton MAV axis, ``[E, 1, ...]``, to broadcast over MAVs."""
@@ -499,6 +596,7 @@ class CableLoadEnv(MultiAgentEnv):
                 ld.vel,
                 ld.ang_vel,
                 time_left.unsqueeze(-1),
+                *((self.failed.float(),) if self.cfg.fault.enabled else ()),
             ),
             dim=-1,
         )
@@ -532,6 +630,10 @@ class CableLoadEnv(MultiAgentEnv):
             "cable_force": ((self.cable_tension - self.hover_tension) / self.hover_tension).square(),
             "formation": (self._offsets_in_load_frame() - self.formation_offset).square().sum(-1),
         }
+        if self.cfg.fault.enabled:  # a lost MAV's own shaping terms are beyond anyone's control
+            alive = (~self.failed).float()
+            for name in ("action_smoothness", "body_rate", "cable_force", "formation"):
+                raw[name] = raw[name] * alive
         weighted = {name: getattr(rc, name) * val for name, val in raw.items()}
         weighted["termination"] = (rc.termination * terminated.float()).unsqueeze(-1).expand(-1, self.n)
         reward = torch.stack(list(weighted.values())).sum(0)
@@ -544,22 +646,26 @@ class CableLoadEnv(MultiAgentEnv):
     def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
         tc = self.cfg.terminations
         d, ld = self.drones, self.load
+        # A lost MAV (fault) falls where it will: only the MAVs still flying end the team's episode.
+        alive = ~self.failed  # [E, N]
         tilt_cos = 1 - 2 * (d.quat[..., 1].square() + d.quat[..., 2].square())  # R[2, 2]
         finite = torch.isfinite(d.pos).all(-1).all(-1) & torch.isfinite(ld.pos).all(-1)
         crash = (
-            (d.pos[..., 2] < tc.drone_min_height).any(-1)
-            | (tilt_cos < math.cos(math.radians(tc.drone_max_tilt_deg))).any(-1)
-            | ~finite
-        )
+            ((d.pos[..., 2] < tc.drone_min_height) | (tilt_cos < math.cos(math.radians(tc.drone_max_tilt_deg)))) & alive
+        ).any(-1) | ~finite
         load_ground = ld.pos[:, 2] - self.cfg.load_size[2] / 2 < tc.load_min_clearance
-        # Pairwise MAV distances and MAV-to-other-cable distances, [E, N, N].
+        # Pairwise MAV distances and MAV-to-other-cable distances, [E, N, N], between flying MAVs.
         diff = d.pos.unsqueeze(2) - d.pos.unsqueeze(1)
         dist = torch.linalg.vector_norm(diff, dim=-1)
         off_diag = ~torch.eye(self.n, dtype=torch.bool, device=self.device)
-        too_close = ((dist < tc.drone_min_distance) & off_diag).any(-1).any(-1)
-        cable_hit = (self._mav_cable_distance() < tc.cable_min_distance).logical_and(off_diag).any(-1).any(-1)
-        rel = torch.cat((d.pos, ld.pos.unsqueeze(1)), 1) - self.start_pos.unsqueeze(1)
-        out = ((rel[..., :2].abs() > tc.bounds_xy).any(-1) | (rel[..., 2].abs() > tc.bounds_z)).any(-1)
+        pairs = off_diag & alive.unsqueeze(2) & alive.unsqueeze(1)
+        too_close = ((dist < tc.drone_min_distance) & pairs).any(-1).any(-1)
+        cable_hit = (self._mav_cable_distance() < tc.cable_min_distance).logical_and(pairs).any(-1).any(-1)
+        mav_rel = d.pos - self.start_pos.unsqueeze(1)
+        load_rel = ld.pos - self.start_pos
+        mav_out = ((mav_rel[..., :2].abs() > tc.bounds_xy).any(-1) | (mav_rel[..., 2].abs() > tc.bounds_z)) & alive
+        load_out = (load_rel[..., :2].abs() > tc.bounds_xy).any(-1) | (load_rel[..., 2].abs() > tc.bounds_z)
+        out = mav_out.any(-1) | load_out
         reasons = {
             "crash": crash,
             "load_ground": load_ground,

@@ -18,7 +18,7 @@ import math
 import torch
 from torch import Tensor
 
-from sim.physics.multirotor import MultirotorModel
+from sim.physics.multirotor import MultirotorModel, MultirotorParams
 from sim.physics.quaternion import quat_from_axis_angle, quat_rotate
 from sim.physics.rigid_body import GRAVITY
 
@@ -51,12 +51,14 @@ def hover_equilibrium(
     attach: Tensor,
     angle_rad: float,
     stiffness: float,
+    drone_mass: Tensor | None = None,
 ) -> dict[str, Tensor]:
     """Static hover of the team around a level load at ``load_pos``.
 
     Args:
         load_pos: ``[B, 3]`` load centre. load_mass: ``[B]``. cable_length: ``[B, N]`` rest lengths.
         attach: ``[N, 3]`` load attachment points (load frame).
+        drone_mass: ``[B, N]`` each MAV's mass (kg); default the model's.
 
     Returns:
         dict with ``drone_pos [B, N, 3]``, ``drone_quat [B, N, 4]``, ``rotor_speed [B, N, R]``,
@@ -70,7 +72,9 @@ def hover_equilibrium(
     attach_world = load_pos.unsqueeze(1) + attach  # [B, N, 3]
     drone_attach = attach_world + dirs * stretched.unsqueeze(-1)
     cable_force = -dirs * tension.unsqueeze(-1)  # pulls each MAV toward the load
-    thrust_vec = -cable_force + torch.tensor((0.0, 0.0, model.mass * GRAVITY), device=load_pos.device)
+    e_z = torch.tensor((0.0, 0.0, 1.0), device=load_pos.device)
+    weight = e_z * (model.mass * GRAVITY if drone_mass is None else drone_mass.unsqueeze(-1) * GRAVITY)
+    thrust_vec = -cable_force + weight
     thrust = torch.linalg.vector_norm(thrust_vec, dim=-1)
     z_des = thrust_vec / thrust.unsqueeze(-1)
     # Minimal rotation taking e_z to z_des (yaw stays zero).
@@ -95,3 +99,15 @@ def hover_equilibrium(
         "torque": torque,
         "cable_force": cable_force,
     }
+
+
+def hover_thrust_fraction(params: MultirotorParams, num_flying: int, carried_mass: float, angle_rad: float) -> float:
+    """Each flying MAV's static-hover thrust as a fraction of its maximum (> 1: the team cannot hold).
+
+    ``num_flying`` MAVs share ``carried_mass`` (the load, plus a lost MAV hanging from it) equally on
+    cables at ``angle_rad`` from vertical: ``|m g e_z + T u|`` with ``T = M g / (n cos(angle))``. A lost
+    MAV hanging from one corner also tilts the load, so for that case this is a lower bound.
+    """
+    tension = carried_mass * GRAVITY / (num_flying * math.cos(angle_rad))
+    vertical = params.mass * GRAVITY + tension * math.cos(angle_rad)
+    return math.hypot(vertical, tension * math.sin(angle_rad)) / params.max_thrust
