@@ -70,7 +70,9 @@ class CoveyCfg:
     seed: int = 0
     num_envs: int = at_least(1, 1024)  # parallel environments
     device: str = "auto"  # auto = cuda when present, else cpu
-    torch_threads: int = non_negative(0)  # torch.set_num_threads; 0 = torch's default
+    # torch.set_num_threads; 0 = training.threads' default (CPU: the cores minus one and minus the machine's
+    # current load, at least 1: 2 threads collapse 5-100x when another process wants a core; GPU: torch's)
+    torch_threads: int = non_negative(0)
     runs_dir: str = "runs"  # runs land in <runs_dir>/<task>/<YYYY-mm-dd_HH-MM-SS>/
     resume: str | None = None  # a run directory (or checkpoint file) to continue
     # Start the networks from a checkpoint's weights (its groups, same dimensions; fresh optimizer and run):

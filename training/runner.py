@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import threading
 import time
@@ -52,6 +53,7 @@ from training.checkpoint import (
 from training.imitation import ImitationCfg, checkpoint_expert, dagger, load_datasets
 from training.logger import WANDB_MODES, CsvLogger, ProgressBar, WandbLogger
 from training.ppo import PPO, PPOCfg
+from training.threads import set_torch_threads
 
 
 @dataclass(frozen=True)
@@ -195,8 +197,6 @@ class Runner:
         self.wandb_cfg = build_config(WandbCfg, cfg.get("wandb", {}), where="wandb")
         self.imitation_cfg = build_config(ImitationCfg, cfg.get("imitation", {}), where="imitation")
         self._value_only_until = 0  # iterations < this fit only the critic (after imitation)
-        if int(cfg.get("torch_threads", 0)) > 0:
-            torch.set_num_threads(int(cfg["torch_threads"]))
         self.device = resolve_device(cfg.get("device", "auto"))
         # distributed=true (torchrun): training.distributed.Distributed; each rank seeds seed + rank.
         self.dist: Any = None
@@ -211,6 +211,9 @@ class Runner:
                 )
             self.dist = distributed.init(self.device)
             self.device = self.dist.device(self.device)
+        # After the device and the ranks are known: 0 = training.threads' default (1 core left free).
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1)) if self.dist is not None else 1
+        self.threads_why = set_torch_threads(int(cfg.get("torch_threads", 0)), self.device, local_ranks)
         self.seed = int(cfg.get("seed", 0)) + (self.dist.rank if self.dist is not None else 0)
         torch.manual_seed(self.seed)
         self.task_cfg: dict[str, Any] = dict(cfg["task"])
@@ -731,7 +734,8 @@ class Runner:
         ranks = f" x {self.dist.world_size} ranks" if self.dist is not None else ""
         return (
             f"covey train: task={self.task} algo={self.ppo_cfg.name} ({self.ppo_cfg.policy.sharing}) "
-            f"num_envs={self.env.num_envs}{ranks} device={self.device} threads={torch.get_num_threads()}\n"
+            f"num_envs={self.env.num_envs}{ranks} device={self.device} threads={torch.get_num_threads()} "
+            f"({self.threads_why})\n"
             f"  groups {groups}; {n_params:,} parameters; {self.num_iterations} iterations of "
             f"{self.steps_per_iter:,} steps from step {self.state.global_step:,}\n  run dir {self.run_dir}"
         )
