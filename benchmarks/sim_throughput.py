@@ -14,8 +14,14 @@ all cores (one ``MjData`` per thread), ``nbatch`` = the reference size (4096). I
 physics steps/s / (``control_dt / physics_dt``). No controller, observations or rewards run there,
 so the comparison favours MuJoCo; see benchmarks/README.md.
 
+The ratio at the reference size (4096) is measured by alternation: torch, MuJoCo, torch, MuJoCo, ...
+(``--repeats`` rounds, one env built once), at 1 thread on each side and at all threads
+(``--ratio-threads``); the table gives each side's median and the ratio of the medians, so that the
+figure holds on a shared machine where either side alone may be slowed by whatever else runs.
+
 The last printed line is always ``ratio_vs_mujoco_4096=<float>`` (torch / MuJoCo control steps/s at
-4096 envs; ``nan`` when the MuJoCo side was skipped) so scripts can read it.
+4096 envs, medians, at the last ``--ratio-threads`` count; ``nan`` when the MuJoCo side was skipped)
+so scripts can read it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -51,35 +58,52 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+class TorchSide:
+    """One built env and its pre-generated actions; :meth:`time` steps it (the first call includes the
+    ``warmup`` untimed steps, and with them any compilation)."""
+
+    def __init__(self, task: str, num_envs: int, device: str, actions: str, compile_loop: bool, warmup: int) -> None:
+        import sim
+
+        self.env = sim.make(task, num_envs=num_envs, device=device, seed=0, compile=compile_loop)
+        self.num_envs, self.warmup, self.compile = num_envs, warmup, compile_loop
+        gen = torch.Generator(device=self.env.device)
+        gen.manual_seed(1)
+        self._zero = actions == "zero"
+        self._gen = gen
+        self.note = ""
+
+    def _actions(self, n: int) -> list[dict[str, torch.Tensor]]:
+        env = self.env
+        return [env.zero_actions()] * n if self._zero else [env.sample_actions(self._gen) for _ in range(n)]
+
+    def time(self, steps: int) -> Result:
+        """Time ``steps`` calls of ``env.step`` (after the warm-up, on the first call)."""
+        env, dev = self.env, self.env.device
+        if self.warmup:
+            t0 = time.perf_counter()
+            for act in self._actions(self.warmup):
+                env.step(act)
+            _sync(dev)
+            if self.compile:
+                self.note = f"compiled; warm-up incl. compile {time.perf_counter() - t0:.1f} s"
+            self.warmup = 0
+        batch = self._actions(steps)
+        start = time.perf_counter()
+        for act in batch:
+            env.step(act)
+        _sync(dev)
+        seconds = time.perf_counter() - start
+        ratio = round(env.spec.control_dt / env.spec.physics_dt)
+        control_sps = self.num_envs * steps / seconds
+        return Result(f"torch ({dev.type})", self.num_envs, steps, seconds, control_sps, control_sps * ratio, self.note)
+
+
 def time_torch(
     task: str, num_envs: int, device: str, steps: int, warmup: int, actions: str, compile_loop: bool
 ) -> Result:
     """Time ``steps`` calls of ``env.step`` after ``warmup`` untimed ones (which include any compilation)."""
-    import sim
-
-    env = sim.make(task, num_envs=num_envs, device=device, seed=0, compile=compile_loop)
-    dev = env.device
-    gen = torch.Generator(device=dev)
-    gen.manual_seed(1)
-    if actions == "zero":
-        batch = [env.zero_actions()] * (warmup + steps)
-    else:
-        batch = [env.sample_actions(gen) for _ in range(warmup + steps)]
-    note = ""
-    t0 = time.perf_counter()
-    for act in batch[:warmup]:
-        env.step(act)
-    _sync(dev)
-    if compile_loop:
-        note = f"compiled; warm-up incl. compile {time.perf_counter() - t0:.1f} s"
-    start = time.perf_counter()
-    for act in batch[warmup:]:
-        env.step(act)
-    _sync(dev)
-    seconds = time.perf_counter() - start
-    ratio = round(env.spec.control_dt / env.spec.physics_dt)
-    control_sps = num_envs * steps / seconds
-    return Result(f"torch ({dev.type})", num_envs, steps, seconds, control_sps, control_sps * ratio, note)
+    return TorchSide(task, num_envs, device, actions, compile_loop, warmup).time(steps)
 
 
 # ----------------------------------------------------------------------------- MuJoCo side
@@ -265,6 +289,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--mujoco-chunk", type=_positive_int, default=60, help="physics steps per rollout call")
     p.add_argument("--no-mujoco", action="store_true", help="skip the MuJoCo side (ratio prints as nan)")
+    p.add_argument(
+        "--repeats", type=_positive_int, default=5, help="alternations of torch and MuJoCo for the ratio (default: 5)"
+    )
+    p.add_argument(
+        "--ratio-threads",
+        type=_positive_int,
+        nargs="+",
+        default=None,
+        help="thread counts of the alternated comparison, the same on both sides (default: 1 and os.cpu_count())",
+    )
     args = p.parse_args(argv)
     if args.warmup < 0 or (args.compile and args.warmup < 1):
         p.error("--warmup must be >= 0, and >= 1 with --compile (the first step compiles)")
@@ -305,29 +339,53 @@ def run(args: argparse.Namespace) -> float:
     )
 
     results: list[Result] = []
-    torch_sps: dict[int, float] = {}
+    ref_side: TorchSide | None = None
     for n in sizes:
-        res = time_torch(args.task, n, str(device), args.steps, args.warmup, args.actions, args.compile)
+        side = TorchSide(args.task, n, str(device), args.actions, args.compile, args.warmup)
+        res = side.time(args.steps)
         results.append(res)
-        torch_sps[n] = res.control_sps
+        if n == ref:
+            ref_side = side  # kept (and its compilation) for the alternating comparison
         print(f"  torch   num_envs={n:>6}: {res.control_sps:,.0f} control steps/s", flush=True)
 
-    ratio = math.nan
     scene_fn = MUJOCO_SCENES.get(args.task)
+    alternated: list[tuple[int, list[float], list[float]]] = []
     if args.no_mujoco:
         print("  mujoco  skipped (--no-mujoco)")
     elif scene_fn is None:
         print(f"  mujoco  skipped: no MuJoCo scene for task {args.task!r} (have: {', '.join(MUJOCO_SCENES)})")
     else:
         scene = scene_fn(probe.cfg, probe.spec.physics_dt)
-        res = time_mujoco(scene, ref, args.mujoco_steps, nthread, control_ratio, args.mujoco_chunk)
-        results.append(res)
-        print(f"  mujoco  nbatch={ref:>6}: {res.control_sps:,.0f} control steps/s", flush=True)
-        ratio = torch_sps[ref] / res.control_sps
+        threads_all = list(dict.fromkeys(args.ratio_threads or (1, nthread)))
+        for threads in threads_all:
+            torch.set_num_threads(threads)
+            t_rates, m_rates = [], []
+            for _ in range(args.repeats):  # A, B, A, B, ...: both sides see the same machine
+                t_rates.append(ref_side.time(args.steps).control_sps)
+                res = time_mujoco(scene, ref, args.mujoco_steps, threads, control_ratio, args.mujoco_chunk)
+                m_rates.append(res.control_sps)
+            alternated.append((threads, t_rates, m_rates))
+            results.append(res)
+            print(
+                f"  {threads} thread(s), {args.repeats} alternations at {ref} envs: torch "
+                f"{statistics.median(t_rates):,.0f}, mujoco {statistics.median(m_rates):,.0f} control steps/s",
+                flush=True,
+            )
 
     print()
     print(format_table(results))
     print()
+    ratio = math.nan
+    if alternated:
+        print(f"alternated at {ref} envs ({args.repeats} rounds each; medians [min, max], control steps/s):")
+        print("threads  torch                          mujoco                         ratio of medians")
+        for threads, t_rates, m_rates in alternated:
+            t_med, m_med = statistics.median(t_rates), statistics.median(m_rates)
+            ratio = t_med / m_med
+            t_txt = f"{t_med:,.0f} [{min(t_rates):,.0f}, {max(t_rates):,.0f}]"
+            m_txt = f"{m_med:,.0f} [{min(m_rates):,.0f}, {max(m_rates):,.0f}]"
+            print(f"{threads:>7}  {t_txt:<30} {m_txt:<30} {ratio:.3f}")
+        print()
     if ref != REF_ENVS:
         print(f"note: {REF_ENVS} envs not measured; the ratio below compares torch and MuJoCo at {ref} envs")
     print(f"torch / mujoco control steps/s at {ref} envs: {ratio:.3f}")
