@@ -375,3 +375,21 @@ def test_train_throughput_benchmark_smoke() -> None:
     key, _, value = proc.stdout.strip().splitlines()[-1].partition("=")
     assert key == "train_samples_per_s_32" and float(value) > 0
     assert "| 16 | cpu | 4 |" in proc.stdout
+
+
+def test_an_annealed_action_prior_fades_to_a_plain_policy(tmp_path: Path) -> None:
+    """train.prior_anneal_steps: each iteration's rollout and update use the prior at that step's weight,
+    the last policy has none left (a plain policy, as exported), and best.pt only counts from there."""
+    steps = 32 * 8  # one iteration of the TINY config
+    over = ["task=cable_load", "task.randomization.enabled=false", "task.episode_length_s=0.5", "train.eval_envs=4"]
+    over += [f"train.total_steps={4 * steps}", f"train.prior_anneal_steps={2 * steps}", "train.eval_every=1"]
+    runner = Runner(make_cfg(tmp_path, *over))
+    full = runner.env.spec.groups["mavs"].action_prior_matrix()
+    assert full.abs().sum() > 0
+    runner.learn()
+    rows = read_csv(runner.run_dir / "metrics.csv")
+    assert [float(r["charts/action_prior_scale"]) for r in rows] == [1.0, 0.5, 0.0, 0.0]
+    assert runner.models["mavs"].action_prior.abs().sum() == 0
+    best = load_checkpoint(runner.run_dir / "checkpoints" / "best.pt")
+    assert best["global_step"] >= 3 * steps, "best.pt from before the prior was gone"
+    assert best["model"]["mavs.action_prior"].abs().sum() == 0

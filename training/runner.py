@@ -75,6 +75,10 @@ class TrainCfg:
     video_every: int = non_negative(0)  # a video every N-th evaluation (0 = only the final one)
     video_fps: float = positive(25.0)
     progress: bool = True  # tqdm progress bar
+    # Curriculum to a plain policy: the task's action prior fades linearly to 0 over this many env steps
+    # (changed between iterations, so a rollout and its update see the same prior); the actor learns to
+    # do without it. best.pt only counts evaluations after the prior is gone. 0 = the prior stays.
+    prior_anneal_steps: int = non_negative(0)
 
     def __post_init__(self) -> None:
         if self.best_mode not in ("", "min", "max"):
@@ -223,8 +227,7 @@ class Runner:
         self.env = sim.make(self.task_cfg, num_envs=num_envs, device=self.device, seed=self.seed, compile=compile_env)
         self.group_dims = self._group_dims()
         self.models = build_actor_critics(self.group_dims, self.ppo_cfg.policy).to(self.device)
-        for name in self.models:
-            self.models[name].set_action_prior(self.env.spec.groups[name].action_prior_matrix().to(self.device))
+        self._set_action_priors(0)
         self._initial_weights()
         if self.dist is not None:  # every rank starts from rank 0's weights; normalisers merge over ranks
             self.dist.broadcast_module(self.models)
@@ -507,9 +510,21 @@ class Runner:
     def after_env_step(self, terminated: Tensor, truncated: Tensor, info: dict) -> None:
         """Called after every training ``env.step`` (self-play records match results here)."""
 
+    def _prior_scale(self, step: int) -> float:
+        """The action prior's weight at env step ``step`` (``train.prior_anneal_steps``)."""
+        anneal = self.train_cfg.prior_anneal_steps
+        return 1.0 if anneal <= 0 else max(0.0, 1.0 - step / anneal)
+
+    def _set_action_priors(self, step: int) -> None:
+        scale = self._prior_scale(step)
+        for name in self.models:
+            self.models[name].set_action_prior(self.env.spec.groups[name].action_prior_matrix().to(self.device) * scale)
+
     def train_iteration(self, obs: dict) -> tuple[dict, dict[str, Any]]:
         """Collect one rollout and update; returns the last obs and this iteration's log row."""
         st = self.state
+        if self.train_cfg.prior_anneal_steps > 0:
+            self._set_action_priors(st.global_step)
         t_start = time.perf_counter()
         obs, episodes = self.collect(obs)
         t_collect = time.perf_counter()
@@ -531,6 +546,8 @@ class Runner:
             "charts/actions_out_of_range": self._guard_counts[0],
             "charts/nonfinite_resets": self._guard_counts[1],
         }
+        if self.train_cfg.prior_anneal_steps > 0:  # the prior's weight in this iteration's rollout and update
+            row["charts/action_prior_scale"] = self._prior_scale(st.global_step - self.steps_per_iter)
         row.update(losses)
         row.update(self.end_iteration())
         row.update({f"episode/{k}": v for k, v in episodes.means().items()})
@@ -581,7 +598,9 @@ class Runner:
         if frames:
             self._write_video(frames, bar)
         value = metrics.get(self.best_metric)
-        self._select_best(value)
+        # An annealed prior: only a policy whose last iteration ran without it counts.
+        if self._prior_scale(st.global_step - self.steps_per_iter) == 0.0:
+            self._select_best(value)
         bar.write(
             f"eval @ {st.global_step:,} steps: return {metrics.get('return', math.nan):.3f}, "
             f"{self.best_metric} {value if value is not None else math.nan:.4g} (best {st.best_value})"
