@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
+from torch.overrides import TorchFunctionMode
 
 import sim
 from training.checkpoint import SCHEMA, NoCheckpointError, load_checkpoint, save_checkpoint
@@ -325,3 +327,76 @@ def test_an_env_state_snapshot_restored_into_a_fresh_env_continues_identically(t
             )
     other = sim.make(task, num_envs=4, seed=0)  # another batch size: refused with the reason, nothing changed
     assert "in the env vs" in other.load_state_snapshot(snap)
+
+
+# --------------------------------------------------------------------------- host syncs on the hot path
+class _SyncCounter(TorchFunctionMode):
+    """Counts the tensor calls that make the host wait for the device (item, tolist, bool(), int(), ...)."""
+
+    SYNCS = frozenset({"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero", "cpu", "numpy"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in self.SYNCS:
+            self.calls.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_training_rollout_syncs_the_host_once_per_step_and_once_more_where_an_episode_ended(tmp_path) -> None:
+    """Issue 14: the rollout loop and env.step wait for the device only for the auto-reset's index (one
+    `nonzero` per step, plus the count of non-finite envs on steps where an episode ended) and three
+    times per rollout (the rollout's finite check, the deferred action checks, the guard counts). The
+    actions' NaN check, PPO's truncation bootstrap and the latency randomisation's check used to cost
+    three more on every step. A new `.item()`, `bool(tensor)` or `.tolist()` on the hot path fails this.
+    (The auto-reset's index goes when resets are masked, not indexed: issue 14, left open.)"""
+    from training.config import compose
+    from training.runner import Runner
+
+    over = ["task=cable_load", "train.rollout_steps=40", "task.episode_length_s=0.2", f"runs_dir={tmp_path}"]
+    runner = Runner(OmegaConf.to_container(compose([*TRAIN_ARGS, *over]), resolve=True))
+    obs = runner.env.reset()
+    ended = []
+    original = runner.env.step
+
+    def step(actions):
+        out = original(actions)
+        ended.append(out[2] | out[3])  # read after the count
+        return out
+
+    runner.env.step = step
+    counter = _SyncCounter()
+    with counter:
+        runner.collect(obs)
+    steps = runner.train_cfg.rollout_steps
+    dones = [bool(e.any()) for e in ended]
+    assert sum(dones) > 0, "episodes must end inside the rollout for the test to mean anything"
+    assert counter.calls.count("nonzero") == steps, counter.calls
+    assert len(counter.calls) <= steps + sum(dones) + 3, counter.calls
+
+
+def test_deferred_action_checks_apply_zero_for_nan_and_raise_at_the_check() -> None:
+    """With ``defer_action_checks`` (the training rollout) a NaN action costs no host sync in step: the
+    env applies 0 for it, and ``check_deferred_actions`` raises naming the count; out-of-range actions
+    warn there once. Without it, step raises at once (issue 13's behaviour)."""
+    env = sim.make("cable_load", num_envs=4, seed=0, randomization={"enabled": False})  # no action latency
+    bad = {"mavs": torch.full_like(env.zero_actions()["mavs"], 0.5)}
+    bad["mavs"][1, 0, 2] = float("nan")
+    with pytest.raises(ValueError, match="NaN or inf"):
+        env.step(bad)
+    env.defer_action_checks = True
+    obs, *_ = env.step(bad)
+    assert torch.isfinite(obs["mavs"]["policy"]).all() and torch.isfinite(env.cmd).all()
+    assert env.cmd[1, 0, 2] == 0 and env.cmd[1, 0, 0] == 0.5 * env.action_scale[0], "NaN entries applied as 0"
+    with pytest.raises(ValueError, match="1 agent action"):
+        env.check_deferred_actions()
+    env.check_deferred_actions()  # counts restart after a check
+    big = env.zero_actions()
+    big["mavs"][0, 0, 0] = 3.0
+    _, _, _, _, info = env.step(big)
+    assert int(info["actions_out_of_range"][0]) == 1
+    with pytest.warns(RuntimeWarning, match="outside"):
+        env.check_deferred_actions()

@@ -162,15 +162,15 @@ class PPO:
         restart from zeros.
         """
         done = terminated | truncated
-        trunc_ids = truncated.nonzero().squeeze(-1)
         for name, ac in self.models.items():
             stored, action, log_prob, value, new_memory = self._pending.pop(name)
             reward = rewards[name]
-            if trunc_ids.numel() > 0:
-                final = {k: v[trunc_ids] for k, v in info["final_obs"][name].items()}
-                critic_mem = new_memory.get("critic") if new_memory else None
-                final_value = ac.value(final, None if critic_mem is None else critic_mem[trunc_ids])
-                reward = reward.index_add(0, trunc_ids, self.cfg.gamma * final_value)
+            # The critic on every env's final observation, kept where truncated: one more critic pass per
+            # step instead of a host sync to find the truncated envs (the rollout stays sync-free).
+            critic_mem = new_memory.get("critic") if new_memory else None
+            final_value = ac.value(info["final_obs"][name], critic_mem)
+            trunc = truncated.view(-1, *([1] * (final_value.dim() - 1)))
+            reward = reward + torch.where(trunc, self.cfg.gamma * final_value, 0.0)
             self.storage[name].add(stored, action, log_prob, value, reward, done)
             if new_memory is not None:
                 self.memory[name] = {side: zero_done(m, done) for side, m in new_memory.items()}

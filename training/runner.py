@@ -487,19 +487,25 @@ class Runner:
         """
         episodes = EpisodeStats()
         guard = torch.zeros(2, dtype=torch.long, device=self.device)  # out-of-range actions, non-finite resets
-        with torch.inference_mode():
-            for _ in range(self.train_cfg.rollout_steps):
-                actions = self.alg.act(obs)
-                actions.update(self.other_actions(obs))
-                obs, reward, terminated, truncated, info = self.env.step(actions)
-                reward = {name: reward[name] for name in self.models}
-                self.alg.process_env_step(reward, terminated, truncated, info)
-                self.after_env_step(terminated, truncated, info)
-                if "episode" in info:
-                    episodes.add(info["episode"])
-                if "nonfinite_reset" in info:
-                    guard += torch.stack([info["actions_out_of_range"].sum(), info["nonfinite_reset"].sum()])
-            self.alg.compute_returns(obs)
+        # The actions' NaN/range checks once per rollout instead of a host sync every step.
+        self.env.defer_action_checks = True
+        try:
+            with torch.inference_mode():
+                for _ in range(self.train_cfg.rollout_steps):
+                    actions = self.alg.act(obs)
+                    actions.update(self.other_actions(obs))
+                    obs, reward, terminated, truncated, info = self.env.step(actions)
+                    reward = {name: reward[name] for name in self.models}
+                    self.alg.process_env_step(reward, terminated, truncated, info)
+                    self.after_env_step(terminated, truncated, info)
+                    if "episode" in info:
+                        episodes.add(info["episode"])
+                    if "nonfinite_reset" in info:
+                        guard += torch.stack([info["actions_out_of_range"].sum(), info["nonfinite_reset"].sum()])
+                self.alg.compute_returns(obs)
+        finally:
+            self.env.defer_action_checks = False
+        self.env.check_deferred_actions()
         self._guard_counts = guard.tolist()
         return obs, episodes
 
@@ -599,7 +605,7 @@ class Runner:
             self._write_video(frames, bar)
         value = metrics.get(self.best_metric)
         # An annealed prior: only a policy whose last iteration ran without it counts.
-        if self._prior_scale(st.global_step - self.steps_per_iter) == 0.0:
+        if self.train_cfg.prior_anneal_steps <= 0 or self._prior_scale(st.global_step - self.steps_per_iter) == 0.0:
             self._select_best(value)
         bar.write(
             f"eval @ {st.global_step:,} steps: return {metrics.get('return', math.nan):.3f}, "

@@ -99,10 +99,9 @@ class RolloutStorage:
     def check_finite(self) -> str | None:
         """The name of the first float buffer holding NaN/inf, or None."""
         bufs = {**{f"obs/{k}": v for k, v in self.obs.items()}, "rewards": self.rewards, "values": self.values}
-        for name, buf in bufs.items():
-            if buf.is_floating_point() and not bool(torch.isfinite(buf).all()):
-                return name
-        return None
+        bufs = {name: buf for name, buf in bufs.items() if buf.is_floating_point()}
+        finite = torch.stack([torch.isfinite(buf).all() for buf in bufs.values()]).tolist()  # one host sync
+        return next((name for name, ok in zip(bufs, finite, strict=True) if not ok), None)
 
     @torch.no_grad()
     def compute_returns(self, last_values: Tensor, gamma: float, lam: float) -> None:

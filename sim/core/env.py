@@ -116,6 +116,10 @@ class MultiAgentEnv(ABC):
         self._ep_return = torch.zeros(num_envs, device=self.device)
         self._actions_out_of_range = torch.zeros(num_envs, dtype=torch.long, device=self.device)
         self._warned_out_of_range = False
+        # Trainers set this: the NaN/inf and range checks of actions then cost no host sync per step; a
+        # NaN/inf action becomes 0 and check_deferred_actions() raises for it later (once per rollout).
+        self.defer_action_checks = False
+        self._deferred_counts = torch.zeros(2, dtype=torch.long, device=self.device)  # non-finite, out of range
         self.nonfinite_resets_total = 0  # envs reset by the numerical guard since construction
         # The control loop is pure tensor code with no data-dependent Python branches, so it
         # compiles to a few fused kernels; ~10x fewer kernel launches on CPU and GPU alike.
@@ -164,7 +168,7 @@ class MultiAgentEnv(ABC):
         the steps it happens); its reward is 0 and ``info["final_obs"]``
         holds the post-reset observation, so no NaN/inf reaches the policy or the optimiser.
         """
-        self._check_actions(actions)
+        actions = self._check_actions(actions)
         out_of_range = self._actions_out_of_range
         self._apply_actions(actions)
         self._advance()
@@ -461,16 +465,19 @@ class MultiAgentEnv(ABC):
             buf[env_ids] = 0.0
         self._reset_idx(env_ids)
 
-    def _check_actions(self, actions: dict[str, Tensor]) -> None:
+    def _check_actions(self, actions: dict[str, Tensor]) -> dict[str, Tensor]:
         """ValueError on a wrong key set, shape, dtype, device or a NaN/inf; counts actions outside [-1, 1].
 
         Sets ``self._actions_out_of_range`` (``Tensor[num_envs]`` long: agents with a component beyond
         [-1, 1], summed over groups; the task clamps them) and warns once per env object when any is.
+        Returns the actions to apply: these, or with ``defer_action_checks`` the same with NaN/inf
+        entries set to 0 and counted for :meth:`check_deferred_actions` (no host sync here).
         """
         if not isinstance(actions, dict) or set(actions) != set(self.spec.groups):
             got = sorted(actions) if isinstance(actions, dict) else type(actions).__name__
             raise ValueError(f"actions must be a dict with keys {sorted(self.spec.groups)}, got {got}")
         out_of_range = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        checked: dict[str, Tensor] = {}
         for name, group in self.spec.groups.items():
             act = actions[name]
             expected = (self.num_envs, group.n_agents, group.action_dim)
@@ -486,6 +493,13 @@ class MultiAgentEnv(ABC):
             ):
                 raise ValueError(f"actions[{name!r}] is on {act.device}, the env is on {self.device}")
             beyond = (act.abs() > 1.0 + ACTION_TOL).any(-1)  # [E, A]; NaN compares False, checked below
+            if self.defer_action_checks:
+                finite = torch.isfinite(act)
+                self._deferred_counts += torch.stack([(~finite).any(-1).sum(), beyond.sum()])
+                out_of_range = out_of_range + beyond.sum(-1)
+                checked[name] = torch.where(finite, act, 0.0)
+                continue
+            checked[name] = act
             # One device sync for both checks (this already synced once per step for the NaN check).
             finite, any_beyond = torch.stack([torch.isfinite(act).all(), beyond.any()]).tolist()
             if not finite:
@@ -504,6 +518,27 @@ class MultiAgentEnv(ABC):
                         stacklevel=3,
                     )
         self._actions_out_of_range = out_of_range
+        return checked
+
+    def check_deferred_actions(self) -> None:
+        """With ``defer_action_checks``: ValueError if any action since the last call held a NaN or inf (the
+        env applied 0 instead), a warning (once per env object) if any was outside [-1, 1]. One host sync."""
+        nonfinite, beyond = self._deferred_counts.tolist()
+        self._deferred_counts.zero_()
+        if nonfinite:
+            raise ValueError(
+                f"{self.task_name}: {nonfinite} agent action(s) contained NaN or inf since the last check "
+                "(the env applied 0 instead)"
+            )
+        if beyond and not self._warned_out_of_range:
+            self._warned_out_of_range = True
+            warnings.warn(
+                f"{self.task_name}: {beyond} agent action(s) outside [-1, 1] since the last check; clamped. "
+                "A policy or adapter sending these trains on clipped actions; counted per step in "
+                "info['actions_out_of_range'] (warned once)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def _nonfinite_envs(self, obs: Obs, reward: dict[str, Tensor]) -> Tensor:
         """``Tensor[num_envs]`` bool: envs whose float observation entries or rewards hold NaN or inf.

@@ -24,8 +24,11 @@ class DelayBuffer:
         self.max_delay = max_delay
 
     def set_delay(self, env_ids: Tensor, steps: Tensor) -> None:
-        if int(steps.max()) > self.max_delay if steps.numel() else False:
-            raise ValueError(f"delay {int(steps.max())} exceeds the buffer's max_delay {self.max_delay}")
+        """Delays ``steps [k]`` (each in ``[0, max_delay]``) for the envs ``env_ids [k]``.
+
+        Checked on the device (``torch._assert_async``): it runs on every reset, and a host sync there
+        would stall a GPU step (a CUDA device asserts at the next sync; the CPU raises at once)."""
+        torch._assert_async(((steps >= 0) & (steps <= self.max_delay)).all(), "delay outside [0, max_delay]")
         self.delay[env_ids] = steps
 
     def reset(self, env_ids: Tensor) -> None:

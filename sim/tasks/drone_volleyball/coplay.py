@@ -223,8 +223,7 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
     def step(self, actions: dict[str, Tensor]) -> tuple[Obs, dict[str, Tensor], Tensor, Tensor, dict]:
         """One match step with every drone's action ``actions["drones"] [E, 2n, 4]`` (team A's first);
         shapes as in :class:`~sim.core.env.MultiAgentEnv`, the match's episode statistics."""
-        self._check_actions(actions)
-        act, n = actions[GROUP], self.n
+        act, n = self._check_actions(actions)[GROUP], self.n
         obs, reward, terminated, truncated, info = self.match.step({"team_a": act[:, :n], "team_b": act[:, n:]})
         info["final_obs"] = self._drones_obs(info["final_obs"])
         reward = {GROUP: torch.cat([reward[g] for g in GROUPS], 1)}
