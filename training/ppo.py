@@ -167,10 +167,12 @@ class PPO:
             reward = rewards[name]
             # The critic on every env's final observation, kept where truncated: one more critic pass per
             # step instead of a host sync to find the truncated envs (the rollout stays sync-free).
-            critic_mem = new_memory.get("critic") if new_memory else None
-            final_value = ac.value(info["final_obs"][name], critic_mem)
-            trunc = truncated.view(-1, *([1] * (final_value.dim() - 1)))
-            reward = reward + torch.where(trunc, self.cfg.gamma * final_value, 0.0)
+            # (Without info["final_obs"], as from a caller stepping no env, there is nothing to bootstrap from.)
+            if "final_obs" in info:
+                critic_mem = new_memory.get("critic") if new_memory else None
+                final_value = ac.value(info["final_obs"][name], critic_mem)
+                trunc = truncated.view(-1, *([1] * (final_value.dim() - 1)))
+                reward = reward + torch.where(trunc, self.cfg.gamma * final_value, 0.0)
             self.storage[name].add(stored, action, log_prob, value, reward, done)
             if new_memory is not None:
                 self.memory[name] = {side: zero_done(m, done) for side, m in new_memory.items()}
