@@ -359,6 +359,7 @@ def run(args: argparse.Namespace) -> float:
         threads_all = list(dict.fromkeys(args.ratio_threads or (1, nthread)))
         for threads in threads_all:
             torch.set_num_threads(threads)
+            ref_side.time(2)  # untimed: a compiled loop recompiles for a new thread count
             t_rates, m_rates = [], []
             for _ in range(args.repeats):  # A, B, A, B, ...: both sides see the same machine
                 t_rates.append(ref_side.time(args.steps).control_sps)
