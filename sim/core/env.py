@@ -14,7 +14,11 @@ holds means over the episodes that ended this step (return, length, each reward 
 termination reason), present only when at least one ended. ``info["actions_out_of_range"]`` and
 ``info["nonfinite_reset"]`` (``[num_envs]``, every step) count actions the task had to clamp and
 envs the numerical guard reset (a NaN/inf observation or reward: reset at once, terminated with
-reason ``nonfinite``, reward 0; see :meth:`MultiAgentEnv.step`). ``state_snapshot`` /
+reason ``nonfinite``, reward 0; see :meth:`MultiAgentEnv.step`). Actions with NaN/inf raise
+``ValueError`` in ``step``; with ``env.defer_action_checks = True`` (the training rollout) that check costs
+no host sync: the env applies 0 instead and :meth:`MultiAgentEnv.check_deferred_actions` raises later. The
+host syncs left in the base ``step`` are the auto-reset's index of finished envs and, on steps where one
+finished, the count of non-finite ones (a task's hooks may add their own). ``state_snapshot`` /
 ``load_state_snapshot`` copy an env's whole state (exact training resumes).
 
 A task subclasses :class:`MultiAgentEnv` and implements the hooks ``_build_spec``,
