@@ -99,13 +99,6 @@ class TorchSide:
         return Result(f"torch ({dev.type})", self.num_envs, steps, seconds, control_sps, control_sps * ratio, self.note)
 
 
-def time_torch(
-    task: str, num_envs: int, device: str, steps: int, warmup: int, actions: str, compile_loop: bool
-) -> Result:
-    """Time ``steps`` calls of ``env.step`` after ``warmup`` untimed ones (which include any compilation)."""
-    return TorchSide(task, num_envs, device, actions, compile_loop, warmup).time(steps)
-
-
 # ----------------------------------------------------------------------------- MuJoCo side
 @dataclass
 class MujocoScene:

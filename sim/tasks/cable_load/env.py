@@ -199,7 +199,6 @@ class CableLoadEnv(MultiAgentEnv):
         self.fault_agent = torch.zeros(E, dtype=torch.long, device=dev)
         self.rotor_alive = torch.ones(E, N, 1, device=dev)
         self.failed = torch.zeros(E, N, dtype=torch.bool, device=dev)  # lost MAVs (fault)
-        self.cable_on = torch.ones(E, N, device=dev)  # 0: the cable let go of the load (fault.cable=released)
         # Goal and bookkeeping.
         self.start_pos = zeros(E, 3)
         self.goal_pos = zeros(E, 3)
@@ -356,7 +355,6 @@ class CableLoadEnv(MultiAgentEnv):
         self.time[env_ids] = 0.0
         self.rotor_alive[env_ids] = 1.0
         self.failed[env_ids] = False
-        self.cable_on[env_ids] = 1.0
         self.fault_time[env_ids] = math.inf
         if cfg.fault.enabled:
             hit = torch.rand(k, generator=rng, device=dev) < cfg.fault.probability
@@ -398,8 +396,6 @@ class CableLoadEnv(MultiAgentEnv):
         )
         self.failed = failed
         self.rotor_alive = (~failed).float().unsqueeze(-1)
-        if self.cfg.fault.cable == "released":
-            self.cable_on = (~failed).float()
         speed_cmd = torch.minimum(speed_cmd, self.rotor_speed_max) * self.rotor_alive
         for _ in range(self.cfg.physics_substeps):
             self._physics_step(speed_cmd)
@@ -419,7 +415,7 @@ class CableLoadEnv(MultiAgentEnv):
             p_d, v_d, p_l, v_l, self.cable_length, cfg.cable_stiffness, cfg.cable_damping
         )
         if cfg.fault.enabled and cfg.fault.cable == "released":
-            tension = tension * self.cable_on
+            tension = tension * (~self.failed)  # a lost MAV's cable has let go of the load
         self.cable_tension = tension
         f_cable = direction * tension.unsqueeze(-1)  # on each MAV, toward the load
 
