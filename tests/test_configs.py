@@ -75,16 +75,23 @@ def test_a_broken_task_module_fails_only_its_own_task_in_one_line(monkeypatch: p
     assert compose(["task=point_reach"]).task.name == "point_reach"
 
 
-def test_cable_load_defaults_are_the_shipped_policys_training_settings() -> None:
-    """The shipped policy was trained with ``train.py task=cable_load``: every value its checkpoint
-    recorded is now the dataclass default."""
+def test_the_cable_load_readme_command_reproduces_the_shipped_policys_settings() -> None:
+    """The shipped policy's README gives the one ``python train.py task=cable_load ...`` command that made it:
+    composed, that command's task and algo settings are exactly what the checkpoint recorded."""
+    import shlex
+
     import torch
 
+    readme = (ROOT / "assets/policies/cable_load/README.md").read_text()
+    commands = [line for line in readme.splitlines() if line.startswith("python train.py task=cable_load")]
+    assert len(commands) == 1, "the README names exactly one training command"
+    args = shlex.split(commands[0].split("#")[0])[2:]
     payload = torch.load(ROOT / "assets/policies/cable_load/policy.pt", map_location="cpu", weights_only=False)
-    trained = dict(payload["task_cfg"])
-    assert trained.pop("name") == "cable_load"
-    default = sim.make("cable_load").cfg
-    assert build_config(type(default), trained) == default
+    composed = plain(*args)
+    assert composed["task"] == payload["task_cfg"]
+    recorded = payload["meta"]["config"]
+    assert composed["algo"] == recorded["algo"]
+    assert composed["seed"] == recorded["seed"] and composed["num_envs"] == recorded["num_envs"]
 
 
 @pytest.mark.parametrize("path", sorted((CONFIG_DIR / "algo").glob("*.yaml")), ids=lambda p: p.stem)

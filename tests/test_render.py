@@ -15,6 +15,7 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 import sim
 import sim.render.mujoco_renderer as mr
@@ -166,8 +167,16 @@ def test_cli_writes_gif_with_expected_frame_count(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr
     assert str(out) in proc.stdout
     frames = iio.imread(out)
-    # 100 Hz control, 25 fps -> every 4th step: the reset state plus steps 4, 8, ..., 20.
-    assert frames.shape[:3] == (6, 72, 96)
+    # 100 Hz control, 25 fps -> every 4th step: the reset state plus steps 4, 8, ..., 20. Pillow merges
+    # identical consecutive frames (a hovering team can look still at 96 x 72) into one shown longer, so
+    # the file holds at most 6 frames lasting 6 x 40 ms in all.
+    assert frames.shape[0] <= 6 and frames.shape[1:3] == (72, 96)
+    with Image.open(out) as gif:
+        durations = []
+        for index in range(gif.n_frames):
+            gif.seek(index)
+            durations.append(gif.info["duration"])
+    assert sum(durations) == pytest.approx(6 * 40.0)
     assert "6 frames" in proc.stdout
 
 
