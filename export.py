@@ -38,6 +38,13 @@ class ExportArgs:
     record_steps: int = field(default=200, metadata={"help": "env steps recorded for the parity check"})
     record_envs: int = field(default=8, metadata={"help": "envs recorded for the parity check"})
     seed: int = field(default=0, metadata={"help": "seed of the recording env and the random observations"})
+    scenario: str | None = field(
+        default=None,
+        metadata={
+            "help": "a named case of the task (its env class's scenarios()) to deploy on: its overrides are merged "
+            "over the trained config before the task_cfg, deployment constants and ROS profile are recorded"
+        },
+    )
     atol: float = field(default=1e-5, metadata={"help": "max |onnx - torch| allowed"})
 
     def __post_init__(self) -> None:
@@ -148,16 +155,31 @@ def export_checkpoint(
     record_envs: int = 8,
     seed: int = 0,
     atol: float = 1e-5,
+    scenario: str | None = None,
 ) -> dict[str, Any]:
-    """Export every group of ``checkpoint``; returns ``{"files": {group: path}, "parity": {...}}``."""
+    """Export every group of ``checkpoint``; returns ``{"files": {group: path}, "parity": {...}}``.
+
+    ``scenario`` names the task's case the model deploys on (e.g. the nominal team of a policy trained with
+    faults): its config, not the training one, is recorded and drives the parity recording.
+    """
     import sim
     from policies.export import export_onnx
+    from sim.core.registry import apply_scenario
     from training.checkpoint import build_models_from_checkpoint, load_checkpoint
 
     payload = load_checkpoint(checkpoint)
     models = build_models_from_checkpoint(payload).eval().requires_grad_(False)
     task_cfg = dict(payload["task_cfg"])
+    if scenario is not None:
+        task_cfg = apply_scenario(task_cfg, scenario)
     env = sim.make(task_cfg, num_envs=record_envs, device="cpu", seed=seed)
+    trained_agents = {g: d["n_agents"] for g, d in payload["meta"]["groups"].items()}
+    for group, ac in models.items():
+        if ac.cfg.sharing == "per_agent" and env.spec.groups[group].n_agents != trained_agents[group]:
+            raise ValueError(
+                f"scenario {scenario!r} gives group {group!r} {env.spec.groups[group].n_agents} agents, but its "
+                f"per-agent policy has {trained_agents[group]}"
+            )
     actors = {g: ac.deterministic_actor() for g, ac in models.items()}
     recorded = record_observations(env, actors, record_steps)
     meta = {**payload["meta"], "global_step": payload["global_step"]}
@@ -169,7 +191,7 @@ def export_checkpoint(
         parity = export_onnx(
             ac,
             path,
-            group_metadata(env, group, task_cfg, meta),
+            {**group_metadata(env, group, task_cfg, meta), "scenario": scenario},
             torch.tensor(env.spec.groups[group].action_scale),
             recorded_obs=rec,
             atol=atol,

@@ -18,7 +18,9 @@ of every agent (``adapter.command_topics``: group -> one topic per agent) and re
                      last command was malformed (wrong size, NaN/inf, beyond the action range):
                      counted as ``bad_commands`` in the result.
 
-Parameters: ``model`` (ONNX file, required), ``seed`` (0), ``rate_hz`` (default the policy rate),
+Parameters: ``model`` (ONNX file, required), ``seed`` (0), ``scenario`` (""; a named case of the task,
+as ``evaluate.py scenario=<name>``, merged over the model's ``task_cfg``: e.g. ``mav_loss`` to fly a
+MAV loss in SITL), ``rate_hz`` (default the policy rate),
 ``realtime_factor`` (1.0 = real time), ``command_timeout_s`` (0.1), ``duration_s`` (stop after this
 much sim time and write ``result_file``; 0 = run forever), ``wait_for_commands`` (true: hold the
 start state, still publishing it, until every agent has sent a command; give up with exit code 1
@@ -149,7 +151,13 @@ class SimBridge(Node):
             raise ValueError(
                 f"{model} (task {meta.get('task')!r}) names no sim bridge adapter (metadata ros.bridge) or task_cfg"
             )
-        self.adapter = import_object(ros["bridge"])(self, dict(meta["task_cfg"]), seed)
+        task_cfg = dict(meta["task_cfg"])
+        scenario = str(self.declare_parameter("scenario", "").value)
+        if scenario:
+            from sim.core.registry import apply_scenario
+
+            task_cfg = apply_scenario(task_cfg, scenario)
+        self.adapter = import_object(ros["bridge"])(self, task_cfg, seed)
         self.env = self.adapter.env
         spec = self.env.spec
         rate = float(self.declare_parameter("rate_hz", spec.control_hz).value)

@@ -171,6 +171,30 @@ def test_export_cli_writes_a_checked_model_with_full_metadata(cable_checkpoint: 
     assert len(meta["deployment"]["nominal_offset"]) == 3 and meta["task_cfg"]["action_prior_kp"] == 2.0
 
 
+def test_export_for_a_scenario_records_that_team_and_its_geometry(cable_checkpoint: Path, tmp_path: Path) -> None:
+    """A policy trained on one case deploys on another: ``scenario=`` records the named case's task config,
+    agent count and per-MAV geometry (the shared actor is the same), with parity on that case's env."""
+    export_checkpoint = _export_cli().export_checkpoint
+    four = {"name": "cable_load", "num_mavs": 4, "fault": {"enabled": True}}
+    payload = torch.load(cable_checkpoint, weights_only=False)
+    payload["task_cfg"] = {**payload["task_cfg"], **four}
+    payload["meta"]["groups"]["mavs"]["n_agents"] = 4
+    trained = tmp_path / "four.pt"
+    save_checkpoint(trained, payload)
+    small = {"record_steps": 5, "record_envs": 1}
+    as_trained = read_metadata(export_checkpoint(trained, tmp_path / "four.onnx", **small)["files"]["mavs"])
+    nominal = export_checkpoint(trained, tmp_path / "three.onnx", scenario="nominal", **small)
+    nominal = read_metadata(nominal["files"]["mavs"])
+    assert as_trained["n_agents"] == 4 and len(as_trained["deployment"]["nominal_offset"]) == 4
+    assert as_trained["task_cfg"]["fault"]["enabled"] and as_trained["scenario"] is None
+    assert nominal["n_agents"] == 3 and len(nominal["deployment"]["nominal_offset"]) == 3
+    assert nominal["task_cfg"]["num_mavs"] == 3 and not nominal["task_cfg"]["fault"]["enabled"]
+    assert nominal["scenario"] == "nominal" and nominal["task_cfg"]["action_prior_kp"] == 2.0
+    with pytest.raises(ValueError, match="no scenario 'no_such_case'; known: .*'mav_loss'"):
+        export_checkpoint(trained, tmp_path / "x.onnx", scenario="no_such_case", **small)
+    assert not (tmp_path / "x.onnx").exists()
+
+
 def test_the_exported_graph_includes_the_action_prior(tmp_path: Path) -> None:
     from training.evaluation import prior_policy
 

@@ -105,6 +105,9 @@ def test_bridge_in_process_steps_with_stale_commands_and_refuses_models_without_
         onnx.save(m, str(bad))
         with pytest.raises(ValueError, match="names no sim bridge adapter"):
             SimBridge(context=ctx, parameter_overrides=[Parameter("model", value=str(bad))])
+        unknown = [Parameter("model", value=str(MODEL)), Parameter("scenario", value="no_such_case")]
+        with pytest.raises(ValueError, match="no scenario 'no_such_case'; known: .*'nominal'"):
+            SimBridge(context=ctx, parameter_overrides=unknown)
     finally:
         rclpy.shutdown(context=ctx)
 

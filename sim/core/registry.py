@@ -128,3 +128,18 @@ def make(
 def evaluation_overrides(task: str) -> dict[str, Any]:
     """The task's ``evaluation_overrides()`` (noise and randomisation off); ``{}`` if it defines none."""
     return task_class(task).evaluation_overrides()
+
+
+def apply_scenario(task_cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``task_cfg`` (with its ``name``) with the overrides of the task's scenario ``name`` merged over it:
+    the one way ``evaluate.py``, ``export.py`` and the sim bridge turn a trained config into a named case.
+
+    Raises:
+        ValueError: the task has no such scenario (the message lists the known ones).
+    """
+    from sim.core.config import deep_merge
+
+    known = task_class(task_cfg["name"]).scenarios()
+    if name not in known:
+        raise ValueError(f"task {task_cfg['name']!r} has no scenario {name!r}; known: {sorted(known) or 'none'}")
+    return deep_merge(dict(task_cfg), known[name].overrides)
