@@ -30,9 +30,8 @@ def _prior(env):
 @pytest.mark.parametrize("cable", ["attached", "released"])
 def test_a_lost_mav_falls_without_ending_the_teams_episode(cable):
     """Rotors stop at 0.5 s; the MAV falls (released: to the ground; attached: it ends up hanging from the
-    load) and no termination follows from it. A light load (0.6 kg) and no proximity terminations: with the
-    nominal 1.4 kg and the lost MAV hanging on, three Falcons need ~92% of their thrust and the prior alone
-    loses the load (that is the team's failure, measured in the policy report, not the model's)."""
+    load) and no termination follows from it. A light load (0.6 kg) and no proximity terminations, so that this
+    checks the fault model alone; how often the team recovers is measured in the policy report."""
     fault = {"enabled": True, "probability": 1.0, "time_range": (0.5, 0.5), "cable": cable}
     close = {"drone_min_distance": 0.0, "cable_min_distance": 0.0}
     env = make(4, num_mavs=4, fault=fault, terminations=close, load_mass=0.6, **EVAL)

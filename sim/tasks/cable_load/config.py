@@ -1,7 +1,7 @@
 """Configuration of the cable_load task (decentralised MAVs carrying a cable-suspended load).
 
 Defaults follow the TU Delft decentralised aerial manipulation paper (arXiv 2508.01522): three
-~1.4 kg MAVs, a 1.4 kg load, policy at 100 Hz, INDI controller at 300 Hz, 20 s episodes, goals
+0.6 kg Falcon MAVs (25 N each), a 1.4 kg load, policy at 100 Hz, INDI controller at 300 Hz, 20 s episodes, goals
 within +-1 m in xy, 0.5-1.5 m up, roll/pitch up to 30 deg here (the paper samples +-45 deg), any yaw.
 """
 
