@@ -244,9 +244,13 @@ def resolve_task_cfg(source_cfg: Mapping[str, Any] | None, args: EvalArgs, overr
         if not eval_overrides:
             _log(f"note: task {cfg['name']!r} has no evaluation_overrides(); eval_mode changes nothing")
         cfg = deep_merge(cfg, eval_overrides)
-    scenario = resolve_scenario(cfg["name"], args.scenario)
-    if scenario is not None:
-        cfg = deep_merge(cfg, scenario.overrides)
+    if args.scenario is not None:
+        from sim.core.registry import apply_scenario
+
+        try:
+            cfg = apply_scenario(cfg, args.scenario)
+        except ValueError as err:
+            raise EvalError(str(err)) from err
     return deep_merge(cfg, overrides)
 
 
