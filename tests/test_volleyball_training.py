@@ -101,6 +101,31 @@ def test_selfplay_runner_trains_one_team_against_league_snapshots(tmp_path: Path
     assert len(resumed.league.pool) == len(pool)
 
 
+def test_selfplay_results_cost_no_host_sync_per_step_and_land_on_the_right_opponents(tmp_path: Path) -> None:
+    """Issue 14: the per-step bookkeeping of finished games keeps whole-batch copies (no ``nonzero``);
+    the iteration's end records each finished game against the snapshot that played it, from the
+    learner's side, and skips unfinished (NaN) results."""
+    from test_reliability import _SyncCounter  # tests/ is on sys.path (pytest rootdir-relative imports)
+
+    runner = SelfPlayRunner(_cfg(tmp_path, "league.learner_group=team_b"))
+    E = runner.env.num_envs
+    runner.opp_ids[:] = torch.arange(E) % 3
+    runner.env.game_result = torch.full((E,), float("nan"))
+    runner.env.game_result[[0, 1, E - 1]] = torch.tensor([1.0, 0.0, 0.5])  # team_a won, lost, drew
+    done = torch.zeros(E, dtype=torch.bool)
+    done[[0, 1, 2, E - 1]] = True  # env 2 ended without a result (NaN): not a game
+    counter = _SyncCounter()
+    with counter:
+        runner.after_env_step(done, torch.zeros_like(done), {})
+        runner.after_env_step(torch.zeros_like(done), torch.zeros_like(done), {})
+    assert counter.calls == []
+    recorded = []
+    runner.league.record_results = lambda who, ids, scores: recorded.append((who, ids.tolist(), scores.tolist()))
+    row = runner.end_iteration()
+    assert recorded == [("learner", [0, 1, (E - 1) % 3], [0.0, 1.0, 0.5])]  # team_b's side of each game
+    assert row["selfplay/games"] == 3 and row["selfplay/score_vs_pool"] == 0.5
+
+
 def test_evaluate_cli_plays_a_match_and_prints_json_last() -> None:
     cmd = [sys.executable, "evaluate.py", "task=drone_volleyball", "match=hover,hover", "games=8"]
     cmd += ["task.mode=1v1", "task.episode_length_s=2.0"]

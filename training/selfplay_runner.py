@@ -131,18 +131,17 @@ class SelfPlayRunner(Runner):
     def after_env_step(self, terminated: Tensor, truncated: Tensor, info: dict) -> None:
         if self.opp_memory is not None:
             self.opp_memory = zero_done(self.opp_memory, terminated | truncated)
-        done = (terminated | truncated).nonzero().squeeze(-1)
-        if done.numel() > 0:
-            score = self.env.game_result[done]
-            if self.learner != "team_a":
-                score = 1.0 - score
-            self._results.append((self.opp_ids[done].clone(), score.clone()))
+        # Whole-batch copies, no nonzero(): selecting the finished games here would sync with the device
+        # every step; end_iteration selects them once (opponents stay fixed within an iteration).
+        score = self.env.game_result if self.learner == "team_a" else 1.0 - self.env.game_result
+        self._results.append(((terminated | truncated).clone(), score.clone()))
 
     def end_iteration(self) -> dict[str, Any]:
         row: dict[str, Any] = {}
-        if self._results:
-            ids = torch.cat([r[0] for r in self._results]).cpu()
-            scores = torch.cat([r[1] for r in self._results]).cpu()
+        done = torch.stack([r[0] for r in self._results]).cpu() if self._results else torch.zeros(0, dtype=torch.bool)
+        if done.any():
+            scores = torch.stack([r[1] for r in self._results]).cpu()[done]
+            ids = self.opp_ids.cpu().expand_as(done)[done]
             keep = ~torch.isnan(scores)
             self.league.record_results("learner", ids[keep].numpy(), scores[keep].numpy())
             row["selfplay/score_vs_pool"] = float(scores[keep].mean()) if keep.any() else float("nan")
