@@ -76,15 +76,16 @@ def test_a_broken_task_module_fails_only_its_own_task_in_one_line(monkeypatch: p
 
 
 def test_the_cable_load_readme_command_reproduces_the_shipped_policys_settings() -> None:
-    """The shipped policy's README gives the one ``python train.py task=cable_load ...`` command that made it:
-    composed, that command's task and algo settings are exactly what the checkpoint recorded."""
+    """The shipped policy's README ("How it was made") gives the one ``python train.py task=cable_load ...``
+    command that made it: composed, its task and algo settings are exactly what the checkpoint recorded."""
     import shlex
 
     import torch
 
     readme = (ROOT / "assets/policies/cable_load/README.md").read_text()
-    commands = [line for line in readme.splitlines() if line.startswith("python train.py task=cable_load")]
-    assert len(commands) == 1, "the README names exactly one training command"
+    section = readme.split("## How it was made", 1)[1].split("\n## ", 1)[0]
+    commands = [line for line in section.splitlines() if line.startswith("python train.py task=cable_load")]
+    assert len(commands) == 1, "'How it was made' names exactly one training command"
     args = shlex.split(commands[0].split("#")[0])[2:]
     payload = torch.load(ROOT / "assets/policies/cable_load/policy.pt", map_location="cpu", weights_only=False)
     composed = plain(*args)
