@@ -211,14 +211,14 @@ def load_onnx_source(path: str) -> Source:
 
 def resolve_scenario(task: str, name: str | None) -> Any:
     """The task's :class:`~sim.core.env.Scenario` called ``name`` (None: none asked for)."""
-    from sim.core.registry import task_class
+    from sim.core.registry import scenario
 
     if name is None:
         return None
-    known = task_class(task).scenarios()
-    if name not in known:
-        raise EvalError(f"task {task!r} has no scenario {name!r}; known: {sorted(known) or 'none'}")
-    return known[name]
+    try:
+        return scenario(task, name)
+    except ValueError as err:
+        raise EvalError(str(err)) from err
 
 
 def resolve_task_cfg(source_cfg: Mapping[str, Any] | None, args: EvalArgs, overrides: Mapping[str, Any]) -> dict:

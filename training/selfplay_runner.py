@@ -129,12 +129,13 @@ class SelfPlayRunner(Runner):
         return {self.opponent_group: out}
 
     def after_env_step(self, terminated: Tensor, truncated: Tensor, info: dict) -> None:
+        done = terminated | truncated
         if self.opp_memory is not None:
-            self.opp_memory = zero_done(self.opp_memory, terminated | truncated)
+            self.opp_memory = zero_done(self.opp_memory, done)
         # Whole-batch copies, no nonzero(): selecting the finished games here would sync with the device
         # every step; end_iteration selects them once (opponents stay fixed within an iteration).
-        score = self.env.game_result if self.learner == "team_a" else 1.0 - self.env.game_result
-        self._results.append(((terminated | truncated).clone(), score.clone()))
+        score = self.env.game_result.clone() if self.learner == "team_a" else 1.0 - self.env.game_result
+        self._results.append((done, score))
 
     def end_iteration(self) -> dict[str, Any]:
         row: dict[str, Any] = {}

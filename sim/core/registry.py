@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from sim.core.config import build_config, to_plain
 
 if TYPE_CHECKING:
-    from sim.core.env import MultiAgentEnv
+    from sim.core.env import MultiAgentEnv, Scenario
 
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _EXTRA: dict[str, str] = {}  # tasks registered at run time (register()), beside sim.tasks.TASKS
@@ -130,6 +130,18 @@ def evaluation_overrides(task: str) -> dict[str, Any]:
     return task_class(task).evaluation_overrides()
 
 
+def scenario(task: str, name: str) -> Scenario:
+    """The task's named evaluation case ``name`` (its env class's ``scenarios()``).
+
+    Raises:
+        ValueError: the task has no such scenario (the message lists the known ones).
+    """
+    known = task_class(task).scenarios()
+    if name not in known:
+        raise ValueError(f"task {task!r} has no scenario {name!r}; known: {sorted(known) or 'none'}")
+    return known[name]
+
+
 def apply_scenario(task_cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
     """``task_cfg`` (with its ``name``) with the overrides of the task's scenario ``name`` merged over it:
     the one way ``evaluate.py``, ``export.py`` and the sim bridge turn a trained config into a named case.
@@ -139,7 +151,4 @@ def apply_scenario(task_cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
     """
     from sim.core.config import deep_merge
 
-    known = task_class(task_cfg["name"]).scenarios()
-    if name not in known:
-        raise ValueError(f"task {task_cfg['name']!r} has no scenario {name!r}; known: {sorted(known) or 'none'}")
-    return deep_merge(dict(task_cfg), known[name].overrides)
+    return deep_merge(dict(task_cfg), scenario(task_cfg["name"], name).overrides)
