@@ -49,7 +49,7 @@ def snapshot(env) -> dict[str, torch.Tensor]:
         "last_action": env.last_action,
         "prev_action": env.prev_action,
         "cmd": env.cmd,
-        "delay_buf": env.delay.buf.movedim(0, 1),  # [E, max_delay + 1, ...]
+        "delay_buf": env.delay.buf,  # [E, max_delay + 1, ...]
         "goal_pos": env.goal_pos,
         "goal_quat": env.goal_quat,
         "load_mass": env.load_mass,

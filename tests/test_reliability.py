@@ -259,6 +259,31 @@ def test_a_nonfinite_state_resets_that_env_only_counted_and_logged(caplog) -> No
     assert float(ep["termination/nonfinite"]) == 1.0 and torch.isfinite(ep["return"])
 
 
+def test_a_nonfinite_state_with_masked_resets_resets_that_env_only_and_is_logged_at_the_check(caplog) -> None:
+    """The numerical guard without host syncs: the same reset and episode statistics as the indexed
+    path, the count logged by check_deferred_actions (masked resets know no env indices in step)."""
+    env = sim.make("point_reach", num_envs=4, seed=0)
+    env.masked_resets = True
+    env.reset()
+    for _ in range(3):
+        env.step(env.zero_actions())
+    steps_before = env.episode_step.clone()
+    env.vel[2, 1, 0] = float("nan")
+    with caplog.at_level("WARNING", logger="covey.sim"):
+        obs, reward, terminated, truncated, info = env.step(env.zero_actions())
+        assert "non-finite" not in caplog.text
+        env.check_deferred_actions()
+    assert info["nonfinite_reset"].tolist() == [0, 0, 1, 0] and terminated.tolist() == [False, False, True, False]
+    assert all(torch.isfinite(v).all() for v in obs["agents"].values())
+    assert all(torch.isfinite(v).all() for v in info["final_obs"]["agents"].values())
+    assert torch.isfinite(reward["agents"]).all() and reward["agents"][2].eq(0).all()
+    assert env.episode_step[2] == 0 and env.episode_step[[0, 1, 3]].equal(steps_before[[0, 1, 3]] + 1)
+    assert torch.isfinite(env.vel).all()
+    assert env.nonfinite_resets_total == 1 and "non-finite state in 1 env" in caplog.text
+    ep = info["episode"]
+    assert float(ep["count"]) == 1 and float(ep["termination/nonfinite"]) == 1.0 and torch.isfinite(ep["return"])
+
+
 def test_nonfinite_states_never_reach_the_policy_or_the_optimiser(tmp_path: Path) -> None:
     """A training iteration where one env's state turns NaN every few steps: the rollout storage, the
     losses and the weights stay finite, and the log row counts the resets."""
@@ -376,6 +401,60 @@ def test_a_training_rollout_syncs_the_host_once_per_step_and_once_more_where_an_
     assert sum(dones) > 0, "episodes must end inside the rollout for the test to mean anything"
     assert counter.calls.count("nonzero") == steps, counter.calls
     assert len(counter.calls) <= steps + sum(dones) + 3, counter.calls
+
+
+def test_with_masked_resets_a_training_rollout_never_syncs_inside_its_steps(tmp_path) -> None:
+    """Issue 14: with ``sim.masked_resets=true`` (``env.masked_resets``) the auto-reset needs no index of the
+    finished envs, so the rollout waits for the device only at its end (the rollout's finite check,
+    the deferred action checks, the guard counts), however many episodes end inside it."""
+    from training.config import compose
+    from training.runner import Runner
+
+    over = ["task=cable_load", "train.rollout_steps=40", "task.episode_length_s=0.2", f"runs_dir={tmp_path}"]
+    runner = Runner(OmegaConf.to_container(compose([*TRAIN_ARGS, *over, "sim.masked_resets=true"]), resolve=True))
+    assert runner.env.masked_resets
+    obs = runner.env.reset()
+    counter = _SyncCounter()
+    with counter:
+        _, episodes = runner.collect(obs)
+    assert float(episodes.count) >= 2 * runner.env.num_envs, "episodes must end inside the rollout"
+    assert len(counter.calls) <= 3, counter.calls
+
+
+def test_masked_resets_give_the_indexed_resets_episodes_and_leave_running_envs_alone() -> None:
+    """Two cable_load envs with the same seed, one resetting by mask: while an env runs, the two agree
+    bit for bit (the masked reset computes every env's reset but keeps it only where an episode ended);
+    where one ends, both report the same episode statistics and restart it from a fresh hover."""
+    kw = {"num_envs": 32, "seed": 0, "episode_length_s": 3.0, "obs_noise": {"enabled": False}}
+    indexed, masked = sim.make("cable_load", **kw), sim.make("cable_load", **kw)
+    assert indexed.masked_resets is False, "the indexed reset is the CPU default"
+    masked.masked_resets = True
+    indexed.reset(), masked.reset()
+    act = {"mavs": torch.zeros(32, indexed.n, 5)}
+    act["mavs"][:8, :, 3] = torch.linspace(0.4, 1.0, 8).view(8, 1)  # 8 envs roll until they crash, one by one
+    ended = torch.zeros(32, dtype=torch.bool)
+    first = None
+    for _ in range(200):
+        a, b = indexed.step(act), masked.step(act)
+        done = a[2] | a[3]
+        assert torch.equal(done, b[2] | b[3]) and torch.equal(a[1]["mavs"][~ended], b[1]["mavs"][~ended])
+        live = ~(ended | done)
+        for key, value in a[0]["mavs"].items():
+            assert torch.equal(value[live], b[0]["mavs"][key][live]), key
+        if done.any():
+            assert set(b[4]["episode"]) - set(a[4]["episode"]) == {"termination/nonfinite"}
+            if first is None:  # the same episodes ended in both: the same statistics
+                first = a[4]["episode"]
+                for key, value in first.items():
+                    assert torch.allclose(value, b[4]["episode"][key], atol=1e-5), key
+            assert (masked.episode_step[done] == 0).all()
+            assert torch.allclose(masked.load.pos[done, 2], torch.full((int(done.sum()),), masked.cfg.start_height))
+        else:
+            assert float(b[4]["episode"]["count"]) == 0
+        ended |= done
+    assert first is not None and 2 <= int(ended.sum()) <= 8, int(ended.sum())
+    with pytest.raises(ValueError, match="masked resets are not supported"):
+        sim.make("drone_volleyball", num_envs=2, seed=0).masked_resets = True
 
 
 def test_deferred_action_checks_apply_zero_for_nan_and_raise_at_the_check() -> None:

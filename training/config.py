@@ -57,6 +57,8 @@ class SimCfg:
     """Simulation backend settings shared by every task (hydra node ``sim``)."""
 
     compile: bool = False  # torch.compile the control/physics loop (~70 s compile, ~2-2.5x faster steps)
+    # Reset finished envs by mask (env.masked_resets): no host sync in env.step, for CUDA-graph work; slower eagerly.
+    masked_resets: bool = False
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,7 @@ class Runner:
         num_envs = int(cfg.get("num_envs", 1024))
         compile_env = bool(cfg.get("sim", {}).get("compile", False))
         self.env = sim.make(self.task_cfg, num_envs=num_envs, device=self.device, seed=self.seed, compile=compile_env)
+        self.env.masked_resets = bool(cfg.get("sim", {}).get("masked_resets", False))
         self.group_dims = self._group_dims()
         self.models = build_actor_critics(self.group_dims, self.ppo_cfg.policy).to(self.device)
         self._set_action_priors(0)

@@ -11,15 +11,17 @@
 Finished environments are reset inside ``step``; ``info["final_obs"]`` holds the observation
 before that reset for every env (equal to ``obs`` where nothing finished). ``info["episode"]``
 holds means over the episodes that ended this step (return, length, each reward term, each
-termination reason), present only when at least one ended. ``info["actions_out_of_range"]`` and
+termination reason), present only when at least one ended (every step, with ``count`` 0 when none did,
+under ``masked_resets``). ``info["actions_out_of_range"]`` and
 ``info["nonfinite_reset"]`` (``[num_envs]``, every step) count actions the task had to clamp and
 envs the numerical guard reset (a NaN/inf observation or reward: reset at once, terminated with
 reason ``nonfinite``, reward 0; see :meth:`MultiAgentEnv.step`). Actions with NaN/inf raise
 ``ValueError`` in ``step``; with ``env.defer_action_checks = True`` (the training rollout) that check costs
 no host sync: the env applies 0 instead and :meth:`MultiAgentEnv.check_deferred_actions` raises later. The
 host syncs left in the base ``step`` are the auto-reset's index of finished envs and, on steps where one
-finished, the count of non-finite ones (a task's hooks may add their own). ``state_snapshot`` /
-``load_state_snapshot`` copy an env's whole state (exact training resumes).
+finished, the count of non-finite ones (a task's hooks may add their own); with
+:attr:`MultiAgentEnv.masked_resets` finished envs are reset by a mask and the base ``step`` has none.
+``state_snapshot`` / ``load_state_snapshot`` copy an env's whole state (exact training resumes).
 
 A task subclasses :class:`MultiAgentEnv` and implements the hooks ``_build_spec``,
 ``_reset_idx``, ``_apply_actions``, ``_control_step``, ``_update_observation_buffers`` (once per
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
 Obs = dict[str, dict[str, Tensor]]
 # Attributes of the base class that are configuration, not state (state_snapshot), and the packages
 # whose plain objects (physics state containers) the snapshot walks into.
-_SNAPSHOT_SKIP = frozenset({"cfg", "spec", "device", "_advance", "_evaluate", "num_envs"})
+_SNAPSHOT_SKIP = frozenset({"cfg", "spec", "device", "_advance", "_evaluate", "num_envs", "_masked_resets"})
 _SNAPSHOT_MODULES = frozenset({"sim", "policies", "training"})
 # Networks (frozen opponents, skills), constants, classes and partials: not episode state.
 _SNAPSHOT_CONSTANTS = (torch.nn.Module, type, torch.device, torch.dtype, functools.partial)
@@ -123,8 +125,10 @@ class MultiAgentEnv(ABC):
         # Trainers set this: the NaN/inf and range checks of actions then cost no host sync per step; a
         # NaN/inf action becomes 0 and check_deferred_actions() raises for it later (once per rollout).
         self.defer_action_checks = False
-        self._deferred_counts = torch.zeros(2, dtype=torch.long, device=self.device)  # non-finite, out of range
+        # Non-finite actions, actions out of range, non-finite resets (masked resets count them here).
+        self._deferred_counts = torch.zeros(3, dtype=torch.long, device=self.device)
         self.nonfinite_resets_total = 0  # envs reset by the numerical guard since construction
+        self._masked_resets = False  # reset finished envs by mask, not index: no host sync in step (masked_resets)
         # The control loop is pure tensor code with no data-dependent Python branches, so it
         # compiles to a few fused kernels; ~10x fewer kernel launches on CPU and GPU alike.
         self._advance = torch.compile(self._control_loop, dynamic=False) if compile else self._control_loop
@@ -195,6 +199,8 @@ class MultiAgentEnv(ABC):
             "actions_out_of_range": out_of_range,
             "nonfinite_reset": bad.long(),
         }
+        if self.masked_resets:
+            return self._finish_step_masked(obs, reward, terminated, truncated, done, bad, reasons, info)
         done_ids = done.nonzero().squeeze(-1)
         if done_ids.numel() > 0:
             n_bad = int(bad.sum())  # only here: a non-finite env is always a done one
@@ -209,6 +215,44 @@ class MultiAgentEnv(ABC):
                 info["final_obs"] = _where_envs(bad, obs, info["final_obs"])
                 self._report_nonfinite(bad, n_bad)
         return obs, reward, terminated, truncated, info
+
+    @property
+    def masked_resets(self) -> bool:
+        """Whether ``step`` resets finished envs by a mask instead of their indices.
+
+        Masked: every step computes a reset of every env and keeps it where an episode ended (a
+        ``torch.where`` per state tensor), so ``step`` never waits for the device: no ``nonzero``, no
+        data-dependent branch (what a CUDA graph capture needs). ``info["episode"]`` is then present on
+        every step (``count`` 0 where none ended; its means are count-weighted, so 0-count steps add
+        nothing), ``termination/nonfinite`` is always among its reasons, and non-finite resets are
+        logged by :meth:`check_deferred_actions` instead of in ``step``. The random draws differ from
+        the indexed reset's (every env draws each step), so the two give different, equally valid
+        episodes. Setting True on a task that cannot (:meth:`masked_reset_support`) raises ``ValueError``.
+
+        Off by default, because it costs more than the sync it saves wherever the step runs eagerly
+        (``benchmarks/masked_reset_cost.py``, cable_load, 2026-11-26): 0.54x the indexed reset's steps/s
+        on this 2-core CPU at 4096 envs, 0.81x on an H200 at 4096 envs and 0.63x at 65,536 (eager, the
+        step launch-bound there, so the sync stalls little). It is the step's part of capturing it in a
+        CUDA graph (``sim.masked_resets=true``), which also needs resets that copy nothing from the host.
+        """
+        return self._masked_resets
+
+    @masked_resets.setter
+    def masked_resets(self, on: bool) -> None:
+        if on:
+            reason = self.masked_reset_support()
+            if reason is not None:
+                raise ValueError(f"{self.task_name}: masked resets are not supported: {reason}")
+        self._masked_resets = bool(on)
+
+    def masked_reset_support(self) -> str | None:
+        """None when this task can reset by mask, else why not: its state must be reachable by
+        :meth:`state_snapshot` (not a MuJoCo world's), and its end-of-episode metrics must come from
+        :meth:`_episode_metrics_per_env` (an override of ``_episode_metrics`` works on indices only)."""
+        if type(self)._episode_metrics is not MultiAgentEnv._episode_metrics:
+            return "its _episode_metrics works on env indices (implement _episode_metrics_per_env instead)"
+        snap = self.state_snapshot()
+        return snap if isinstance(snap, str) else None
 
     def sample_actions(self, generator: torch.Generator | None = None) -> dict[str, Tensor]:
         """Uniform random actions in [-1, 1] for every group."""
@@ -469,6 +513,89 @@ class MultiAgentEnv(ABC):
             buf[env_ids] = 0.0
         self._reset_idx(env_ids)
 
+    def _finish_step_masked(
+        self,
+        obs: Obs,
+        reward: dict[str, Tensor],
+        terminated: Tensor,
+        truncated: Tensor,
+        done: Tensor,
+        bad: Tensor,
+        reasons: dict[str, Tensor],
+        info: dict,
+    ) -> tuple[Obs, dict[str, Tensor], Tensor, Tensor, dict]:
+        """The end of ``step`` with :attr:`masked_resets`: statistics and the reset by mask, no host sync."""
+        reasons = info["termination_reasons"] = {**reasons, "nonfinite": bad}
+        info["final_metrics"] = self.step_metrics()
+        info["episode"] = self._episode_stats_masked(done, reasons, truncated)
+        self._deferred_counts[2] += bad.sum()
+        self._reset_masked(done)
+        # Unfinished envs keep the observation they had (their state is unchanged, and so is what a
+        # pure _observations reads; the where also guards tasks whose reset touches shared buffers).
+        obs = _where_envs(done, self._observations_after_reset(), obs)
+        info["final_obs"] = _where_envs(bad, obs, info["final_obs"])
+        return obs, reward, terminated, truncated, info
+
+    def _reset_masked(self, mask: Tensor) -> None:
+        """Reset the envs where ``mask [num_envs]`` (bool) by resetting all of them and keeping the old state
+        elsewhere: every state tensor (as :meth:`state_snapshot` finds them) is merged along its first axis.
+
+        A tensor the reset replaces gets a new merged tensor (so tensors handed out earlier, e.g. in
+        ``info["final_obs"]``, keep their values); one it writes in place is merged in place, as the reset
+        itself wrote it. RuntimeError if the reset changed anything that is not per-env state (a Python
+        scalar, or a tensor whose first axis is not the env axis): such a task must use indexed resets.
+        """
+        before = self.state_snapshot()
+        assert not isinstance(before, str), before  # masked_reset_support checked it
+        saved = {p: v.clone() for p, v in before.items() if isinstance(v, Tensor) and "#" not in p}
+        self._reset_all_idx(torch.arange(self.num_envs, device=self.device))
+        after = self.state_snapshot()
+        assert not isinstance(after, str), after
+        E = self.num_envs
+        for path, now in after.items():
+            if "#" in path:
+                continue  # generators advance; numpy arrays and classes are checked as scalars below
+            was = before.get(path)
+            if not isinstance(now, Tensor):
+                if now != was:
+                    raise RuntimeError(f"{self.task_name}: the reset changed {path} ({was!r} -> {now!r}), not per-env")
+                continue
+            old = saved.get(path)
+            if old is None or old.shape != now.shape:
+                raise RuntimeError(f"{self.task_name}: the reset created or reshaped {path}; use indexed resets")
+            if now.dim() == 0 or now.shape[0] != E:
+                if not torch.equal(now, old):  # shared state changed by a reset: cannot be merged per env
+                    raise RuntimeError(f"{self.task_name}: the reset changed {path} {tuple(now.shape)}, not per-env")
+                continue
+            merged = torch.where(mask.view(-1, *([1] * (now.dim() - 1))), now, old)
+            if now is was and torch._debug_has_internal_overlap(now) != 1:
+                now.copy_(merged)
+            else:
+                self._set_path(path, merged)
+
+    def _episode_stats_masked(self, done: Tensor, reasons: dict[str, Tensor], truncated: Tensor) -> dict[str, Tensor]:
+        """:meth:`_episode_stats` as means weighted by ``done`` (0 where no episode ended; ``count`` says so)."""
+        weight = done.float()
+        count = weight.sum()
+        inv = 1.0 / count.clamp(min=1.0)
+
+        def mean(x: Tensor) -> Tensor:  # x [num_envs, ...]: trailing axes (e.g. agents) averaged first
+            return (x.float().reshape(self.num_envs, -1).mean(-1) * weight).sum() * inv
+
+        stats = {
+            "return": mean(self._ep_return),
+            "length": mean(self.episode_step),
+            "count": count,
+            "termination/time_out": mean(truncated),
+        }
+        for key, buf in self._ep_terms.items():
+            stats[f"reward/{key}"] = mean(buf)
+        for key, flag in reasons.items():
+            stats[f"termination/{key}"] = mean(flag)
+        for key, value in self._episode_metrics_per_env().items():
+            stats[key] = mean(value)
+        return stats
+
     def _check_actions(self, actions: dict[str, Tensor]) -> dict[str, Tensor]:
         """ValueError on a wrong key set, shape, dtype, device or a NaN/inf; counts actions outside [-1, 1].
 
@@ -499,7 +626,7 @@ class MultiAgentEnv(ABC):
             beyond = (act.abs() > 1.0 + ACTION_TOL).any(-1)  # [E, A]; NaN compares False, checked below
             if self.defer_action_checks:
                 finite = torch.isfinite(act)
-                self._deferred_counts += torch.stack([(~finite).any(-1).sum(), beyond.sum()])
+                self._deferred_counts[:2] += torch.stack([(~finite).any(-1).sum(), beyond.sum()])
                 out_of_range = out_of_range + beyond.sum(-1)
                 checked[name] = torch.where(finite, act, 0.0)
                 continue
@@ -527,8 +654,10 @@ class MultiAgentEnv(ABC):
     def check_deferred_actions(self) -> None:
         """With ``defer_action_checks``: ValueError if any action since the last call held a NaN or inf (the
         env applied 0 instead), a warning (once per env object) if any was outside [-1, 1]. One host sync."""
-        nonfinite, beyond = self._deferred_counts.tolist()
+        nonfinite, beyond, reset = self._deferred_counts.tolist()
         self._deferred_counts.zero_()
+        if reset:  # counted by masked resets, which log nothing in step
+            self._report_nonfinite(None, reset)
         if nonfinite:
             raise ValueError(
                 f"{self.task_name}: {nonfinite} agent action(s) contained NaN or inf since the last check "
@@ -561,12 +690,13 @@ class MultiAgentEnv(ABC):
             total = total + r.reshape(self.num_envs, -1).sum(-1)
         return ~torch.isfinite(total)
 
-    def _report_nonfinite(self, bad: Tensor, n_bad: int) -> None:
-        """Log the envs reset for a non-finite state: every time for the first 10, then at powers of 10."""
+    def _report_nonfinite(self, bad: Tensor | None, n_bad: int) -> None:
+        """Log the envs reset for a non-finite state: every time for the first 10, then at powers of 10
+        (``bad`` None: the count since the last check, from masked resets, which know no env indices)."""
         self.nonfinite_resets_total += n_bad
         total = self.nonfinite_resets_total
         if total - n_bad < 10 or math.floor(math.log10(total)) > math.floor(math.log10(max(total - n_bad, 1))):
-            envs = bad.nonzero().squeeze(-1)[:5].tolist()
+            envs = bad.nonzero().squeeze(-1)[:5].tolist() if bad is not None else "since the last check"
             _LOG.warning(
                 "%s: non-finite state in %d env(s) (first: %s), reset; %d so far (counted in info['nonfinite_reset'])",
                 self.task_name,
@@ -597,5 +727,12 @@ class MultiAgentEnv(ABC):
         return stats
 
     def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
-        """Task metrics at the end of the episodes ``env_ids`` (before reset); override to add."""
+        """Task metrics at the end of the episodes ``env_ids`` (before reset): the means of
+        :meth:`_episode_metrics_per_env` over them. A task may override this instead (e.g. to record
+        results as a side effect); it then cannot use :attr:`masked_resets`."""
+        return {key: value[env_ids].float().mean() for key, value in self._episode_metrics_per_env().items()}
+
+    def _episode_metrics_per_env(self) -> dict[str, Tensor]:
+        """Task metrics of every env's current state, ``name -> [num_envs, ...]`` (trailing axes, e.g.
+        agents, are averaged), read where episodes end (before their reset); override to add."""
         return {}

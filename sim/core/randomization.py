@@ -14,12 +14,13 @@ def uniform(low: float, high: float, shape: tuple[int, ...], rng: torch.Generato
 class DelayBuffer:
     """Delays actions by a per-env number of control steps (0 = no delay).
 
-    Keeps the last ``max_delay + 1`` actions, ``[max_delay + 1, E, ...]``; ``push`` stores the new
+    Keeps the last ``max_delay + 1`` actions, ``buf [E, max_delay + 1, ...]`` (env axis first, as all
+    per-env state: the env's masked reset merges state along the first axis); ``push`` stores the new
     action and returns, per env, the one from ``delay[e]`` steps ago.
     """
 
     def __init__(self, max_delay: int, shape: tuple[int, ...], device: torch.device) -> None:
-        self.buf = torch.zeros(max_delay + 1, *shape, device=device)
+        self.buf = torch.zeros(shape[0], max_delay + 1, *shape[1:], device=device)
         self.delay = torch.zeros(shape[0], dtype=torch.long, device=device)
         self.max_delay = max_delay
 
@@ -32,11 +33,12 @@ class DelayBuffer:
         self.delay[env_ids] = steps
 
     def reset(self, env_ids: Tensor) -> None:
-        self.buf[:, env_ids] = 0.0
+        self.buf[env_ids] = 0.0
 
     def push(self, action: Tensor) -> Tensor:
+        """``action [E, ...]`` -> the action of ``delay[e]`` steps ago per env (zeros before the first)."""
         if self.max_delay == 0:
             return action
-        self.buf = torch.cat((action.unsqueeze(0), self.buf[:-1]), dim=0)
-        idx = self.delay.view(1, -1, *([1] * (action.dim() - 1))).expand(1, *action.shape)
-        return self.buf.gather(0, idx).squeeze(0)
+        self.buf = torch.cat((action.unsqueeze(1), self.buf[:, :-1]), dim=1)
+        idx = self.delay.view(-1, 1, *([1] * (action.dim() - 1))).expand(-1, 1, *action.shape[1:])
+        return self.buf.gather(1, idx).squeeze(1)

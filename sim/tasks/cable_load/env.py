@@ -700,9 +700,6 @@ class CableLoadEnv(MultiAgentEnv):
         t = ((rel * seg).sum(-1) / seg.square().sum(-1).clamp(min=1e-9)).clamp(0.0, 1.0)
         return torch.linalg.vector_norm(rel - t.unsqueeze(-1) * seg, dim=-1)
 
-    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
+    def _episode_metrics_per_env(self) -> dict[str, Tensor]:
         pos_err, ori_err = self.errors()
-        return {
-            "metrics/final_pos_err_m": pos_err[env_ids].mean(),
-            "metrics/final_ori_err_deg": torch.rad2deg(ori_err[env_ids]).mean(),
-        }
+        return {"metrics/final_pos_err_m": pos_err, "metrics/final_ori_err_deg": torch.rad2deg(ori_err)}

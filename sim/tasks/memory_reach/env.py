@@ -140,9 +140,9 @@ class MemoryReachEnv(MultiAgentEnv):
     def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
         return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device), {}
 
-    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
-        dist = self.distance()[env_ids]
-        return {"metrics/final_dist_m": dist.mean(), "metrics/success": (dist < self.cfg.success_radius).float().mean()}
+    def _episode_metrics_per_env(self) -> dict[str, Tensor]:
+        dist = self.distance()
+        return {"metrics/final_dist_m": dist, "metrics/success": (dist < self.cfg.success_radius).float()}
 
     def deployment_profile(self, group: str = GROUP) -> dict:
         """ROS deployment (:mod:`deploy_ros.profile`): the robot publishes its ``policy`` frame (own

@@ -171,5 +171,5 @@ class PointReachEnv(MultiAgentEnv):
         out = (self.pos.abs() > self.cfg.bounds).any(-1).any(-1)
         return out, {"out_of_bounds": out}
 
-    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
-        return {"metrics/final_dist_m": self.distances()[env_ids].mean()}
+    def _episode_metrics_per_env(self) -> dict[str, Tensor]:
+        return {"metrics/final_dist_m": self.distances()}

@@ -546,9 +546,8 @@ class VLMDrivingEnv(MultiAgentEnv):
             "collision": d["collision"].float(),
         }
 
-    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
-        m = self.step_metrics()
-        return {f"metrics/{k}": v[env_ids].mean() for k, v in m.items() if k != "route_left"}
+    def _episode_metrics_per_env(self) -> dict[str, Tensor]:
+        return {f"metrics/{k}": v for k, v in self.step_metrics().items() if k != "route_left"}
 
     @classmethod
     def evaluation_overrides(cls) -> dict:
