@@ -39,7 +39,7 @@ from torch import Tensor
 import sim
 from policies import GroupDims, InputSpec, build_actor_critics, reset_memory
 from sim.core.config import at_least, build_config, deep_merge, non_negative, positive, resolve_device
-from sim.core.registry import evaluation_overrides
+from sim.core.registry import evaluation_overrides, task_class
 from training.checkpoint import (
     FORMAT,
     NoCheckpointError,
@@ -223,7 +223,10 @@ class Runner:
         self.task_cfg: dict[str, Any] = dict(cfg["task"])
         self.task = self.task_cfg["name"]
         num_envs = int(cfg.get("num_envs", 1024))
-        compile_env = bool(cfg.get("sim", {}).get("compile", False))
+        from training.config import sim_compile  # training.config imports this module
+
+        env_cls = task_class(self.task)
+        compile_env, self.compile_why = sim_compile(cfg.get("sim", {}).get("compile", "auto"), self.device, env_cls)
         self.env = sim.make(self.task_cfg, num_envs=num_envs, device=self.device, seed=self.seed, compile=compile_env)
         self.env.masked_resets = bool(cfg.get("sim", {}).get("masked_resets", False))
         self.group_dims = self._group_dims()
@@ -761,7 +764,7 @@ class Runner:
         return (
             f"covey train: task={self.task} algo={self.ppo_cfg.name} ({self.ppo_cfg.policy.sharing}) "
             f"num_envs={self.env.num_envs}{ranks} device={self.device} threads={torch.get_num_threads()} "
-            f"({self.threads_why})\n"
+            f"({self.threads_why}) compile={self.env.compiled} ({self.compile_why})\n"
             f"  groups {groups}; {n_params:,} parameters; {self.num_iterations} iterations of "
             f"{self.steps_per_iter:,} steps from step {self.state.global_step:,}\n  run dir {self.run_dir}"
         )

@@ -105,6 +105,8 @@ class MultiAgentEnv(ABC):
     """Base class: seeding, action validation, the step loop, auto-reset and episode statistics."""
 
     task_name: ClassVar[str] = "unnamed"  # the registry name (sim.tasks.TASKS); each task class declares it
+    # Device types on which training's sim.compile=auto compiles this task's loop: where it was measured to pay.
+    auto_compile_devices: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self, cfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False
@@ -131,6 +133,7 @@ class MultiAgentEnv(ABC):
         self._masked_resets = False  # reset finished envs by mask, not index: no host sync in step (masked_resets)
         # The control loop is pure tensor code with no data-dependent Python branches, so it
         # compiles to a few fused kernels; ~10x fewer kernel launches on CPU and GPU alike.
+        self.compiled = bool(compile)
         self._advance = torch.compile(self._control_loop, dynamic=False) if compile else self._control_loop
         self._evaluate = torch.compile(self._post_physics, dynamic=False) if compile else self._post_physics
 
