@@ -6,7 +6,7 @@ free flight and ballistic launch velocities.
 - :func:`predict_ball`: the ball's free flight (env's drag model), batched
   (:func:`cached_predict_ball`: shared by everyone who asks during one step).
 - :func:`ballistic_velocity_to`: launch velocity through a point with a given apex (drag-free closed
-  form, corrected for drag by fixed-point iterations on a simulated flight).
+  form, corrected for drag by fixed-point iterations on a simulated flight, :func:`drag_corrected`).
 """
 
 from __future__ import annotations
@@ -110,8 +110,19 @@ def ballistic_velocity_to(
     vxy = (p_to[..., :2] - p_from[..., :2]) / t.unsqueeze(-1)
     v = torch.cat((vxy, vz.unsqueeze(-1)), -1)
     if drag_k > 0:
-        dt = (t / steps).unsqueeze(-1)
-        for _ in range(iterations):
-            end = _flight(p_from, v, drag_k, dt, steps)
-            v = v + (p_to - end) / t.unsqueeze(-1)
+        v = drag_corrected(p_from, p_to, v, t, drag_k, iterations, steps)
     return v, t
+
+
+def drag_corrected(
+    p_from: Tensor, p_to: Tensor, v: Tensor, t: Tensor, drag_k: float, iterations: int = 3, steps: int = 30
+) -> Tensor:
+    """Launch velocity ``v [..., 3]`` corrected so that the flight under drag ``drag_k`` from ``p_from``
+    passes through ``p_to`` after ``t [...]`` (``iterations`` fixed-point steps ``v += (p_to - p_sim(t)) / t``
+    on a flight simulated in ``steps`` steps). Elementwise over the leading axes, so callers stack
+    several problems into one call (the simulated flight is ~300 small ops whatever the batch)."""
+    dt = (t / steps).unsqueeze(-1)
+    for _ in range(iterations):
+        end = _flight(p_from, v, drag_k, dt, steps)
+        v = v + (p_to - end) / t.unsqueeze(-1)
+    return v
