@@ -58,7 +58,9 @@ if TYPE_CHECKING:
 Obs = dict[str, dict[str, Tensor]]
 # Attributes of the base class that are configuration, not state (state_snapshot), and the packages
 # whose plain objects (physics state containers) the snapshot walks into.
-_SNAPSHOT_SKIP = frozenset({"cfg", "spec", "device", "_advance", "_evaluate", "num_envs", "_masked_resets"})
+_SNAPSHOT_SKIP = frozenset(
+    {"cfg", "spec", "device", "_advance", "_evaluate", "num_envs", "_masked_resets", "_masked_reset_checked"}
+)
 _SNAPSHOT_MODULES = frozenset({"sim", "policies", "training"})
 # Networks (frozen opponents, skills), constants, classes and partials: not episode state.
 _SNAPSHOT_CONSTANTS = (torch.nn.Module, type, torch.device, torch.dtype, functools.partial)
@@ -131,6 +133,7 @@ class MultiAgentEnv(ABC):
         self._deferred_counts = torch.zeros(3, dtype=torch.long, device=self.device)
         self.nonfinite_resets_total = 0  # envs reset by the numerical guard since construction
         self._masked_resets = False  # reset finished envs by mask, not index: no host sync in step (masked_resets)
+        self._masked_reset_checked = False  # the first masked reset checks that shared state stays unchanged
         # The control loop is pure tensor code with no data-dependent Python branches, so it
         # compiles to a few fused kernels; ~10x fewer kernel launches on CPU and GPU alike.
         self.compiled = bool(compile)
@@ -230,7 +233,9 @@ class MultiAgentEnv(ABC):
         nothing), ``termination/nonfinite`` is always among its reasons, and non-finite resets are
         logged by :meth:`check_deferred_actions` instead of in ``step``. The random draws differ from
         the indexed reset's (every env draws each step), so the two give different, equally valid
-        episodes. Setting True on a task that cannot (:meth:`masked_reset_support`) raises ``ValueError``.
+        episodes. The first masked reset of an env also checks, once, that the reset leaves the state that is
+        not per-env alone (a comparison that waits for the device). Setting True on a task that cannot
+        (:meth:`masked_reset_support`) raises ``ValueError``.
 
         Off by default, because it costs more than the sync it saves wherever the step runs eagerly
         (``benchmarks/masked_reset_cost.py``, cable_load, 2026-11-26): 0.54x the indexed reset's steps/s
@@ -548,13 +553,20 @@ class MultiAgentEnv(ABC):
         itself wrote it. RuntimeError if the reset changed anything that is not per-env state (a Python
         scalar, or a tensor whose first axis is not the env axis): such a task must use indexed resets.
         """
+        E = self.num_envs
+        # Shared (not per-env) state must come out of the reset unchanged; checked on the first masked reset of
+        # this env only, since the comparison waits for the device (a reset's code path is fixed by the config).
+        check_shared = not self._masked_reset_checked
         before = self.state_snapshot()
         assert not isinstance(before, str), before  # masked_reset_support checked it
-        saved = {p: v.clone() for p, v in before.items() if isinstance(v, Tensor) and "#" not in p}
-        self._reset_all_idx(torch.arange(self.num_envs, device=self.device))
+        saved = {
+            p: v.clone()
+            for p, v in before.items()
+            if isinstance(v, Tensor) and "#" not in p and (check_shared or (v.dim() > 0 and v.shape[0] == E))
+        }
+        self._reset_all_idx(torch.arange(E, device=self.device))
         after = self.state_snapshot()
         assert not isinstance(after, str), after
-        E = self.num_envs
         for path, now in after.items():
             if "#" in path:
                 continue  # generators advance; numpy arrays and classes are checked as scalars below
@@ -563,18 +575,20 @@ class MultiAgentEnv(ABC):
                 if now != was:
                     raise RuntimeError(f"{self.task_name}: the reset changed {path} ({was!r} -> {now!r}), not per-env")
                 continue
+            if now.dim() == 0 or now.shape[0] != E:
+                old = saved.get(path)
+                if check_shared and (old is None or not torch.equal(now, old)):  # cannot be merged per env
+                    raise RuntimeError(f"{self.task_name}: the reset changed {path} {tuple(now.shape)}, not per-env")
+                continue
             old = saved.get(path)
             if old is None or old.shape != now.shape:
                 raise RuntimeError(f"{self.task_name}: the reset created or reshaped {path}; use indexed resets")
-            if now.dim() == 0 or now.shape[0] != E:
-                if not torch.equal(now, old):  # shared state changed by a reset: cannot be merged per env
-                    raise RuntimeError(f"{self.task_name}: the reset changed {path} {tuple(now.shape)}, not per-env")
-                continue
             merged = torch.where(mask.view(-1, *([1] * (now.dim() - 1))), now, old)
             if now is was and torch._debug_has_internal_overlap(now) != 1:
                 now.copy_(merged)
             else:
                 self._set_path(path, merged)
+        self._masked_reset_checked = True
 
     def _episode_stats_masked(self, done: Tensor, reasons: dict[str, Tensor], truncated: Tensor) -> dict[str, Tensor]:
         """:meth:`_episode_stats` as means weighted by ``done`` (0 where no episode ended; ``count`` says so)."""
