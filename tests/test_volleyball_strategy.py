@@ -122,3 +122,19 @@ def test_a_constant_choice_policy_is_the_scripted_team_in_a_match() -> None:
     ac.set_constant_choice(RULE_BASED_CHOICE)
     res = play_matches(env, strategy_team(env, ac.deterministic_actor(), 10), scripted_team(env), games=16)
     assert bool((res.result == 0.5).all())
+
+
+def test_the_strategy_sees_the_rallys_clock_not_the_episodes() -> None:
+    """Issue 21: a strategy trained on one-rally episodes plays games to N points, whose episodes are many rallies
+    long. Its observation must not depend on the episode length (with the episode's clock, the shipped stage-3
+    team won 35% of opening rallies in 90 s episodes against 80% in 10 s ones); its time term is the fraction
+    of the rally's time limit left."""
+    envs = [sim.make("drone_volleyball_strategy", num_envs=4, seed=0, episode_length_s=s) for s in (10.0, 90.0)]
+    obs = [env.reset()["team_a"]["policy"] for env in envs]
+    for _ in range(3):
+        obs = [env.step(env.zero_actions())[0]["team_a"]["policy"] for env in envs]
+    assert torch.equal(obs[0], obs[1])
+    env = envs[0]
+    term = env.spec.groups["team_a"].observations["policy"].slices()["time_left"]
+    expected = 1.0 - env.match.rules.rally_time / env.cfg.rules.rally_time_limit_s
+    assert torch.allclose(obs[0][:, 0, term].squeeze(-1), expected) and (expected < 1.0).all()
