@@ -386,6 +386,10 @@ def test_bad_input_on_every_subscription_gives_the_safe_command_within_one_tick(
             while time.monotonic() < end:
                 for k, (g, _) in table.items():
                     h.deliver(k, _stamped(g(), clock["sec"]))
+            # Once more just before the tick, so that a stall of this process under load (CI once saw 0.7 s)
+            # cannot make the inputs stale by arrival time instead of frozen by stamp.
+            for k, (g, _) in table.items():
+                h.deliver(k, _stamped(g(), clock["sec"]))
             expect_safe(f"{key}: frozen stamps")
             assert "not advancing" in h.node.last_status, h.node.last_status
             good_tick(f"{key}: frozen stamps")
