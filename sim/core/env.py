@@ -41,7 +41,7 @@ import math
 import re
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -600,19 +600,8 @@ class MultiAgentEnv(ABC):
         def mean(x: Tensor) -> Tensor:  # x [num_envs, ...]: trailing axes (e.g. agents) averaged first
             return (x.float().reshape(self.num_envs, -1).mean(-1) * weight).sum() * inv
 
-        stats = {
-            "return": mean(self._ep_return),
-            "length": mean(self.episode_step),
-            "count": count,
-            "termination/time_out": mean(truncated),
-        }
-        for key, buf in self._ep_terms.items():
-            stats[f"reward/{key}"] = mean(buf)
-        for key, flag in reasons.items():
-            stats[f"termination/{key}"] = mean(flag)
-        for key, value in self._episode_metrics_per_env().items():
-            stats[key] = mean(value)
-        return stats
+        metrics = {key: mean(value) for key, value in self._episode_metrics_per_env().items()}
+        return self._episode_means(mean, count, reasons, truncated, metrics)
 
     def _check_actions(self, actions: dict[str, Tensor]) -> dict[str, Tensor]:
         """ValueError on a wrong key set, shape, dtype, device or a NaN/inf; counts actions outside [-1, 1].
@@ -731,17 +720,32 @@ class MultiAgentEnv(ABC):
             self._ep_terms[key] += val
 
     def _episode_stats(self, ids: Tensor, reasons: dict[str, Tensor], truncated: Tensor) -> dict[str, Tensor]:
+        """Means over the episodes ``ids`` that ended this step (``info["episode"]``)."""
+        count = torch.tensor(float(ids.numel()), device=self.device)
+        metrics = self._episode_metrics(ids)
+        return self._episode_means(lambda x: x[ids].float().mean(), count, reasons, truncated, metrics)
+
+    def _episode_means(
+        self,
+        mean: Callable[[Tensor], Tensor],
+        count: Tensor,
+        reasons: dict[str, Tensor],
+        truncated: Tensor,
+        metrics: dict[str, Tensor],
+    ) -> dict[str, Tensor]:
+        """``info["episode"]`` from ``mean`` (per-env tensor -> the mean over the ended episodes), their ``count``
+        and the task's ``metrics`` (already means): one layout for indexed and masked resets."""
         stats = {
-            "return": self._ep_return[ids].mean(),
-            "length": self.episode_step[ids].float().mean(),
-            "count": torch.tensor(float(ids.numel()), device=self.device),
-            "termination/time_out": truncated[ids].float().mean(),
+            "return": mean(self._ep_return),
+            "length": mean(self.episode_step),
+            "count": count,
+            "termination/time_out": mean(truncated),
         }
         for key, buf in self._ep_terms.items():
-            stats[f"reward/{key}"] = buf[ids].mean()
+            stats[f"reward/{key}"] = mean(buf)
         for key, flag in reasons.items():
-            stats[f"termination/{key}"] = flag[ids].float().mean()
-        stats.update(self._episode_metrics(ids))
+            stats[f"termination/{key}"] = mean(flag)
+        stats.update(metrics)
         return stats
 
     def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
