@@ -80,7 +80,7 @@ def sim_compile(value: object, device: torch.device, env_cls: type) -> tuple[boo
     if text not in ("auto", "true", "false"):
         raise ConfigError("sim.compile", f"must be auto, true or false, got {value!r}")
     if text == "auto":
-        on = device.type in getattr(env_cls, "auto_compile_devices", ())
+        on = device.type in env_cls.auto_compile_devices
         why = f"auto: {'compiled' if on else 'eager'} for this task on {device.type}"
     else:
         on, why = text == "true", "sim.compile"
