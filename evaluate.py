@@ -36,7 +36,8 @@ The match env is ``task=``'s, else the one the first checkpoint team plays on (a
 checkpoint, e.g. an HCSP strategy, plays on the match it controls).
 ``games`` games; the table and the last JSON line give ``win_rate_a`` (a draw counts half),
 ``win_rate_ci95``, ``games``, points per game, hits per rally and outcomes (faults by kind) per
-game; ``video=<file.gif|mp4>`` draws the first game of env 0. How games are played:
+game, and where the task counts rallies (games to N points) team A's share of the rallies beside its
+game win rate, split by who served; ``video=<file.gif|mp4>`` draws the first game of env 0. How games are played:
 :mod:`training.matches`. ``league=A,B,C,...`` plays every pair and fits Elo ratings to all results
 (its JSON has ``elo`` and ``pairs``).
 """
@@ -509,6 +510,15 @@ def evaluate_match(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[st
     record = f"{summary['wins_a']} W / {summary['draws']} D / {summary['losses_a']} L"
     print(f"  win rate A   {summary['win_rate_a']:.3f}  [{lo:.3f}, {hi:.3f}]  ({record})")
     print(f"  points/game  {summary['points_per_game']:.2f}   hits/rally {summary['hits_per_rally']:.2f}")
+    if "rally_win_rate_a" in summary:
+        rallies = summary["rallies_per_game"] * summary["games"]
+        line = f"  rallies A    {summary['rally_win_rate_a']:.3f} of {rallies:.0f}"
+        if "serve_win_rate_a" in summary:
+            line += (
+                f"   on its serve {summary['serve_win_rate_a']:.3f} ({summary['serve_rallies_a']:.0f})"
+                f"   receiving {summary['receive_win_rate_a']:.3f} ({summary['receive_rallies_a']:.0f})"
+            )
+        print(line)
     ci = summary.get("outcomes_ci95", {})
     print(
         "  outcomes/game "

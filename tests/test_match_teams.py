@@ -88,3 +88,35 @@ def test_a_one_team_task_has_no_match_teams():
     env = sim.make("point_reach", num_envs=1)
     with pytest.raises(ValueError, match="not a two-team task"):
         match_teams(env)
+
+
+def test_a_game_summary_splits_the_rallies_by_who_served() -> None:
+    """Issue 21: games to N points are reported by rallies as well as by games, split by serve and receive (a
+    rally without a point counts half). One game, by hand: team A served 3 rallies and won 2; team B served 2,
+    A won 1 of them by side-out and one timed out."""
+    from training.matches import MatchResults, summarize_matches
+
+    counts = dict(points_a=3, points_b=1, rallies=5, timeout=1, hits_a=4, hits_b=2)
+    counts.update(serves_a=3, serves_b=2, serve_points_a=2, serve_points_b=0)
+    s = summarize_matches(MatchResults(torch.tensor([1.0]), {k: torch.tensor([float(v)]) for k, v in counts.items()}))
+    assert s["rally_win_rate_a"] == pytest.approx((3 + 0.5) / 5)
+    assert (s["serve_rallies_a"], s["serve_win_rate_a"]) == (3, pytest.approx(2 / 3))
+    assert (s["receive_rallies_a"], s["receive_win_rate_a"]) == (2, pytest.approx((1 + 0.5) / 2))
+    assert s["outcomes_per_game"] == {"timeout": 1.0}  # the tallies are not faults
+
+
+def test_games_to_points_against_hovering_drones_lose_every_rally() -> None:
+    """Hovering drones never serve (the dropped ball is their fault) nor return a serve: in games to 2 points
+    they lose every rally on either side of the serve, and the split covers every rally."""
+    from training.matches import summarize_matches
+
+    env = sim.make("drone_volleyball", num_envs=8, seed=0, episode_length_s=40.0, rules={"points_to_win": 2})
+
+    def load(path):
+        raise AssertionError(f"no checkpoint is read here ({path})")
+
+    s = summarize_matches(play_matches(env, build_team(env, "hover", load), build_team(env, "scripted", load), 8))
+    assert s["win_rate_a"] == 0.0 and s["points_per_game"] == 2.0 and s["rally_win_rate_a"] == 0.0
+    assert s["serve_rallies_a"] >= 1 and s["receive_rallies_a"] >= 8  # B serves at least its two points a game
+    assert s["serve_rallies_a"] + s["receive_rallies_a"] == s["rallies_per_game"] * s["games"] == 16
+    assert s["serve_win_rate_a"] == 0.0 and s["receive_win_rate_a"] == 0.0

@@ -181,3 +181,35 @@ def test_coselfplay_runs_both_phases_from_the_stage2_strategy(tmp_path) -> None:
         if k.startswith("team_a."):
             assert any(w.shape == v.shape and torch.equal(w, v) for w in snapshot), k
     assert load_checkpoint(run_dir / "strategy.pt")["task_cfg"]["name"] == "drone_volleyball_strategy"
+
+
+STAGE3 = ROOT / "assets" / "policies" / "drone_volleyball"
+
+
+@pytest.mark.skipif(not (STAGE3 / "stage3_skills.pt").is_file(), reason="shipped stage-3 team missing")
+def test_coselfplay_without_a_skills_phase_retrains_the_strategy_over_given_skills(tmp_path) -> None:
+    """Issue 21: ``coselfplay.skills_steps=0`` retrains a strategy over learned skills as they are (e.g. the
+    stage-3 team for rotated servers, ``task.opening_server=random``); the run's skills are the given ones."""
+    from training.coselfplay import run
+
+    cfg = {
+        "seed": 0,
+        "device": "cpu",
+        "runs_dir": str(tmp_path),
+        "task": {"name": "drone_volleyball", "episode_length_s": 1.0, "rules": {"rally_time_limit_s": 0.9}},
+        "algo": {"name": "hcsp", "critic_input": "state"},
+        "train": {"eval_every": 1, "eval_envs": 2, "progress": False},
+        "wandb": {"mode": "disabled"},
+        "coselfplay": {"strategy": str(STAGE3 / "stage3_strategy.pt"), "skills_steps": 0, "strategy_steps": 8},
+    }
+    cfg["coselfplay"]["strategy_num_envs"] = 8
+    cfg["task"]["opening_server"] = "random"
+    with pytest.raises(ValueError, match="skills_steps=0"):
+        run(cfg)
+    cfg["coselfplay"]["skills"] = str(STAGE3 / "stage3_skills.pt")
+    run_dir = run(cfg)
+    log = json.loads((run_dir / "coselfplay.json").read_text())
+    assert [r["phase"] for r in log] == ["strategy"]
+    assert (run_dir / "skills.pt").read_bytes() == (STAGE3 / "stage3_skills.pt").read_bytes()
+    strategy = load_checkpoint(run_dir / "strategy.pt")
+    assert strategy["task_cfg"]["opening_server"] == "random"

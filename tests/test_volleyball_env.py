@@ -116,3 +116,21 @@ def test_outcome_names_cover_the_counters() -> None:
     env.reset()
     counters = env.rules.pop_counters(torch.arange(2))
     assert set(counters) == set(R.COUNTER_NAMES)
+
+
+def test_the_opening_server_is_any_drone_of_the_serving_team_when_asked() -> None:
+    """Issue 21: games rotate the serve through every drone, but one-rally training with the first drone
+    always serving never showed the others serving; ``opening_server=random`` draws the opening server."""
+    servers = {}
+    for choice in ("first", "random"):
+        env = sim.make("drone_volleyball", num_envs=256, mode="3v3", seed=0, opening_server=choice)
+        env.reset(seed=0)
+        ru = env.rules
+        assert bool((ru.server // 3 == ru.serving_team).all())
+        # The ball waits above the server's paddle.
+        server_pos = env.drones.pos[torch.arange(256), ru.server]
+        assert torch.allclose(env.ball_pos[:, :2], server_pos[:, :2], atol=1e-5)
+        servers[choice] = set((ru.server % 3).tolist())
+    assert servers == {"first": {0}, "random": {0, 1, 2}}
+    with pytest.raises(ValueError, match="opening_server"):
+        sim.make("drone_volleyball", num_envs=2, mode="3v3", opening_server="last")

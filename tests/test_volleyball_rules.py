@@ -293,6 +293,9 @@ def test_game_to_three_points_serve_passes_to_winner():
         assert (rules.serving_team.item(), rules.server.item()) == (next_team, next_server)
         rules.new_rally(ids)
         assert rules.score[0].tolist() == score and rules.in_rally[0] and rules.touches[0] == 0
+    # Serve and receive split: A served rallies 1, 2 and 5 (won 1 and 5), B rallies 3 and 4 (won 3).
+    served = {k: int(rules.counters[k][0]) for k in ("serves_a", "serves_b", "serve_points_a", "serve_points_b")}
+    assert served == {"serves_a": 3, "serves_b": 2, "serve_points_a": 2, "serve_points_b": 1}
     rules.reset(ids)
     assert rules.score[0].tolist() == [0, 0] and (rules.serving_team.item(), rules.server.item()) == (0, 0)
 
@@ -349,9 +352,9 @@ def test_counters_pop_and_zero():
     rules = make(3)
     run(rules, [SCENARIOS[name][0] for name in names])
     expected = {
-        0: {"hits_a": 1, "land_in": 1, "points_a": 1, "rallies": 1},
-        1: {"hits_a": 4, "hits_b": 3, "land_in": 1, "points_a": 1, "rallies": 1},
-        2: {"hits_a": 1, "net": 1, "points_b": 1, "rallies": 1},
+        0: {"hits_a": 1, "land_in": 1, "points_a": 1, "rallies": 1, "serves_a": 1, "serve_points_a": 1},
+        1: {"hits_a": 4, "hits_b": 3, "land_in": 1, "points_a": 1, "rallies": 1, "serves_a": 1, "serve_points_a": 1},
+        2: {"hits_a": 1, "net": 1, "points_b": 1, "rallies": 1, "serves_a": 1},
     }
     popped = rules.pop_counters(torch.tensor([0, 2]))
     assert set(popped) == set(COUNTER_NAMES)

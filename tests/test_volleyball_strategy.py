@@ -138,3 +138,34 @@ def test_the_strategy_sees_the_rallys_clock_not_the_episodes() -> None:
     term = env.spec.groups["team_a"].observations["policy"].slices()["time_left"]
     expected = 1.0 - env.match.rules.rally_time / env.cfg.rules.rally_time_limit_s
     assert torch.allclose(obs[0][:, 0, term].squeeze(-1), expected) and (expected < 1.0).all()
+
+
+def test_in_games_every_point_is_rewarded_when_it_is_scored() -> None:
+    """Issue 21 (games as the unit): in a game to N points the strategy is rewarded +-win_reward per point as
+    it falls, not once for the game, and an episode's rewards add up to its point difference."""
+    E = 8
+    env = sim.make(
+        "drone_volleyball_strategy", num_envs=E, mode="1v1", seed=0, episode_length_s=40.0, rules={"points_to_win": 2}
+    )
+    env.reset(seed=0)
+    corner, rules = _constant(env, (0, 0, 8, 0)), _constant(env, RULE_BASED_CHOICE)
+    total, finished = torch.zeros(E), torch.zeros(E, dtype=torch.bool)
+    diff = torch.zeros(E)
+    rewarded_before_the_end = False
+    with torch.inference_mode():
+        for _ in range(env.max_episode_steps):
+            _, reward, terminated, truncated, _ = env.step({"team_a": corner, "team_b": rules})
+            r = reward["team_a"][:, 0]
+            torch.testing.assert_close(r, -reward["team_b"][:, 0])
+            done = terminated | truncated
+            total += torch.where(finished, 0.0, r)
+            rewarded_before_the_end |= bool((~done & ~finished & (r != 0)).any())
+            new = done & ~finished
+            diff = torch.where(new, env.final_counters["points_a"] - env.final_counters["points_b"], diff)
+            finished |= new
+            if bool(finished.all()):
+                break
+    assert bool(finished.all())
+    assert rewarded_before_the_end  # a game's first point is paid when it falls
+    torch.testing.assert_close(total, diff)
+    assert bool((diff.abs() >= 1).all())  # every game had a winner, so its points differ

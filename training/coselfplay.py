@@ -70,7 +70,9 @@ class CoSelfPlayCfg:
     cycles: int = at_least(1, 1)
     skills_minutes: float = non_negative(20.0)  # wall-clock budget per skills phase (0 = none)
     strategy_minutes: float = non_negative(20.0)  # per strategy phase
-    skills_steps: int = at_least(1, 3_000_000)  # env steps per skills phase (each num_envs x 6 drone samples)
+    # env steps per skills phase (each num_envs x 6 drone samples); 0: no skills phase, the strategy
+    # phases fly ``skills`` as they are (e.g. to retrain a stage-3 strategy for other rules or starts)
+    skills_steps: int = at_least(0, 3_000_000)
     strategy_steps: int = at_least(1, 100_000)  # decisions per strategy phase
     random_choice_prob: float = fraction(0.3)  # skills phase: share of random strategy decisions
     skills_num_envs: int = at_least(1, 256)
@@ -151,6 +153,8 @@ def run(cfg: Mapping[str, Any]) -> Path:
     cs = build_config(CoSelfPlayCfg, cfg.get("coselfplay", {}), where="coselfplay")
     if not cs.strategy or not Path(cs.strategy).is_file():
         raise ValueError(f"coselfplay.strategy={cs.strategy!r}: name a stage-2 strategy checkpoint")
+    if cs.skills_steps == 0 and not (cs.skills and Path(cs.skills).is_file()):
+        raise ValueError(f"coselfplay.skills_steps=0 flies coselfplay.skills as they are: name one, got {cs.skills!r}")
     device = str(resolve_device(cfg.get("device", "auto")))
     strategy_ckpt, skills_ckpt = Path(cs.strategy), Path(cs.skills) if cs.skills else None
     stage2 = load_checkpoint(strategy_ckpt)
@@ -166,22 +170,26 @@ def run(cfg: Mapping[str, Any]) -> Path:
     run_dir = new_run_dir(cfg.get("runs_dir", "runs"), f"{cfg['task']['name']}_coselfplay")
     log: list[dict[str, Any]] = []
     for cycle in range(cs.cycles):
-        t0 = time.perf_counter()
-        skills_task = deep_merge(
-            task, {"name": skills_task_name, "strategy": {"random_choice_prob": cs.random_choice_prob}}
-        )
-        skills_cfg = _phase_cfg(cfg, run_dir / f"cycle{cycle}_skills", skills_task, "ppo")
-        skills_cfg["num_envs"] = cs.skills_num_envs
-        skills_cfg["train"] = {**skills_cfg["train"], "total_steps": cs.skills_steps, "max_minutes": cs.skills_minutes}
-        if cycle > 0:  # DAgger (imitation.expert=task) only starts the first cycle
-            skills_cfg["imitation"] = {**skills_cfg.get("imitation", {}), "expert": "none"}
-        runner = SkillsInMatchRunner(skills_cfg, strategy_policy(strategy_ckpt, device, strategy_task))
-        if skills_ckpt is not None:
-            runner.models.load_state_dict(load_checkpoint(skills_ckpt, map_location=device)["model"])
-        runner.learn()
-        skills_ckpt = runner.ckpt_dir / "best.pt"
-        log.append(_phase_row(cycle, "skills", runner, t0))
-
+        if cs.skills_steps > 0:
+            t0 = time.perf_counter()
+            skills_task = deep_merge(
+                task, {"name": skills_task_name, "strategy": {"random_choice_prob": cs.random_choice_prob}}
+            )
+            skills_cfg = _phase_cfg(cfg, run_dir / f"cycle{cycle}_skills", skills_task, "ppo")
+            skills_cfg["num_envs"] = cs.skills_num_envs
+            skills_cfg["train"] = {
+                **skills_cfg["train"],
+                "total_steps": cs.skills_steps,
+                "max_minutes": cs.skills_minutes,
+            }
+            if cycle > 0:  # DAgger (imitation.expert=task) only starts the first cycle
+                skills_cfg["imitation"] = {**skills_cfg.get("imitation", {}), "expert": "none"}
+            runner = SkillsInMatchRunner(skills_cfg, strategy_policy(strategy_ckpt, device, strategy_task))
+            if skills_ckpt is not None:
+                runner.models.load_state_dict(load_checkpoint(skills_ckpt, map_location=device)["model"])
+            runner.learn()
+            skills_ckpt = runner.ckpt_dir / "best.pt"
+            log.append(_phase_row(cycle, "skills", runner, t0))
         t0 = time.perf_counter()
         strat_cfg = _phase_cfg(
             stage2_cfg, run_dir / f"cycle{cycle}_strategy", {**task, "name": strategy_task}, "selfplay"

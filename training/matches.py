@@ -118,9 +118,25 @@ def play_matches(
     return MatchResults(torch.cat(results), {k: torch.cat(v) for k, v in counters.items()})
 
 
+# Counters that are neither outcomes nor faults: the summary turns them into rates.
+_TALLIES = (
+    "hits_a",
+    "hits_b",
+    "points_a",
+    "points_b",
+    "rallies",
+    "serves_a",
+    "serves_b",
+    "serve_points_a",
+    "serve_points_b",
+)
+
+
 def summarize_matches(res: MatchResults) -> dict:
     """Win rate of team A (a draw counts half) with a 95% Wilson interval, points per game, hits per
-    rally, and faults per game by kind."""
+    rally, and faults per game by kind. Where the env counts rallies, also team A's share of the
+    rallies (a rally without a point counts half) beside its game win rate; where it counts serves
+    (``serves_a``, ``serve_points_a``, ...), team A's rally win rate on its own serve and receiving."""
     g = res.games
     wins, draws = int((res.result == 1.0).sum()), int((res.result == 0.5).sum())
     score = wins + 0.5 * draws
@@ -129,9 +145,23 @@ def summarize_matches(res: MatchResults) -> dict:
     c = res.counters
     rallies = float(c["rallies"].sum()) if "rallies" in c else float("nan")
     hits = float((c["hits_a"] + c["hits_b"]).sum())
-    faults = {
-        k: float(v.sum()) / g for k, v in c.items() if k not in ("hits_a", "hits_b", "points_a", "points_b", "rallies")
-    }
+    faults = {k: float(v.sum()) / g for k, v in c.items() if k not in _TALLIES}
+    rates = {}
+    if rallies > 0:
+        pa, pb = float(c["points_a"].sum()), float(c["points_b"].sum())
+        rates["rally_win_rate_a"] = (pa + 0.5 * (rallies - pa - pb)) / rallies
+        rates["rallies_per_game"] = rallies / g
+    if "serves_a" in c:
+        total = {k: float(c[k].sum()) for k in _TALLIES[2:]}
+        for side, server, other in (("serve", "a", "b"), ("receive", "b", "a")):
+            served = total[f"serves_{server}"]
+            # Points in the rallies `server` served: its own on serve, the other team's by side-out.
+            won_by_server = total[f"serve_points_{server}"]
+            won_by_other = total[f"points_{other}"] - total[f"serve_points_{other}"]
+            won_a = won_by_server if server == "a" else won_by_other
+            draws = served - won_by_server - won_by_other
+            rates[f"{side}_rallies_a"] = served
+            rates[f"{side}_win_rate_a"] = (won_a + 0.5 * draws) / served if served > 0 else float("nan")
     return {
         "win_rate_a": score / g,
         "win_rate_ci95": [lo, hi],
@@ -142,6 +172,7 @@ def summarize_matches(res: MatchResults) -> dict:
         "points_per_game": float((c["points_a"] + c["points_b"]).sum()) / g,
         "points_a_per_game": float(c["points_a"].sum()) / g,
         "hits_per_rally": hits / rallies if rallies > 0 else float("nan"),
+        **rates,
         "outcomes_per_game": faults,
         "outcomes_ci95": {k: _mean_ci95(v) for k, v in c.items() if k in faults},
     }

@@ -104,6 +104,10 @@ class VolleyballCfg:
     court: CourtCfg = field(default_factory=CourtCfg)
     # Rally limit below the 10 s episode: a long rally ends as a TIMEOUT (no point), not a truncation.
     rules: RulesCfg = field(default_factory=lambda: RulesCfg(rally_time_limit_s=9.5))
+    # Which drone of the serving team serves a game's first rally (matches): "first" its first drone,
+    # "random" any of its drones. A game rotates the serve through every drone, but one-rally episodes
+    # with "first" only ever show drone 0 serving, and teams trained on them lose the rotated rallies.
+    opening_server: str = "first"
     # VolleyBots' ball (5 g, r 0.1 m) with C_D 0.01: PhysX applies no air drag there, and with a
     # sphere's C_D 0.47 this ball's terminal speed is 2.3 m/s (a balloon that cannot cross the court).
     ball: BallParams = field(default_factory=lambda: BallParams(drag_coeff=0.01))
@@ -116,6 +120,8 @@ class VolleyballCfg:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"drone_volleyball mode must be one of {MODES}, got {self.mode!r}")
+        if self.opening_server not in ("first", "random"):
+            raise ValueError(f"opening_server must be 'first' or 'random', got {self.opening_server!r}")
         if self.action not in ("ctbr", "rotor"):
             raise ValueError(f"action must be 'ctbr' or 'rotor', got {self.action!r}")
 

@@ -4,7 +4,8 @@ Groups ``team_a`` (drones ``0..n-1``) and ``team_b`` (``n..2n-1``), each seeing 
 frame (team B's observations are rotated 180 deg about z), so one policy plays both sides. The
 ``policy`` observation adds teammates, opponents and the rally state to the ``skill`` one. A new
 game starts with a random serving team; after a point the next rally starts from the serve (the
-rules pick the server); the episode ends with the game (``rules.points_to_win``, 0: one rally).
+rules pick the server, rotating it through the team's drones); the episode ends with the game
+(``rules.points_to_win``, 0: one rally). ``opening_server`` picks the first rally's server.
 Hierarchical teams command their drones' skills with ``set_skill_commands`` before acting.
 
 Levels built on a match (HCSP's skills in matches, :mod:`~sim.tasks.drone_volleyball.coplay`) own
@@ -111,7 +112,10 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         # A random serving team per game: with a fixed one, rally-mode training would only
         # ever see one side serve.
         team = torch.randint(0, 2, (env_ids.numel(),), generator=self.rng, device=self.device)
-        self.rules.reset(env_ids, serving_team=team, server=team * self.n)
+        slot = 0
+        if self.cfg.opening_server == "random":  # drawn only then, so "first" keeps its random stream
+            slot = torch.randint(0, self.n, (env_ids.numel(),), generator=self.rng, device=self.device)
+        self.rules.reset(env_ids, serving_team=team, server=team * self.n + slot)
         self._start_rally(env_ids)
         self._reset_actuators(env_ids)
         self.landed_at[env_ids] = 0.0

@@ -101,8 +101,10 @@ OUTCOME_NAMES = (
     "serve_fault",
     "timeout",
 )
-# Keys of RallyRules.counters: legal hits per team, rally ends per outcome kind, points per team, rallies.
-COUNTER_NAMES = ("hits_a", "hits_b", *OUTCOME_NAMES[1:], "points_a", "points_b", "rallies")
+# Keys of RallyRules.counters: legal hits per team, rally ends per outcome kind, points per team, rallies,
+# and per team the rallies it served and the points it won on its own serve (serve and receive split).
+SERVE_COUNTER_NAMES = ("serves_a", "serves_b", "serve_points_a", "serve_points_b")
+COUNTER_NAMES = ("hits_a", "hits_b", *OUTCOME_NAMES[1:], "points_a", "points_b", "rallies", *SERVE_COUNTER_NAMES)
 
 
 @dataclass(frozen=True)
@@ -347,7 +349,8 @@ class RallyRules:
             game_over = rally_over & (score >= self.cfg.points_to_win).any(-1)
         else:
             game_over = rally_over
-        side_out = point & (point_to != self.serving_team)
+        served_team = self.serving_team
+        side_out = point & (point_to != served_team)
         rotation = (self.rotation + won * side_out.unsqueeze(-1).long()) % self.drones_per_team
         serving_team = torch.where(point, point_to, self.serving_team)
         server = serving_team * self.drones_per_team + rotation.gather(1, serving_team.unsqueeze(-1)).squeeze(-1)
@@ -369,6 +372,9 @@ class RallyRules:
         valid_hit = valid_send | valid_receive
         n = self.drones_per_team
         kinds = torch.nn.functional.one_hot(outcome, len(OUTCOME_NAMES)).float()  # [E, K]
+        # The serving team of the rally that just ended (``serving_team`` above is the next rally's).
+        served_by = torch.nn.functional.one_hot(served_team, 2) * rally_over.unsqueeze(-1).long()  # [E, 2]
+        serve_won = served_by * won
         add = {
             "hits_a": valid_hit[:, :n].sum(-1).float(),
             "hits_b": valid_hit[:, n:].sum(-1).float(),
@@ -376,6 +382,10 @@ class RallyRules:
             "points_a": won[:, 0].float(),
             "points_b": won[:, 1].float(),
             "rallies": rally_over.float(),
+            "serves_a": served_by[:, 0].float(),
+            "serves_b": served_by[:, 1].float(),
+            "serve_points_a": serve_won[:, 0].float(),
+            "serve_points_b": serve_won[:, 1].float(),
         }
         self.counters = {name: self.counters[name] + add[name] for name in COUNTER_NAMES}
 

@@ -21,9 +21,10 @@ The constant choice :data:`RULE_BASED_CHOICE` reproduces the rule-based team exa
 
 Observation per team (own frame, own half x < 0; ``strategy_terms``): ball position and velocity,
 its predicted interception point (where it comes down through the hitting height), own and
-opponent drones' positions and velocities, and the rally state. Reward: +-``win_reward`` to the
-team that wins / loses the rally (a draw, e.g. the rally time limit, is 0). An episode is one rally
-(``rules.points_to_win = 0``) or one game.
+opponent drones' positions and velocities, and the rally state. Reward: +-``win_reward`` per point
+to the team that wins / loses it (a rally without a point, e.g. at the rally time limit, is 0). An
+episode is one rally (``rules.points_to_win = 0``: the reward is the rally's result) or one game
+(every point of it is rewarded when it is scored).
 """
 
 from __future__ import annotations
@@ -191,6 +192,7 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         self.choices = default_choices(self.match)
         self._done = torch.zeros(E, dtype=torch.bool, device=self.device)
         self._result = torch.full((E,), 0.5, device=self.device)
+        self._points = torch.zeros(E, device=self.device)  # team A's points minus team B's this decision
         self.game_result = torch.full((E,), 0.5, device=self.device)
         self.final_counters = {k: v.clone() for k, v in self.match.final_counters.items()}
 
@@ -257,10 +259,15 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         self.choices = choices_from_actions(per_team, nvec)
         self._done = torch.zeros_like(self._done)
         self._result = torch.full_like(self._result, 0.5)
+        self._points = torch.zeros_like(self._points)
 
     def _control_step(self) -> None:
         for _ in range(self.cfg.strategy.decision_steps):
             _, _, terminated, truncated, _ = self.match.step(self.skill_step(self.choices))
+            # Points of this episode only: after its end the env's next game has begun.
+            point_to = self.match.events.point_to
+            net = (point_to == 0).float() - (point_to == 1).float()
+            self._points = self._points + torch.where(self._done, 0.0, net)
             new = (terminated | truncated) & ~self._done
             if bool(new.any()):
                 self._result = torch.where(new, self.match.game_result, self._result)
@@ -281,7 +288,7 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         return self._done, {"rally_over": self._done}
 
     def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-        win = torch.where(self._done, (2.0 * self._result - 1.0) * self.cfg.strategy.win_reward, 0.0)  # team A's
+        win = self._points * self.cfg.strategy.win_reward  # team A's
         return {"team_a": win.unsqueeze(-1), "team_b": -win.unsqueeze(-1)}, {"win_a": win}
 
     def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
