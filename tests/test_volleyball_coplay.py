@@ -213,3 +213,28 @@ def test_coselfplay_without_a_skills_phase_retrains_the_strategy_over_given_skil
     assert (run_dir / "skills.pt").read_bytes() == (STAGE3 / "stage3_skills.pt").read_bytes()
     strategy = load_checkpoint(run_dir / "strategy.pt")
     assert strategy["task_cfg"]["opening_server"] == "random"
+
+
+@pytest.mark.skipif(not (STAGE3 / "stage3_skills.pt").is_file(), reason="shipped stage-3 team missing")
+def test_team_b_can_fly_the_scripted_skills_while_team_a_flies_learned_ones() -> None:
+    """Issue 21: a strategy over learned skills trained only against learned-skill opponents lost to the scripted
+    team; ``strategy.team_b_skills=scripted`` gives its opponents (team B) the scripted skills."""
+    from training.coselfplay import skills_policy
+
+    skills = skills_policy(STAGE3 / "stage3_skills.pt", "cpu", "drone_volleyball_coplay")
+    acts = {}
+    for team_b in ("same", "scripted"):
+        env = sim.make("drone_volleyball_strategy", num_envs=6, seed=0, strategy={"team_b_skills": team_b})
+        env.set_skills(skills)
+        env.reset(seed=0)
+        env.step(env.zero_actions())  # a serve under way: the skills act differently
+        act = env.skill_step(env.choices)
+        learned, scripted = skills(env.match.skill_observation()), env.skills()
+        assert torch.equal(act["team_a"], learned[:, :3]) and not torch.equal(act["team_a"], scripted["team_a"])
+        acts[team_b] = (act["team_b"], learned[:, 3:], scripted["team_b"])
+    assert torch.equal(acts["same"][0], acts["same"][1])
+    assert torch.equal(acts["scripted"][0], acts["scripted"][2]) and not torch.equal(
+        acts["scripted"][0], acts["scripted"][1]
+    )
+    with pytest.raises(ValueError, match="team_b_skills"):
+        sim.make("drone_volleyball_strategy", num_envs=2, strategy={"team_b_skills": "hover"})

@@ -84,6 +84,16 @@ class StrategyLevelCfg:
     # strategy alone serves to few targets, and skills trained under it fail other teams' commands).
     # training.coselfplay sets it (coselfplay.random_choice_prob); 0 here: commands come from the strategies.
     random_choice_prob: float = fraction(0.0)
+    # drone_volleyball_strategy over learned skills (set_skills): what team B's drones fly. "same": the
+    # learned skills, like team A's (HCSP: both teams on one skill set); "scripted": the scripted skills,
+    # so that a strategy over learned skills trains against opponents as strong as the scripted team
+    # (trained only against learned-skill opponents, a stage-3 strategy exploited their flaws and lost
+    # to the scripted team).
+    team_b_skills: str = "same"
+
+    def __post_init__(self) -> None:
+        if self.team_b_skills not in ("same", "scripted"):
+            raise ValueError(f"team_b_skills must be 'same' or 'scripted', got {self.team_b_skills!r}")
 
 
 @dataclass(frozen=True)

@@ -236,7 +236,8 @@ class VolleyballStrategyEnv(MultiAgentEnv):
 
     def set_skills(self, skill_policy: Callable[[Tensor], Tensor] | None) -> None:
         """Fly learned skills: ``skill_policy(skill obs [E, D, s]) -> actions [E, D, 4]`` for every
-        drone of both teams (e.g. HCSP stage 3's skills, ``training.coselfplay``); None: the scripted ones."""
+        drone of both teams (e.g. HCSP stage 3's skills, ``training.coselfplay``), or team A's only with
+        ``strategy.team_b_skills=scripted``; None: the scripted ones."""
         self.skill_policy = skill_policy
 
     def skill_step(self, choices: Tensor) -> dict[str, Tensor]:
@@ -247,6 +248,8 @@ class VolleyballStrategyEnv(MultiAgentEnv):
             return self.skills()
         act = self.skill_policy(self.match.skill_observation())
         n = self.match.n
+        if self.cfg.strategy.team_b_skills == "scripted":
+            return {"team_a": act[:, :n], "team_b": self.skills()["team_b"]}
         return {"team_a": act[:, :n], "team_b": act[:, n:]}
 
     # ----------------------------------------------------------------- hooks
