@@ -202,7 +202,7 @@ def test_coselfplay_without_a_skills_phase_retrains_the_strategy_over_given_skil
         "wandb": {"mode": "disabled"},
         "coselfplay": {"strategy": str(STAGE3 / "stage3_strategy.pt"), "skills_steps": 0, "strategy_steps": 8},
     }
-    cfg["coselfplay"]["strategy_num_envs"] = 8
+    cfg["coselfplay"].update(strategy_num_envs=8, opponent_skills="scripted")
     cfg["task"]["opening_server"] = "random"
     with pytest.raises(ValueError, match="skills_steps=0"):
         run(cfg)
@@ -211,8 +211,10 @@ def test_coselfplay_without_a_skills_phase_retrains_the_strategy_over_given_skil
     log = json.loads((run_dir / "coselfplay.json").read_text())
     assert [r["phase"] for r in log] == ["strategy"]
     assert (run_dir / "skills.pt").read_bytes() == (STAGE3 / "stage3_skills.pt").read_bytes()
-    strategy = load_checkpoint(run_dir / "strategy.pt")
-    assert strategy["task_cfg"]["opening_server"] == "random"
+    task = load_checkpoint(run_dir / "strategy.pt")["task_cfg"]
+    assert task["opening_server"] == "random"  # the run's task keys reach the strategy phase...
+    assert task["strategy"]["team_b_skills"] == "scripted"  # ...its opponents fly the scripted skills...
+    assert task["strategy"]["decision_steps"] == 25  # ...at the stage-2 strategy's decision rate
 
 
 @pytest.mark.skipif(not (STAGE3 / "stage3_skills.pt").is_file(), reason="shipped stage-3 team missing")

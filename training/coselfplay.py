@@ -75,8 +75,15 @@ class CoSelfPlayCfg:
     skills_steps: int = at_least(0, 3_000_000)
     strategy_steps: int = at_least(1, 100_000)  # decisions per strategy phase
     random_choice_prob: float = fraction(0.3)  # skills phase: share of random strategy decisions
+    # strategy phase: what the opponents' drones fly (the strategy task's ``strategy.team_b_skills``):
+    # "same" the learned skills, "scripted" the scripted ones (train against the scripted team's skills)
+    opponent_skills: str = "same"
     skills_num_envs: int = at_least(1, 256)
     strategy_num_envs: int = at_least(1, 256)
+
+    def __post_init__(self) -> None:
+        if self.opponent_skills not in ("same", "scripted"):
+            raise ValueError(f"coselfplay.opponent_skills must be 'same' or 'scripted', got {self.opponent_skills!r}")
 
 
 def strategy_policy(path: str | Path, device: str | torch.device, task: str) -> Callable[[Tensor], Tensor]:
@@ -192,7 +199,10 @@ def run(cfg: Mapping[str, Any]) -> Path:
             log.append(_phase_row(cycle, "skills", runner, t0))
         t0 = time.perf_counter()
         strat_cfg = _phase_cfg(
-            stage2_cfg, run_dir / f"cycle{cycle}_strategy", {**task, "name": strategy_task}, "selfplay"
+            stage2_cfg,
+            run_dir / f"cycle{cycle}_strategy",
+            deep_merge(task, {"name": strategy_task, "strategy": {"team_b_skills": cs.opponent_skills}}),
+            "selfplay",
         )
         for key in ("seed", "device", "torch_threads", "wandb"):
             if key in cfg:
