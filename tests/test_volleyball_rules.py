@@ -362,3 +362,19 @@ def test_counters_pop_and_zero():
         assert popped[name].tolist() == [expected[0].get(name, 0), expected[2].get(name, 0)], name
         assert rules.counters[name].tolist() == [0, expected[1].get(name, 0), 0], name
     assert all(v.sum() == 0 for v in rules.pop_counters(torch.tensor([0, 2])).values())
+
+
+def test_rotation_order_starts_each_team_at_its_next_server():
+    """Issue 21: a strategy sees each team in rotation order. At a game's start both teams count from their first
+    drone; the serving team counts from its server, the other from the drone that serves its next serve."""
+    rules = make(cfg=dataclasses.replace(CFG, points_to_win=100), n=3)
+    ids = torch.tensor([0])
+    assert rules.rotation_order()[0].tolist() == [[0, 1, 2], [0, 1, 2]]
+    rules.reset(ids, serving_team=torch.tensor([1]), server=torch.tensor([4]))  # B serves with its 2nd drone
+    assert rules.rotation_order()[0].tolist() == [[0, 1, 2], [1, 2, 0]]
+    run(rules, [serve_rally(1, 4, wins=False)])  # side-out: A serves with its first drone, B's next is its 3rd
+    rules.new_rally(ids)
+    assert rules.server.item() == 0 and rules.rotation_order()[0].tolist() == [[0, 1, 2], [2, 0, 1]]
+    run(rules, [serve_rally(0, 0, wins=False)])  # side-out: B serves with its 3rd drone
+    rules.new_rally(ids)
+    assert rules.server.item() == 5 and rules.rotation_order()[0].tolist() == [[1, 2, 0], [2, 0, 1]]

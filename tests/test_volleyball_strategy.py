@@ -169,3 +169,28 @@ def test_in_games_every_point_is_rewarded_when_it_is_scored() -> None:
     assert rewarded_before_the_end  # a game's first point is paid when it falls
     torch.testing.assert_close(total, diff)
     assert bool((diff.abs() >= 1).all())  # every game had a winner, so its points differ
+
+
+def test_a_rally_served_by_any_drone_looks_the_same_to_a_strategy() -> None:
+    """Issue 21: a game rotates the serve through every drone, but strategies were trained on rallies served by
+    the first. The formation rotates with the serve and the strategy sees (and names) its drones in rotation
+    order, so a rally served by any drone of either team starts with the same strategy observation; the drone
+    a choice names is the one in that place."""
+    from sim.tasks.drone_volleyball.strategy import plan_from_choices, strategy_observation
+
+    env = _match(4)
+    ids = torch.arange(4)
+    seen, planned = [], []
+    for team in (0, 1):
+        for slot in range(3):
+            env.reset(seed=0)
+            env.rules.reset(ids, serving_team=team, server=team * 3 + slot)
+            env._start_rally(ids)
+            seen.append(strategy_observation(env, RuleBasedStrategy(env).interception_point()))
+            choice = torch.tensor((2, 0, 4, 1)).expand(4, 2, 4)  # player: the 2nd in rotation, deep formation
+            plan = plan_from_choices(env, choice)
+            assert bool((plan.player[:, team] == (slot + 1) % 3).all())  # the drone after the server
+            planned.append(plan.home[:, team].gather(1, env.rules.rotation_order()[:, team, :, None].expand(4, 3, 3)))
+        for s in (1, 2):
+            torch.testing.assert_close(seen[3 * team + s], seen[3 * team], rtol=0, atol=1e-5)
+            torch.testing.assert_close(planned[3 * team + s], planned[3 * team], rtol=0, atol=0)

@@ -122,7 +122,12 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         self.hooks.after_reset(self, env_ids)
 
     def _start_rally(self, env_ids: Tensor) -> None:
-        """Match: drones in formation in their halves, the ball above the server's paddle."""
+        """Match: drones in formation in their halves, the ball above the server's paddle.
+
+        The formation rotates with the serve: each team's drones take the places in its rotation order
+        (``RallyRules.rotation_order``, the next server first), so a rally served by any drone starts
+        like one served by the first, up to which drone is where.
+        """
         cfg, n, k, dev = self.cfg, self.n, env_ids.numel(), self.device
         L, W = cfg.court.length, cfg.court.width
         slot = torch.arange(n, device=dev, dtype=torch.float32)
@@ -130,7 +135,10 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         xa = torch.full((n,), -L / 4, device=dev) - 0.5 * (slot % 2)
         ya = (slot - (n - 1) / 2) * (W / max(n, 1)) * 0.8
         base = torch.stack((xa, ya, torch.full((n,), cfg.serve_height, device=dev)), -1)
-        pos = torch.cat((base, mirror(base, torch.ones(n, dtype=torch.bool, device=dev))), 0).expand(k, -1, -1).clone()
+        places = torch.stack((base, mirror(base, torch.ones(n, dtype=torch.bool, device=dev))))  # [2, n, 3]
+        order = self.rules.rotation_order()[env_ids]  # [k, 2, n]: drone slot in each place
+        index = order.unsqueeze(-1).expand(k, 2, n, 3)
+        pos = torch.empty(k, 2, n, 3, device=dev).scatter_(2, index, places.expand(k, 2, n, 3)).flatten(1, 2)
         server = self.rules.server[env_ids]
         # The server moves back to the service area of its half.
         serve_pos = torch.tensor((cfg.launch.serve_x, 0.0, cfg.serve_height), device=dev).expand(k, 3)

@@ -72,26 +72,32 @@ def strategy_terms(n: int) -> tuple[ObsTerm, ...]:
         ObsTerm("interception", 3, "m", "team", "where the ball comes down through the hitting height"),
         ObsTerm("interception_valid", 1, "", "", "1 when the prediction found a descent"),
         ObsTerm("ball_to_my_half", 1, "", "", "1 when the interception point is in my half"),
-        ObsTerm("own_pos", 3 * n, "m", "team", "own drones' positions"),
-        ObsTerm("own_vel", 3 * n, "m/s", "team", "own drones' velocities"),
-        ObsTerm("opp_pos", 3 * n, "m", "team", "opponents' positions"),
-        ObsTerm("opp_vel", 3 * n, "m/s", "team", "opponents' velocities"),
+        ObsTerm("own_pos", 3 * n, "m", "team", "own drones' positions, in rotation order (next server first)"),
+        ObsTerm("own_vel", 3 * n, "m/s", "team", "own drones' velocities, in rotation order"),
+        ObsTerm("opp_pos", 3 * n, "m", "team", "opponents' positions, in their rotation order"),
+        ObsTerm("opp_vel", 3 * n, "m/s", "team", "opponents' velocities, in their rotation order"),
         ObsTerm("rally", 4, "", "", "served, my team serves, my touches / max, my team touched last"),
-        ObsTerm("last_toucher", n, "one-hot", "", "own drone that touched last (zeros: none of mine)"),
+        ObsTerm("last_toucher", n, "one-hot", "", "own drone that touched last, in rotation order (zeros: none)"),
         ObsTerm("time_left", 1, "", "", "fraction of the rally's time limit left"),
     )
 
 
 def plan_from_choices(env: DroneVolleyballEnv, choices: Tensor) -> TeamPlan:
-    """``choices [E, 2, 4]`` long (per team, :data:`CHOICE_NAMES`) -> the rule layer's :class:`TeamPlan`."""
+    """``choices [E, 2, 4]`` long (per team, :data:`CHOICE_NAMES`) -> the rule layer's :class:`TeamPlan`.
+
+    A strategy names drones by their place in the team's rotation order (as it observes them), so
+    ``player`` i and the i-th formation place go to the drone in that place."""
     dev, n = env.device, env.n
+    order = env.rules.rotation_order()  # [E, 2, n]
     targets = torch.tensor(HIT_TARGETS, device=dev)
-    homes = torch.tensor(FORMATIONS, device=dev)[:, :n]  # [F, n, 3]
+    homes = torch.tensor(FORMATIONS, device=dev)[:, :n][choices[..., 3]]  # [E, 2, n, 3], by place
+    pick = choices[..., 0] - 1
+    player = torch.where(pick >= 0, order.gather(2, pick.clamp(min=0).unsqueeze(-1)).squeeze(-1), -1)
     return TeamPlan(
-        player=choices[..., 0] - 1,
+        player=player,
         attack_now=choices[..., 1] == 1,
         hit_target=targets[choices[..., 2]],
-        home=homes[choices[..., 3]],
+        home=torch.empty_like(homes).scatter_(2, order.unsqueeze(-1).expand_as(homes), homes),
     )
 
 
@@ -108,16 +114,18 @@ def strategy_observation(env: DroneVolleyballEnv, interception: tuple[Tensor, Te
     E, n, dev = env.num_envs, env.n, env.device
     ru, d = env.rules, env.drones
     valid, point = interception
+    # Each team's drones in its rotation order (drone indices [E, 2, n]): a rally served by any drone
+    # looks like one served by the first, so a strategy trained on first-drone serves plays them all.
+    drone = ru.rotation_order() + torch.tensor((0, n), device=dev).view(1, 2, 1)
     out = []
     for t in (0, 1):
         flip = torch.full((E,), t == 1, device=dev)
         flip_d = torch.full((E, 2 * n), t == 1, device=dev)
         pos, vel = mirror(d.pos, flip_d), mirror(d.vel, flip_d)
-        own, opp = slice(t * n, (t + 1) * n), slice((1 - t) * n, (2 - t) * n)
+        own, opp = drone[:, t].unsqueeze(-1).expand(E, n, 3), drone[:, 1 - t].unsqueeze(-1).expand(E, n, 3)
         p_team = mirror(point, flip)
         mine_last = ru.last_team == t
-        last = torch.nn.functional.one_hot((ru.last_toucher - t * n).clamp(0, n - 1), n).float()
-        last = last * (mine_last & (ru.last_toucher >= 0)).float().unsqueeze(-1)
+        last = (drone[:, t] == ru.last_toucher.unsqueeze(-1)).float()  # [E, n], zeros unless mine
         rally = torch.stack(
             (
                 ru.served.float(),
@@ -135,10 +143,10 @@ def strategy_observation(env: DroneVolleyballEnv, interception: tuple[Tensor, Te
                     p_team,
                     valid.float().unsqueeze(-1),
                     (valid & (p_team[:, 0] < 0)).float().unsqueeze(-1),
-                    pos[:, own].flatten(1),
-                    vel[:, own].flatten(1),
-                    pos[:, opp].flatten(1),
-                    vel[:, opp].flatten(1),
+                    pos.gather(1, own).flatten(1),
+                    vel.gather(1, own).flatten(1),
+                    pos.gather(1, opp).flatten(1),
+                    vel.gather(1, opp).flatten(1),
                     rally,
                     last,
                     # The rally's clock, not the episode's: in a game to N points the episode is many rallies
