@@ -103,6 +103,7 @@ def test_a_game_summary_splits_the_rallies_by_who_served() -> None:
     assert (s["serve_rallies_a"], s["serve_win_rate_a"]) == (3, pytest.approx(2 / 3))
     assert (s["receive_rallies_a"], s["receive_win_rate_a"]) == (2, pytest.approx((1 + 0.5) / 2))
     assert s["outcomes_per_game"] == {"timeout": 1.0}  # the tallies are not faults
+    assert (s["wins_a"], s["draws"], s["losses_a"]) == (1, 0, 0)  # the rally split leaves the game record alone
 
 
 def test_games_to_points_against_hovering_drones_lose_every_rally() -> None:

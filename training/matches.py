@@ -159,9 +159,9 @@ def summarize_matches(res: MatchResults) -> dict:
             won_by_server = total[f"serve_points_{server}"]
             won_by_other = total[f"points_{other}"] - total[f"serve_points_{other}"]
             won_a = won_by_server if server == "a" else won_by_other
-            draws = served - won_by_server - won_by_other
+            no_point = served - won_by_server - won_by_other
             rates[f"{side}_rallies_a"] = served
-            rates[f"{side}_win_rate_a"] = (won_a + 0.5 * draws) / served if served > 0 else float("nan")
+            rates[f"{side}_win_rate_a"] = (won_a + 0.5 * no_point) / served if served > 0 else float("nan")
     return {
         "win_rate_a": score / g,
         "win_rate_ci95": [lo, hi],
