@@ -143,16 +143,16 @@ def summarize_matches(res: MatchResults) -> dict:
     # Wilson on the score rounded to whole games (a draw is half a win): off by at most half a game.
     _, lo, hi = wilson_ci95(int(round(score)), g)
     c = res.counters
-    rallies = float(c["rallies"].sum()) if "rallies" in c else float("nan")
-    hits = float((c["hits_a"] + c["hits_b"]).sum())
-    faults = {k: float(v.sum()) / g for k, v in c.items() if k not in _TALLIES}
+    total = {k: float(v.sum()) for k, v in c.items()}  # over all games
+    rallies = total.get("rallies", float("nan"))
+    hits = total["hits_a"] + total["hits_b"]
+    faults = {k: v / g for k, v in total.items() if k not in _TALLIES}
     rates = {}
     if rallies > 0:
-        pa, pb = float(c["points_a"].sum()), float(c["points_b"].sum())
+        pa, pb = total["points_a"], total["points_b"]
         rates["rally_win_rate_a"] = (pa + 0.5 * (rallies - pa - pb)) / rallies
         rates["rallies_per_game"] = rallies / g
-    if "serves_a" in c:
-        total = {k: float(c[k].sum()) for k in _TALLIES[2:]}
+    if "serves_a" in total:
         for side, server, other in (("serve", "a", "b"), ("receive", "b", "a")):
             served = total[f"serves_{server}"]
             # Points in the rallies `server` served: its own on serve, the other team's by side-out.
@@ -169,8 +169,8 @@ def summarize_matches(res: MatchResults) -> dict:
         "wins_a": wins,
         "draws": draws,
         "losses_a": g - wins - draws,
-        "points_per_game": float((c["points_a"] + c["points_b"]).sum()) / g,
-        "points_a_per_game": float(c["points_a"].sum()) / g,
+        "points_per_game": (total["points_a"] + total["points_b"]) / g,
+        "points_a_per_game": total["points_a"] / g,
         "hits_per_rally": hits / rallies if rallies > 0 else float("nan"),
         **rates,
         "outcomes_per_game": faults,
