@@ -222,3 +222,39 @@ def test_two_versus_two_by_config():
     torch.testing.assert_close(obs["team_a"]["state"][0, 0, start : start + 2], expect, atol=1e-5, rtol=0)
     res = play_matches(env, build_team(env, "attacker", None), build_team(env, "idle", None), games=8, seed=1)
     assert float(res.counters["points_a"].sum()) > 0
+
+
+def test_seen_state_keeps_what_the_camera_last_saw():
+    """``seen``: the ball where the head camera last had it (in the robot's current frame, velocity zeroed), the
+    seconds since; in view it is the true state. The robot turns its back on the ball and drives away from it."""
+    env = make(num_envs=1, opponent="idle", observation="seen")
+    assert env.spec.groups["team_a"].actor_obs == ("seen",)
+    env.reset(seed=0)
+    place(env, [(-1.0, 0.0, 0.0), (1.5, 1.5, math.pi)], ball=(-0.4, 0.0), ball_vel=(0.3, 0.0))
+    env._look(torch.arange(1))
+    names = [t.name for t in env.spec.groups["team_a"].observations["seen"].terms]
+    sl = env.spec.groups["team_a"].observations["seen"].slices()
+    actions = idle_actions(env)
+    seen_at, history = None, []
+    for t in range(40):
+        actions["team_a"][0, 0] = torch.tensor([0.0, 0.0, 1.0 if t < 12 else 0.0, -1.0])
+        actions["team_a"][0, 0, 0] = 1.0 if 12 <= t < 20 else 0.0  # drive away while the ball is behind
+        obs = env.step(actions)[0]["team_a"]
+        seen, state = obs["seen"][0, 0], obs["state"][0, 0]
+        in_view = bool(env._ball_in_view()[0, 0])
+        pos, yaw = env.robot_poses()
+        c, s = math.cos(float(yaw[0, 0])), math.sin(float(yaw[0, 0]))
+        b = seen[sl["ball"]]
+        world = pos[0, 0, :2] + torch.tensor([c * b[0] - s * b[1], s * b[0] + c * b[1]])  # back to the world frame
+        if in_view:
+            seen_at = env.ball_position()[0, :2].clone()
+            own_and_ball = slice(0, sl["ball_vel"].stop)
+            torch.testing.assert_close(seen[own_and_ball], state[own_and_ball])
+            assert float(seen[sl["ball_unseen"]]) == 0.0
+        else:
+            assert seen_at is not None and float(seen[sl["ball_unseen"]]) > 0.0
+            torch.testing.assert_close(world, seen_at, atol=1e-4, rtol=0)  # where it was, though the robot moved
+            assert float(seen[sl["ball_vel"]].abs().sum()) == 0.0
+        history.append(in_view)
+    assert names[-2:] == ["ball_unseen", "opponent0_unseen"]
+    assert history[0] and sum(history) < len(history) - 20  # seen, then long out of view (while driving)

@@ -8,7 +8,7 @@ from sim.core.config import at_least, non_negative, positive
 from sim.mujoco.world import MjWorldCfg
 
 OPPONENTS = ("none", "chaser", "attacker", "idle")  # "none": both teams are agents (matches, self-play)
-OBSERVATIONS = ("state", "vision")
+OBSERVATIONS = ("state", "seen", "vision")
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,9 @@ class RobotSoccerCfg:
 
     players_per_team: int = at_least(1, 1)  # 1v1 by default, 2 for 2v2
     opponent: str = "chaser"  # who plays team_b: a scripted team inside the env, or "none" (an agent group)
-    observation: str = "state"  # actor input: state (privileged) | vision (head camera + proprioception)
+    # actor input: state (privileged, all-seeing) | seen (the state as the head camera can know it: the ball and the
+    # other robots where they were last in view) | vision (head camera + proprioception)
+    observation: str = "state"
     physics_dt: float = positive(0.01)  # s
     decimation: int = at_least(1, 5)  # physics steps per control step (20 Hz)
     episode_length_s: float = positive(20.0)  # a game's length; a goal ends it (end_on_goal)

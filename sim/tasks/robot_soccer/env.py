@@ -19,7 +19,12 @@ by :class:`sim.mujoco.world.BatchedMjWorld` (one ``mujoco.rollout`` per control 
   is the privileged true state: the critic's input always, and the actor's with ``observation=state``. With
   ``observation=vision`` the actor sees ``image`` (the head camera's 40x30 RGB: the baked radiance field of the
   arena with robots and ball composited on top, :mod:`sim.render.composite`) and ``proprio`` (own body-frame
-  velocity, yaw rate, last action): the paper's egocentric setting.
+  velocity, yaw rate, last action): the paper's egocentric setting. ``seen`` (:func:`seen_terms`, with
+  ``observation=seen``, and beside the image with ``observation=vision``) is the state as the head camera can know
+  it: the ball and every other robot where each was last inside the camera's field of view (re-expressed in the
+  robot's current frame, as odometry lets a robot do), their velocities only while in view, and the seconds since
+  each was seen. A state expert on ``seen`` is a teacher whose every decision a vision student can in principle
+  copy; the all-seeing expert turns towards a ball behind it that no camera shows (the imitation gap).
 * **Events**: goals (the ball wholly over a goal line inside the mouth), touches (a robot within touching distance
   of the ball, or the nearest one when the ball was hit between control steps), ball out (over a touch or goal line
   outside the mouth): the ball is put back at rest 0.3 m inside the line (``ball_out_restart``); a ball that has not
@@ -79,6 +84,19 @@ def state_terms(players_per_team: int) -> tuple[ObsTerm, ...]:
         terms.append(ObsTerm(f"{name}_vel", 2, "m/s", "body", f"{name}'s velocity"))
     terms.append(ObsTerm("last_action", 4, "", "", "previous action (forward, lateral, turn, kick)"))
     return tuple(terms)
+
+
+SEEN_AGE_CAP_S = 3.0  # s: "not seen for this long or longer" (keeps the age input bounded)
+
+
+def seen_terms(players_per_team: int) -> tuple[ObsTerm, ...]:
+    """The ``seen`` entry's layout: :func:`state_terms` with the ball and the other robots as last seen by the head
+    camera (velocities zero while out of view), then the seconds since the ball and each other robot were in view."""
+    state = state_terms(players_per_team)
+    others = [t.name[: -len("_pos")] for t in state if t.name.endswith("_pos")]
+    ages = [ObsTerm("ball_unseen", 1, "s", "", f"seconds since the ball was in view (capped at {SEEN_AGE_CAP_S:g})")]
+    ages += [ObsTerm(f"{n}_unseen", 1, "s", "", f"seconds since {n} was in view") for n in others]
+    return state + tuple(ages)
 
 
 PROPRIO_TERMS = (
@@ -151,6 +169,10 @@ class RobotSoccerEnv(MultiAgentEnv):
         self.game_result = torch.full((E,), math.nan, device=dev)
         self.final_counters = {k: torch.zeros(E, device=dev) for k in COUNTERS}
         self._cache: dict[str, Tensor] = {}
+        # What each robot's camera last saw (observation=seen|vision): world positions and seconds since.
+        self._seen_ball = torch.zeros(E, R, 2, device=dev)
+        self._seen_others = torch.zeros(E, R, R - 1, 2, device=dev)
+        self._unseen_s = torch.zeros(E, R, R, device=dev)  # [.., 0] the ball, [.., 1:] the others in obs order
         if cfg.observation == "vision":
             # Cameras of the agent robots only (a scripted opponent needs no images).
             self._cam_ids = torch.arange(R if cfg.opponent == "none" else self.P, device=dev)
@@ -169,6 +191,10 @@ class RobotSoccerEnv(MultiAgentEnv):
         state = ObsEntry((sum(t.size for t in terms),), terms=terms)
         observations = {"state": state}
         actor = ("state",)
+        if cfg.observation in ("seen", "vision"):
+            seen = seen_terms(P)
+            observations["seen"] = ObsEntry((sum(t.size for t in seen),), terms=seen)
+            actor = ("seen",)
         if cfg.observation == "vision":
             c = cfg.camera
             observations["image"] = ObsEntry(
@@ -269,6 +295,60 @@ class RobotSoccerEnv(MultiAgentEnv):
         s["state"] = torch.cat(parts, -1)
         return s["state"]
 
+    def _seen_obs(self) -> Tensor:
+        """``seen [E, R, D]`` (layout :func:`seen_terms`) from the state and what each camera last saw."""
+        s, state = self._read(), self._state_obs()
+        c, sn = torch.cos(s["yaw"]), torch.sin(s["yaw"])
+        sl = self.spec.groups[GROUPS[0]].observations["state"].slices()
+        ball_in = self._unseen_s[..., :1] == 0  # [E, R, 1]
+        others_in = self._unseen_s[..., 1:].unsqueeze(-1) == 0  # [E, R, R-1, 1]
+        ball = _rotate(self._seen_ball - s["pos"], c, -sn)
+        others_pos = _rotate(self._seen_others - s["pos"].unsqueeze(2), c.unsqueeze(-1), -sn.unsqueeze(-1))
+        others = state[..., sl[self._first_other_term()].start : sl["last_action"].start].unflatten(-1, (self.R - 1, 4))
+        others = torch.cat((others_pos, torch.where(others_in, others[..., 2:], 0.0)), -1).flatten(2)
+        ball_vel = torch.where(ball_in, state[..., sl["ball_vel"]], 0.0)
+        parts = (
+            state[..., : sl["ball"].start],
+            ball,
+            ball_vel,
+            state[..., sl["ball_vel"].stop : sl[self._first_other_term()].start],
+            others,
+            state[..., sl["last_action"]],
+            self._unseen_s,
+        )
+        return torch.cat(parts, -1)
+
+    def _first_other_term(self) -> str:
+        return "mate0_pos" if self.P > 1 else "opponent0_pos"
+
+    def _in_view(self, rel: Tensor) -> Tensor:
+        """``[E, R, K]`` bool: world offsets ``rel [E, R, K, 2]`` from each robot lie inside its camera's horizontal
+        field of view and in front of it (no occlusion test; the ball-in-view metric's rule)."""
+        yaw = self._read()["yaw"].unsqueeze(-1)
+        c, sn = torch.cos(yaw), torch.sin(yaw)
+        fwd = c * rel[..., 0] + sn * rel[..., 1]
+        left = -sn * rel[..., 0] + c * rel[..., 1]
+        half = math.radians(horizontal_fov_deg(self.cfg.camera)) / 2
+        return (fwd > 0.05) & (torch.atan2(left, fwd).abs() < half)
+
+    def _look(self, env_ids: Tensor | None = None) -> None:
+        """Update what each robot's camera last saw (all envs), or, for ``env_ids`` (a kickoff), set it to the true
+        positions: at kickoff every robot knows where everything is placed."""
+        s = self._read()
+        pos, ball = s["pos"], s["ball"][:, None, :2].expand(-1, self.R, -1)
+        others = pos[:, self._others]  # [E, R, R-1, 2]
+        if env_ids is not None:
+            self._seen_ball[env_ids] = ball[env_ids]
+            self._seen_others[env_ids] = others[env_ids]
+            self._unseen_s[env_ids] = 0.0
+            return
+        points = torch.cat((ball.unsqueeze(2), others), 2)  # [E, R, R, 2]
+        visible = self._in_view(points - pos.unsqueeze(2))
+        dt = self.cfg.physics_dt * self.cfg.decimation
+        self._unseen_s = torch.where(visible, 0.0, (self._unseen_s + dt).clamp(max=SEEN_AGE_CAP_S))
+        self._seen_ball = torch.where(visible[..., :1], ball, self._seen_ball)
+        self._seen_others = torch.where(visible[..., 1:].unsqueeze(-1), others, self._seen_others)
+
     # ----------------------------------------------------------------- reset and step
     def _reset_idx(self, env_ids: Tensor) -> None:
         self._kickoff(env_ids)
@@ -284,6 +364,8 @@ class RobotSoccerEnv(MultiAgentEnv):
         if r.enabled:
             lo, hi = r.opponent_speed
             self._opponent_speed[env_ids] = uniform(lo, hi, (env_ids.numel(), 1, 1), self.rng, self.device)
+        if self.cfg.observation in ("seen", "vision"):
+            self._look(env_ids)
         if self.cfg.observation == "vision":
             self._reset_cameras(env_ids)
 
@@ -401,13 +483,8 @@ class RobotSoccerEnv(MultiAgentEnv):
 
     def _ball_in_view(self) -> Tensor:
         """``[E, R]`` bool: the ball's centre lies inside each robot's camera field of view (no occlusion test)."""
-        s, cam = self._read(), self.cfg.camera
-        rel = s["ball"][:, None, :2] - s["pos"]
-        c, sn = torch.cos(s["yaw"]), torch.sin(s["yaw"])
-        fwd = c * rel[..., 0] + sn * rel[..., 1]
-        left = -sn * rel[..., 0] + c * rel[..., 1]
-        half = math.radians(horizontal_fov_deg(cam)) / 2
-        return (fwd > 0.05) & (torch.atan2(left, fwd).abs() < half)
+        s = self._read()
+        return self._in_view((s["ball"][:, None, :2] - s["pos"]).unsqueeze(2)).squeeze(2)
 
     # ----------------------------------------------------------------- observations
     def render_cameras(self, env_ids: Tensor | None = None) -> Tensor:
@@ -436,6 +513,8 @@ class RobotSoccerEnv(MultiAgentEnv):
         )
 
     def _update_observation_buffers(self) -> None:
+        if self.cfg.observation in ("seen", "vision"):
+            self._look()
         if self.cfg.observation == "vision":
             self._image = self._frames.push(self.render_cameras())
 
@@ -443,6 +522,10 @@ class RobotSoccerEnv(MultiAgentEnv):
         state = self._state_obs()
         groups = {GROUPS[0]: slice(0, self.P), GROUPS[1]: slice(self.P, self.R)}
         obs = {g: {"state": state[:, sl]} for g, sl in groups.items() if g in self.spec.groups}
+        if self.cfg.observation in ("seen", "vision"):
+            seen = self._seen_obs()
+            for g, o in obs.items():
+                o["seen"] = seen[:, groups[g]]
         if self.cfg.observation == "vision":
             proprio = torch.cat((state[..., 4:7], state[..., -4:]), -1)  # vel, yaw_rate, last_action
             for i, g in enumerate(obs):
