@@ -4,6 +4,7 @@ its own frame, the kicker kicks, the scripted baselines rank as expected, and th
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -258,3 +259,17 @@ def test_seen_state_keeps_what_the_camera_last_saw():
         history.append(in_view)
     assert names[-2:] == ["ball_unseen", "opponent0_unseen"]
     assert history[0] and sum(history) < len(history) - 20  # seen, then long out of view (while driving)
+
+
+@pytest.mark.parametrize("name", ["robot_soccer_expert", "robot_soccer_seen_expert"])
+def test_shipped_state_experts_beat_the_chaser(name: str):
+    """The shipped all-seeing expert and the one that knows only what its camera saw both beat the full-speed
+    scripted chaser (measured over 200 games: 193 W / 2 D / 5 L and 179 W / 15 D / 6 L)."""
+    from training.checkpoint import load_policy
+
+    path = str(Path(__file__).resolve().parents[1] / "assets" / "policies" / name / "policy.pt")
+    observation = load_policy(path).task_cfg["observation"]
+    env = sim.make("robot_soccer", num_envs=48, opponent="none", observation=observation)
+    res = play_matches(env, build_team(env, path, load_policy), build_team(env, "chaser", None), games=48, seed=0)
+    wins, losses = float((res.result == 1.0).float().mean()), float((res.result == 0.0).float().mean())
+    assert wins > 0.8 and losses < 0.1, (wins, losses)
