@@ -97,6 +97,35 @@ def test_run_with_imitation_writes_its_rounds_and_keeps_the_fitted_statistics(tm
     assert all(torch.equal(after[k], v) for k, v in seen["obs_norm"].items())
 
 
+def test_dagger_checkpoints_its_student_every_few_rounds_and_stops_at_the_time_limit(tmp_path: Path) -> None:
+    """A long distillation that is stopped keeps its student: ``imitation.checkpoint_every`` saves imitation.pt (and
+    the rounds so far) while DAgger runs, and ``train.max_minutes`` ends DAgger after a round, not after all."""
+    over = ["task=point_reach", "device=cpu", "torch_threads=1", "wandb.mode=disabled", "train.progress=false"]
+    over += ["num_envs=16", "train.rollout_steps=8", "train.total_steps=128", "train.eval_every=0"]
+    over += ["algo.policy.actor_hidden=[16]", "algo.policy.critic_hidden=[16]", "imitation.expert=task"]
+    over += ["imitation.steps=4", "imitation.epochs=1", "imitation.critic_warmup=0"]
+    saved_rounds = {}
+    for name, extra in (("periodic", ["imitation.rounds=4", "imitation.checkpoint_every=2"]),
+                        ("limited", ["imitation.rounds=50", "train.max_minutes=1e-9"])):  # fmt: skip
+        with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+            cfg = OmegaConf.to_container(
+                compose(config_name="config", overrides=[*over, *extra, f"runs_dir={tmp_path / name}"]), resolve=True
+            )
+        runner = Runner(cfg)
+        orig, saves = runner.save, []
+
+        def save(path, *args, orig=orig, saves=saves, runner=runner, **kwargs):
+            if Path(path).name == "imitation.pt":
+                saves.append(len(json.loads((runner.run_dir / "imitation.json").read_text())["rounds"]))
+            return orig(path, *args, **kwargs)
+
+        runner.save = save
+        runner.learn()
+        saved_rounds[name] = saves
+    assert saved_rounds["periodic"] == [2, 4, 4]  # after rounds 2 and 4, then at the end
+    assert saved_rounds["limited"] == [1]  # out of time after the first of 50 rounds
+
+
 def _memory_reach_student(memory: str) -> ActorCritic:
     from training.runner import group_dims
 

@@ -49,6 +49,9 @@ class ImitationCfg:
     # join this run's from round 0 (states and expert labels; the newest max_samples are kept, reused ones first out).
     reuse: tuple[str, ...] = ()
     save_data: bool = False  # write this run's final aggregate to <run>/imitation_data.pt
+    # Rounds between saves of checkpoints/imitation.pt and imitation.json while DAgger runs (0: at its end only), so a
+    # long distillation that is stopped keeps its student; train.max_minutes also ends DAgger after a round.
+    checkpoint_every: int = non_negative(0)
 
     def __post_init__(self) -> None:
         if self.expert not in EXPERTS and not self.expert.endswith(".pt"):
@@ -85,6 +88,7 @@ def dagger(
     generator: torch.Generator,
     log: Callable[[str], None] = print,
     dataset: dict | None = None,
+    after_round: Callable[[list[dict[str, float]]], bool] | None = None,
 ) -> list[dict[str, float]]:
     """Fit every group's actor in ``models`` to ``expert`` by DAgger; returns per-round statistics
     (``mse``: the fit on the aggregate, ``agreement``: the mean |student - expert| action gap on the
@@ -92,12 +96,14 @@ def dagger(
 
     ``dataset`` (data reuse): samples of earlier runs to start the aggregate from, as this function leaves them
     (``{"kind": "samples" | "windows", "groups": {group: ...}}``, see :func:`load_datasets`); it is replaced by this
-    run's final aggregate on return (``torch.save`` it to reuse it later)."""
+    run's final aggregate on return (``torch.save`` it to reuse it later).
+
+    ``after_round(stats so far)`` runs after every round's fit (checkpoints); returning True ends DAgger there."""
     groups = list(models)
     if any(models[g].cfg.sharing != "shared" for g in groups):
         raise ValueError("imitation needs algo.policy.sharing=shared (one actor fitted on every agent's samples)")
     if any(models[g].recurrent for g in groups):
-        return _dagger_recurrent(env, models, expert, cfg, generator, log, dataset)
+        return _dagger_recurrent(env, models, expert, cfg, generator, log, dataset, after_round)
     # Per group: every actor entry's samples [n, *shape] (images stay uint8) and the expert's labels.
     data: dict[str, tuple[dict[str, list[Tensor]], list[Tensor]]] = {g: ({}, []) for g in groups}
     for g, prior in _reused(dataset, "samples", groups).items():
@@ -133,6 +139,8 @@ def dagger(
             row.update({f"{g}/mse": mse, f"{g}/agreement": gap[g], f"{g}/samples": float(y.shape[0])})
         stats.append(row)
         log("dagger round " + " ".join(f"{k} {v:.4g}" for k, v in row.items()))
+        if after_round is not None and after_round(stats):
+            break
     if dataset is not None:
         dataset.clear()
         dataset.update(kind="samples", groups={g: {"x": {k: v[0] for k, v in x.items()}, "y": y[0]}
@@ -216,6 +224,7 @@ def _dagger_recurrent(
     generator: torch.Generator,
     log: Callable[[str], None] = print,
     dataset: dict | None = None,
+    after_round: Callable[[list[dict[str, float]]], bool] | None = None,
 ) -> list[dict[str, float]]:
     """:func:`dagger` for recurrent students: each round is one window ``[T = cfg.steps, E]`` per group (entries,
     labels, episode starts, the student's memory at the window start); the aggregate keeps whole windows (the
@@ -268,6 +277,8 @@ def _dagger_recurrent(
             row.update({f"{g}/mse": mse, f"{g}/agreement": gap[g], f"{g}/samples": float(n)})
         stats.append(row)
         log("dagger round " + " ".join(f"{k} {v:.4g}" for k, v in row.items()))
+        if after_round is not None and after_round(stats):
+            break
     if dataset is not None:
         dataset.clear()
         dataset.update(kind="windows", groups=windows)

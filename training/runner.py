@@ -575,11 +575,25 @@ class Runner:
         dataset = load_datasets(cfg.reuse, self.env.device) if cfg.reuse else None
         if dataset is None and cfg.save_data:
             dataset = {}
-        stats = dagger(self.env, trained, expert, cfg, self.generator, log=bar.write, dataset=dataset)
+        limit = self.train_cfg.max_minutes
+
+        def save(stats: list[dict[str, float]]) -> None:
+            (self.run_dir / "imitation.json").write_text(json.dumps({"cfg": asdict(cfg), "rounds": stats}, indent=2))
+            self.save(self.ckpt_dir / "imitation.pt")  # the imitation-only policy, whatever PPO does next
+
+        def after_round(stats: list[dict[str, float]]) -> bool:
+            if cfg.checkpoint_every and len(stats) % cfg.checkpoint_every == 0:
+                save(stats)
+            if limit > 0 and self._elapsed() > 60.0 * limit:
+                bar.write(f"train.max_minutes={limit} reached after DAgger round {len(stats) - 1}")
+                return True
+            return False
+
+        stats = dagger(self.env, trained, expert, cfg, self.generator, log=bar.write, dataset=dataset,
+                       after_round=after_round)  # fmt: skip
         if cfg.save_data:
             torch.save(dataset, self.run_dir / "imitation_data.pt")
-        (self.run_dir / "imitation.json").write_text(json.dumps({"cfg": asdict(cfg), "rounds": stats}, indent=2))
-        self.save(self.ckpt_dir / "imitation.pt")  # the imitation-only policy, whatever PPO does next
+        save(stats)
         self._value_only_until = cfg.critic_warmup
         self.alg.freeze_obs_normalizers = True
         if self.train_cfg.eval_every > 0:
