@@ -173,6 +173,8 @@ class RobotSoccerEnv(MultiAgentEnv):
         self._seen_ball = torch.zeros(E, R, 2, device=dev)
         self._seen_others = torch.zeros(E, R, R - 1, 2, device=dev)
         self._unseen_s = torch.zeros(E, R, R, device=dev)  # [.., 0] the ball, [.., 1:] the others in obs order
+        self._state_slices = self.spec.groups[GROUPS[0]].observations["state"].slices()  # seen edits these parts
+        self._others_start = self._state_slices["mate0_pos" if self.P > 1 else "opponent0_pos"].start
         if cfg.observation == "vision":
             # Cameras of the agent robots only (a scripted opponent needs no images).
             self._cam_ids = torch.arange(R if cfg.opponent == "none" else self.P, device=dev)
@@ -299,27 +301,24 @@ class RobotSoccerEnv(MultiAgentEnv):
         """``seen [E, R, D]`` (layout :func:`seen_terms`) from the state and what each camera last saw."""
         s, state = self._read(), self._state_obs()
         c, sn = torch.cos(s["yaw"]), torch.sin(s["yaw"])
-        sl = self.spec.groups[GROUPS[0]].observations["state"].slices()
+        sl, others_start = self._state_slices, self._others_start
         ball_in = self._unseen_s[..., :1] == 0  # [E, R, 1]
         others_in = self._unseen_s[..., 1:].unsqueeze(-1) == 0  # [E, R, R-1, 1]
         ball = _rotate(self._seen_ball - s["pos"], c, -sn)
         others_pos = _rotate(self._seen_others - s["pos"].unsqueeze(2), c.unsqueeze(-1), -sn.unsqueeze(-1))
-        others = state[..., sl[self._first_other_term()].start : sl["last_action"].start].unflatten(-1, (self.R - 1, 4))
+        others = state[..., others_start : sl["last_action"].start].unflatten(-1, (self.R - 1, 4))
         others = torch.cat((others_pos, torch.where(others_in, others[..., 2:], 0.0)), -1).flatten(2)
         ball_vel = torch.where(ball_in, state[..., sl["ball_vel"]], 0.0)
         parts = (
             state[..., : sl["ball"].start],
             ball,
             ball_vel,
-            state[..., sl["ball_vel"].stop : sl[self._first_other_term()].start],
+            state[..., sl["ball_vel"].stop : others_start],
             others,
             state[..., sl["last_action"]],
             self._unseen_s,
         )
         return torch.cat(parts, -1)
-
-    def _first_other_term(self) -> str:
-        return "mate0_pos" if self.P > 1 else "opponent0_pos"
 
     def _in_view(self, rel: Tensor) -> Tensor:
         """``[E, R, K]`` bool: world offsets ``rel [E, R, K, 2]`` from each robot lie inside its camera's horizontal
