@@ -6,9 +6,12 @@ from dataclasses import dataclass, field
 
 from sim.core.config import at_least, non_negative, positive
 from sim.mujoco.world import MjWorldCfg
+from sim.tasks.robot_soccer.humanoid import HumanoidCfg
 
 OPPONENTS = ("none", "chaser", "attacker", "idle")  # "none": both teams are agents (matches, self-play)
 OBSERVATIONS = ("state", "seen", "vision")
+ROBOTS = ("wheeled", "humanoid")
+SKILLS = ("soccer", "getup")
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,17 @@ class RewardCfg:
     ball_to_goal: float = 0.5  # ball velocity towards the attacked goal (m/s)
     approach_ball: float = 0.2  # own velocity towards the ball (m/s), while farther than 0.3 m
     action_rate: float = -0.01  # |a_t - a_{t-1}|^2
+    # The humanoid's posture (zero for the wheeled robot, which cannot fall):
+    upright: float = 0.0  # the torso's z axis . world up, in [-1, 1]
+    height: float = 0.0  # the torso's height as a share of its standing height, in [0, 1.2]
+    fallen: float = 0.0  # 1 while fallen (HumanoidCfg.fallen_up_z / fallen_height)
+
+
+# The get-up skill's reward (task.skill=getup): stand up and stay up; nothing about the ball.
+GETUP_REWARDS = RewardCfg(
+    scored=0.0, conceded=0.0, ball_to_goal=0.0, approach_ball=0.0, action_rate=-0.02, upright=0.5, height=1.0,
+    fallen=-0.5,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -87,6 +101,12 @@ class RobotSoccerCfg:
     # actor input: state (privileged, all-seeing) | seen (the state as the head camera can know it: the ball and the
     # other robots where they were last in view) | vision (head camera + proprioception)
     observation: str = "state"
+    # wheeled: the cheap default (velocity servos on planar joints, cannot fall) | humanoid: the paper's setting, a
+    # small biped with joint position control (humanoid.py), opponents idle or none, state or seen observations
+    robot_kind: str = "wheeled"
+    # soccer | getup (the humanoid's get-up skill: every robot starts lying on the floor, getup_rewards)
+    skill: str = "soccer"
+    end_on_fall: bool = False  # a fall ends the episode (else the humanoid must get up, as in the paper)
     physics_dt: float = positive(0.01)  # s
     decimation: int = at_least(1, 5)  # physics steps per control step (20 Hz)
     episode_length_s: float = positive(20.0)  # a game's length; a goal ends it (end_on_goal)
@@ -100,8 +120,11 @@ class RobotSoccerCfg:
     kickoff_jitter_m: float = non_negative(0.6)  # random start positions around the kickoff spots
     ball_start_jitter_m: float = non_negative(0.8)  # the ball starts within this of the centre spot
     robot: RobotCfg = field(default_factory=RobotCfg)
+    humanoid: HumanoidCfg = field(default_factory=HumanoidCfg)
     ball: BallCfg = field(default_factory=BallCfg)
     rewards: RewardCfg = field(default_factory=RewardCfg)
+    # the reward with skill=getup (rewards is the soccer skill's)
+    getup_rewards: RewardCfg = field(default_factory=lambda: GETUP_REWARDS)
     randomization: RandomizationCfg = field(default_factory=RandomizationCfg)
     camera: CameraCfg = field(default_factory=CameraCfg)
     mujoco: MjWorldCfg = field(default_factory=MjWorldCfg)
@@ -111,3 +134,22 @@ class RobotSoccerCfg:
             raise ValueError(f"robot_soccer.opponent must be one of {OPPONENTS}, got {self.opponent!r}")
         if self.observation not in OBSERVATIONS:
             raise ValueError(f"robot_soccer.observation must be one of {OBSERVATIONS}, got {self.observation!r}")
+        if self.robot_kind not in ROBOTS:
+            raise ValueError(f"robot_soccer.robot_kind must be one of {ROBOTS}, got {self.robot_kind!r}")
+        if self.skill not in SKILLS:
+            raise ValueError(f"robot_soccer.skill must be one of {SKILLS}, got {self.skill!r}")
+        if self.robot_kind == "wheeled" and self.skill == "getup":
+            raise ValueError("robot_soccer.skill=getup needs robot_kind=humanoid (the wheeled robot cannot fall)")
+        if self.robot_kind == "humanoid":
+            if self.opponent not in ("idle", "none"):
+                # The scripted teams drive the wheeled robot's velocity servos; a humanoid has no walking
+                # controller to follow such commands (walking is a learned skill).
+                raise ValueError(
+                    f"robot_soccer.robot_kind=humanoid plays opponent=idle (a standing humanoid) or none (an agent "
+                    f"group), got opponent={self.opponent!r}"
+                )
+            if self.observation == "vision":
+                raise ValueError(
+                    "robot_soccer.robot_kind=humanoid supports observation=state or seen; its head camera frames "
+                    "(the composited humanoid bodies and the head's full 6-DoF pose) are not built yet"
+                )

@@ -54,25 +54,44 @@ from sim.core.randomization import uniform
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
 from sim.core.teams import GROUPS
 from sim.mujoco.world import BatchedMjWorld
+from sim.physics.quaternion import quat_from_euler
 from sim.tasks.robot_soccer.config import RobotSoccerCfg
+from sim.tasks.robot_soccer.humanoid import JOINTS as HUMANOID_JOINTS
+from sim.tasks.robot_soccer.humanoid import STAND_HEIGHT, default_pose
 from sim.tasks.robot_soccer.model import GOAL_HALF_WIDTH, PITCH_HALF, model_variants, robot_names
 from sim.tasks.robot_soccer.scripted import SCRIPTED
 from sim.tasks.robot_soccer.vision import FrameDelay, SoccerCameras, horizontal_fov_deg
 
 TOUCH_MARGIN = 0.03  # m beyond contact that still counts as a touch
 HIT_DV = 0.3  # m/s: a ball velocity change within one control step that counts as a hit (not rolling friction)
+HUMANOID_REACH = 0.1  # m: the humanoid's feet ahead of its torso centre
+LYING_START_Z = 0.12  # m: a fallen humanoid's torso starts this high and drops onto the floor
 HIT_REACH = 0.35  # m: the nearest robot within this distance of the ball made that hit
 STILL_SPEED = 0.05  # m/s: slower than this, the ball counts as not moving (for the stall rule)
-COUNTERS = ("points_a", "points_b", "hits_a", "hits_b", "ball_out", "restarts", "first_touch_s_a", "ball_in_view_a")
+COUNTERS = (
+    "points_a", "points_b", "hits_a", "hits_b", "ball_out", "restarts", "first_touch_s_a", "ball_in_view_a", "falls_a",
+    "falls_b",
+)  # fmt: skip
 
 
-def state_terms(players_per_team: int) -> tuple[ObsTerm, ...]:
-    """The ``state`` entry's layout (team frame: own team attacks +x; "body": the robot's frame, x forward)."""
+def state_terms(players_per_team: int, humanoid: bool = False) -> tuple[ObsTerm, ...]:
+    """The ``state`` entry's layout (team frame: own team attacks +x; "body": the robot's frame, x forward); the
+    humanoid's posture and joints follow the yaw rate."""
     terms = [
         ObsTerm("pos", 2, "m", "team", "own position"),
         ObsTerm("heading", 2, "", "team", "cos, sin of own yaw"),
         ObsTerm("vel", 2, "m/s", "body", "own velocity"),
         ObsTerm("yaw_rate", 1, "rad/s"),
+    ]
+    if humanoid:
+        n = len(HUMANOID_JOINTS)
+        terms += [
+            ObsTerm("height", 1, "m", "", "torso centre above the floor"),
+            ObsTerm("gravity", 3, "", "torso", "unit gravity direction in the torso frame"),
+            ObsTerm("joint_pos", n, "rad", "", "joint angles minus the standing pose (humanoid.JOINTS order)"),
+            ObsTerm("joint_vel", n, "rad/s", "", "joint velocities"),
+        ]
+    terms += [
         ObsTerm("ball", 2, "m", "body", "ball minus own position"),
         ObsTerm("ball_vel", 2, "m/s", "body", "ball velocity"),
         ObsTerm("goal", 2, "m", "body", "centre of the attacked goal mouth minus own position"),
@@ -82,17 +101,20 @@ def state_terms(players_per_team: int) -> tuple[ObsTerm, ...]:
     for name in others:
         terms.append(ObsTerm(f"{name}_pos", 2, "m", "body", f"{name} minus own position"))
         terms.append(ObsTerm(f"{name}_vel", 2, "m/s", "body", f"{name}'s velocity"))
-    terms.append(ObsTerm("last_action", 4, "", "", "previous action (forward, lateral, turn, kick)"))
+    if humanoid:
+        terms.append(ObsTerm("last_action", len(HUMANOID_JOINTS), "", "", "previous action (joint targets)"))
+    else:
+        terms.append(ObsTerm("last_action", 4, "", "", "previous action (forward, lateral, turn, kick)"))
     return tuple(terms)
 
 
 SEEN_AGE_CAP_S = 3.0  # s: "not seen for this long or longer" (keeps the age input bounded)
 
 
-def seen_terms(players_per_team: int) -> tuple[ObsTerm, ...]:
+def seen_terms(players_per_team: int, humanoid: bool = False) -> tuple[ObsTerm, ...]:
     """The ``seen`` entry's layout: :func:`state_terms` with the ball and the other robots as last seen by the head
     camera (velocities zero while out of view), then the seconds since the ball and each other robot were in view."""
-    state = state_terms(players_per_team)
+    state = state_terms(players_per_team, humanoid)
     others = [t.name[: -len("_pos")] for t in state if t.name.endswith("_pos")]
     ages = [ObsTerm("ball_unseen", 1, "s", "", f"seconds since the ball was in view (capped at {SEEN_AGE_CAP_S:g})")]
     ages += [ObsTerm(f"{n}_unseen", 1, "s", "", f"seconds since {n} was in view") for n in others]
@@ -109,6 +131,31 @@ PROPRIO_TERMS = (
 def _rotate(v: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """``v [..., 2]`` rotated by the angle whose cos/sin are given (broadcast over the leading dims)."""
     return torch.stack((cos * v[..., 0] - sin * v[..., 1], sin * v[..., 0] + cos * v[..., 1]), -1)
+
+
+def _humanoid_body(qpos: Tensor, qvel: Tensor, qpos_idx: Tensor, qvel_idx: Tensor, pose0: Tensor) -> dict[str, Tensor]:
+    """The humanoids' torso pose and joints from ``qpos [E, nq]``, ``qvel [E, nv]`` (``qpos_idx``, ``qvel_idx``
+    ``[R, 1 + J]``: each robot's free joint address, then its joints'): ``pos``, ``vel [E, R, 2]`` (world xy),
+    ``yaw``, ``yaw_rate``, ``height``, ``up_z [E, R]``, ``gravity [E, R, 3]`` (unit, torso frame), ``joint_pos``
+    (minus ``pose0``), ``joint_vel [E, R, J]``."""
+    root_q, root_v = qpos_idx[:, 0], qvel_idx[:, 0]
+    p = qpos[:, root_q.unsqueeze(-1) + torch.arange(7, device=qpos.device)]  # [E, R, 7]
+    v = qvel[:, root_v.unsqueeze(-1) + torch.arange(6, device=qvel.device)]  # [E, R, 6]
+    w, x, y, z = p[..., 3], p[..., 4], p[..., 5], p[..., 6]
+    # The third row of the torso's rotation matrix: the world z axis seen in the torso frame (and what the body's
+    # angular velocity contributes to the world yaw rate).
+    row3 = torch.stack((2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)), -1)
+    return {
+        "pos": p[..., :2],
+        "height": p[..., 2],
+        "yaw": torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)),
+        "vel": v[..., :2],
+        "yaw_rate": (row3 * v[..., 3:6]).sum(-1),
+        "up_z": row3[..., 2],
+        "gravity": -row3,
+        "joint_pos": qpos[:, qpos_idx[:, 1:]] - pose0,
+        "joint_vel": qvel[:, qvel_idx[:, 1:]],
+    }
 
 
 class RobotSoccerEnv(MultiAgentEnv):
@@ -136,12 +183,26 @@ class RobotSoccerEnv(MultiAgentEnv):
         index = np.arange(E) % len(models)
         self.world = BatchedMjWorld(models, E, model_index=index, control=("ctrl",), cfg=cfg.mujoco, device=dev)
         m = models[0]
-        self._qpos_idx = torch.tensor(
-            [m.jnt_qposadr[m.joint(f"{n}_{a}").id] for n in robot_names(self.P) for a in ("x", "y", "yaw")], device=dev
-        ).view(R, 3)
-        self._qvel_idx = torch.tensor(
-            [m.jnt_dofadr[m.joint(f"{n}_{a}").id] for n in robot_names(self.P) for a in ("x", "y", "yaw")], device=dev
-        ).view(R, 3)
+        self.humanoid = cfg.robot_kind == "humanoid"
+        if self.humanoid:
+            # qpos: the free joint's 7 (x, y, z, quaternion w x y z) then the joints; qvel: its 6 (world linear,
+            # body angular) then the joints.
+            names = [f"{n}_{a}" for n in robot_names(self.P) for a in ("root", *HUMANOID_JOINTS)]
+            width = 1 + len(HUMANOID_JOINTS)
+            self._qpos_idx = torch.tensor([m.jnt_qposadr[m.joint(j).id] for j in names], device=dev).view(R, width)
+            self._qvel_idx = torch.tensor([m.jnt_dofadr[m.joint(j).id] for j in names], device=dev).view(R, width)
+            self._pose0 = torch.tensor(default_pose(), dtype=torch.float32, device=dev)
+            self._n_act = len(HUMANOID_JOINTS)
+        else:
+            self._qpos_idx = torch.tensor(
+                [m.jnt_qposadr[m.joint(f"{n}_{a}").id] for n in robot_names(self.P) for a in ("x", "y", "yaw")],
+                device=dev,
+            ).view(R, 3)
+            self._qvel_idx = torch.tensor(
+                [m.jnt_dofadr[m.joint(f"{n}_{a}").id] for n in robot_names(self.P) for a in ("x", "y", "yaw")],
+                device=dev,
+            ).view(R, 3)
+            self._n_act = 4
         self._ball_q = int(m.jnt_qposadr[m.joint("ball").id])
         self._ball_v = int(m.jnt_dofadr[m.joint("ball").id])
         self._nq, self._nv = m.nq, m.nv
@@ -154,8 +215,10 @@ class RobotSoccerEnv(MultiAgentEnv):
             opps = [q for q in range(R) if (q < self.P) != (r < self.P)]
             others.append(mates + opps)
         self._others = torch.tensor(others, device=dev, dtype=torch.long).view(R, R - 1)
-        self._touch_dist = cfg.robot.half_size[0] + cfg.ball.radius + TOUCH_MARGIN
-        self.action = torch.zeros(E, R, 4, device=dev)
+        # The humanoid reaches the ball with its feet, ~0.1 m ahead of the torso centre.
+        reach = HUMANOID_REACH if self.humanoid else cfg.robot.half_size[0]
+        self._touch_dist = reach + cfg.ball.radius + TOUCH_MARGIN
+        self.action = torch.zeros(E, R, self._n_act, device=dev)
         self.prev_action = torch.zeros_like(self.action)
         self._scripted = SCRIPTED[cfg.opponent] if cfg.opponent != "none" else None
         self._opponent_speed = torch.ones(E, 1, 1, device=dev)  # per-episode scale of the scripted commands
@@ -165,7 +228,8 @@ class RobotSoccerEnv(MultiAgentEnv):
         self._was_out = torch.zeros(E, dtype=torch.bool, device=dev)
         self._prev_ball_vel = torch.zeros(E, 2, device=dev)
         self._still_s = torch.zeros(E, device=dev)
-        self._last_ctrl = torch.zeros(E, 4 * R, device=dev)
+        self._last_ctrl = torch.zeros(E, self._n_act * R, device=dev)
+        self._fallen = torch.zeros(E, R, dtype=torch.bool, device=dev)
         self.game_result = torch.full((E,), math.nan, device=dev)
         self.final_counters = {k: torch.zeros(E, device=dev) for k in COUNTERS}
         self._cache: dict[str, Tensor] = {}
@@ -189,12 +253,13 @@ class RobotSoccerEnv(MultiAgentEnv):
     # ----------------------------------------------------------------- spec
     def _build_spec(self) -> EnvSpec:
         cfg, P = self.cfg, self.cfg.players_per_team
-        terms = state_terms(P)
+        humanoid = cfg.robot_kind == "humanoid"
+        terms = state_terms(P, humanoid)
         state = ObsEntry((sum(t.size for t in terms),), terms=terms)
         observations = {"state": state}
         actor = ("state",)
         if cfg.observation in ("seen", "vision"):
-            seen = seen_terms(P)
+            seen = seen_terms(P, humanoid)
             observations["seen"] = ObsEntry((sum(t.size for t in seen),), terms=seen)
             actor = ("seen",)
         if cfg.observation == "vision":
@@ -210,16 +275,22 @@ class RobotSoccerEnv(MultiAgentEnv):
             observations["proprio"] = ObsEntry((7,), terms=PROPRIO_TERMS)
             actor = ("image", "proprio")
         rc = cfg.robot
-        group = GroupSpec(
-            n_agents=P,
-            observations=observations,
-            action_dim=4,
-            action_names=("forward", "lateral", "turn", "kick"),
-            action_units=("m/s", "m/s", "rad/s", "m"),
-            action_scale=(rc.max_speed, rc.max_speed * rc.lateral_scale, rc.max_yaw_rate, rc.kick_reach),
-            actor_obs=actor,
-            critic_obs=("state",),
-        )
+        if humanoid:  # joint position targets: the standing pose + action * action_scale
+            n = len(HUMANOID_JOINTS)
+            action = {
+                "action_dim": n,
+                "action_names": HUMANOID_JOINTS,
+                "action_units": ("rad",) * n,
+                "action_scale": (cfg.humanoid.action_scale,) * n,
+            }
+        else:
+            action = {
+                "action_dim": 4,
+                "action_names": ("forward", "lateral", "turn", "kick"),
+                "action_units": ("m/s", "m/s", "rad/s", "m"),
+                "action_scale": (rc.max_speed, rc.max_speed * rc.lateral_scale, rc.max_yaw_rate, rc.kick_reach),
+            }
+        group = GroupSpec(n_agents=P, observations=observations, actor_obs=actor, critic_obs=("state",), **action)
         groups = {GROUPS[0]: group} if cfg.opponent != "none" else {GROUPS[0]: group, GROUPS[1]: group}
         control_dt = cfg.physics_dt * cfg.decimation
         return EnvSpec(
@@ -228,7 +299,13 @@ class RobotSoccerEnv(MultiAgentEnv):
             control_dt=control_dt,
             physics_dt=cfg.physics_dt,
             max_episode_steps=round(cfg.episode_length_s / control_dt),
-            metadata={"players_per_team": P, "opponent": cfg.opponent, "teams": {"team_a": "home", "team_b": "away"}},
+            metadata={
+                "players_per_team": P,
+                "opponent": cfg.opponent,
+                "robot_kind": cfg.robot_kind,
+                "skill": cfg.skill,
+                "teams": {"team_a": "home", "team_b": "away"},
+            },
         )
 
     # ----------------------------------------------------------------- state readers
@@ -237,22 +314,21 @@ class RobotSoccerEnv(MultiAgentEnv):
         ``yaw [E, R]``, ``vel [E, R, 2]``, ``yaw_rate [E, R]``, ``ball [E, 3]``, ``ball_vel [E, 3]``."""
         if not self._cache:
             qpos, qvel = self.world.qpos, self.world.qvel
-            q = qpos[:, self._qpos_idx]  # [E, R, 3]
-            v = qvel[:, self._qvel_idx]
             self._cache.update(
-                pos=q[..., :2],
-                yaw=q[..., 2],
-                vel=v[..., :2],
-                yaw_rate=v[..., 2],
-                ball=qpos[:, self._ball_q : self._ball_q + 3],
-                ball_vel=qvel[:, self._ball_v : self._ball_v + 3],
+                ball=qpos[:, self._ball_q : self._ball_q + 3], ball_vel=qvel[:, self._ball_v : self._ball_v + 3]
             )
+            if self.humanoid:
+                self._cache.update(_humanoid_body(qpos, qvel, self._qpos_idx, self._qvel_idx, self._pose0))
+            else:
+                q = qpos[:, self._qpos_idx]  # [E, R, 3]
+                v = qvel[:, self._qvel_idx]
+                self._cache.update(pos=q[..., :2], yaw=q[..., 2], vel=v[..., :2], yaw_rate=v[..., 2])
         return self._cache
 
     def robot_poses(self) -> tuple[Tensor, Tensor]:
         """``(pos [E, R, 3], yaw [E, R])``: body centres (m) and headings (rad), world frame."""
         s = self._read()
-        z = torch.full_like(s["yaw"], self.cfg.robot.half_size[2])
+        z = s["height"] if self.humanoid else torch.full_like(s["yaw"], self.cfg.robot.half_size[2])
         return torch.cat((s["pos"], z.unsqueeze(-1)), -1), s["yaw"]
 
     def ball_position(self) -> Tensor:
@@ -282,11 +358,13 @@ class RobotSoccerEnv(MultiAgentEnv):
         others_vel = vel[:, self._others]
         others = torch.cat((body(others_pos), body(others_vel)), -1).flatten(2)  # [E, R, (R-1) * 4]
         heading_team = torch.stack((c, sn), -1) * side  # yaw + pi for team_b
+        posture = (s["height"].unsqueeze(-1), s["gravity"], s["joint_pos"], s["joint_vel"]) if self.humanoid else ()
         parts = (
             pos * side,
             heading_team,
             body(vel),
             s["yaw_rate"].unsqueeze(-1),
+            *posture,
             body(ball - pos),
             body(ball_vel),
             body(goal - pos),
@@ -384,22 +462,55 @@ class RobotSoccerEnv(MultiAgentEnv):
         qpos[:, self._ball_q : self._ball_q + 2] = ball.double()
         qpos[:, self._ball_q + 2] = cfg.ball.radius
         qpos[:, self._ball_q + 3] = 1.0
-        q = torch.cat((xy, yaw.unsqueeze(-1)), -1).double()  # [k, R, 3]
-        qpos[:, self._qpos_idx.flatten()] = q.flatten(1)
+        if self.humanoid:
+            self._place_humanoids(qpos, xy, yaw)
+        else:
+            q = torch.cat((xy, yaw.unsqueeze(-1)), -1).double()  # [k, R, 3]
+            qpos[:, self._qpos_idx.flatten()] = q.flatten(1)
         self.world.set_state(env_ids, qpos=qpos.cpu().numpy())
         self._cache.clear()
+        self._fallen[env_ids] = self.cfg.skill == "getup"
+
+    def _place_humanoids(self, qpos: Tensor, xy: Tensor, yaw: Tensor) -> None:
+        """Write the humanoids' kickoff into ``qpos [k, nq]`` (float64): standing in the default pose at ``xy
+        [k, R, 2]`` facing ``yaw [k, R]``, or, for the get-up skill, lying on the back, front or a side (drawn per
+        robot, tilted up to 0.3 rad more) a little above the floor, to drop and settle."""
+        k, R, dev = yaw.shape[0], self.R, self.device
+        zero = torch.zeros(k, R, device=dev)
+        if self.cfg.skill == "getup":
+            side = torch.randint(0, 4, (k, R), generator=self.rng, device=dev)
+            tilt = (math.pi / 2) * torch.where(side % 2 == 0, 1.0, -1.0)
+            jitter = uniform(-0.3, 0.3, (k, R), self.rng, dev)
+            roll = torch.where(side < 2, jitter, tilt)  # 0, 1: on the front or back; 2, 3: on a side
+            pitch = torch.where(side < 2, tilt, jitter)
+            quat, z = quat_from_euler(roll, pitch, yaw), zero + LYING_START_Z
+        else:
+            quat, z = quat_from_euler(zero, zero, yaw), zero + STAND_HEIGHT + 0.01
+        root = torch.cat((xy, z.unsqueeze(-1), quat), -1).double()  # [k, R, 7]
+        root_idx = self._qpos_idx[:, :1] + torch.arange(7, device=dev)  # [R, 7]
+        qpos[:, root_idx.flatten()] = root.flatten(1)
+        qpos[:, self._qpos_idx[:, 1:].flatten()] = self._pose0.double().repeat(R)
 
     def _apply_actions(self, actions: dict[str, Tensor]) -> None:
         self.prev_action = self.action
         a = actions[GROUPS[0]].clamp(-1.0, 1.0)
         if self._scripted is None:
             b = actions[GROUPS[1]].clamp(-1.0, 1.0)
+        elif self.humanoid:  # the idle humanoid holds its standing pose
+            b = torch.zeros_like(a)
         else:
             b = self._scripted(self._state_obs()[:, self.P :]).clamp(-1.0, 1.0)
             b = torch.cat((b[..., :3] * self._opponent_speed, b[..., 3:]), -1)  # slower, same kicks
         self.action = torch.cat((a, b), 1)
 
     def _control_step(self) -> None:
+        if self.humanoid:
+            targets = self._pose0 + self.action * self.cfg.humanoid.action_scale  # [E, R, J] rad, model order
+            self._last_ctrl = targets.flatten(1)
+            self.world.step(self._last_ctrl, self.cfg.decimation)
+            self._cache.clear()
+            self._detect_events()
+            return
         rc, yaw = self.cfg.robot, self._read()["yaw"]
         body_vel = self.action[..., :2] * torch.tensor(
             [rc.max_speed, rc.max_speed * rc.lateral_scale], device=self.device
@@ -446,6 +557,13 @@ class RobotSoccerEnv(MultiAgentEnv):
         t = (self.episode_step + 1).float() * self.spec.control_dt
         self._first_touch = torch.where(self._first_touch.isnan() & touch_a, t, self._first_touch)
         c["ball_in_view_a"] += self._ball_in_view()[:, : self.P].float().mean(-1)
+        if self.humanoid:
+            h = self.cfg.humanoid
+            fallen = (s["up_z"] < h.fallen_up_z) | (s["height"] < h.fallen_height)
+            fell = (fallen & ~self._fallen).float()  # counted when it goes down, not while it lies
+            c["falls_a"] += fell[:, : self.P].sum(-1)
+            c["falls_b"] += fell[:, self.P :].sum(-1)
+            self._fallen = fallen
         if not self.cfg.end_on_goal:
             scored = goal_a | goal_b
             ids = scored.nonzero().squeeze(-1)
@@ -535,7 +653,8 @@ class RobotSoccerEnv(MultiAgentEnv):
 
     # ----------------------------------------------------------------- rewards, terminations, metrics
     def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-        rc, s, ev = self.cfg.rewards, self._read(), self._events
+        rc = self.cfg.getup_rewards if self.cfg.skill == "getup" else self.cfg.rewards
+        s, ev = self._read(), self._events
         goal_x = PITCH_HALF[0] * self._side  # [R]
         to_goal = torch.stack(
             (goal_x.expand(self.num_envs, -1), torch.zeros(self.num_envs, self.R, device=self.device)), -1
@@ -557,6 +676,10 @@ class RobotSoccerEnv(MultiAgentEnv):
             "approach_ball": approach,
             "action_rate": action_rate,
         }
+        if self.humanoid:
+            raw["upright"] = s["up_z"]
+            raw["height"] = (s["height"] / STAND_HEIGHT).clamp(0.0, 1.2)
+            raw["fallen"] = self._fallen.float()
         per_agent = {name: getattr(rc, name) * val for name, val in raw.items()}  # [E, R]
         total = torch.stack(list(per_agent.values())).sum(0)
         reward = {GROUPS[0]: total[:, : self.P]}
@@ -572,6 +695,8 @@ class RobotSoccerEnv(MultiAgentEnv):
         if self.cfg.end_on_goal:
             reasons["goal_a"] = ev["goal_a"] > 0
             reasons["goal_b"] = ev["goal_b"] > 0
+        if self.cfg.end_on_fall and self.humanoid:
+            reasons["fallen"] = self._fallen.any(-1)
         terminated = torch.stack(list(reasons.values())).any(0)
         return terminated, reasons
 
@@ -591,13 +716,17 @@ class RobotSoccerEnv(MultiAgentEnv):
         for k in COUNTERS:
             v = in_view if k == "ball_in_view_a" else c[k][env_ids]
             self.final_counters[k] = self.final_counters[k].index_put((env_ids,), v)
-        return {
+        metrics = {
             "metrics/win_a": (result == 1.0).float().mean(),
             "metrics/loss_a": (result == 0.0).float().mean(),
             "metrics/goal_diff_a": diff.mean(),
             "metrics/first_touch_s_a": c["first_touch_s_a"][env_ids].mean(),
             "metrics/ball_in_view_a": in_view.mean(),
         }
+        if self.humanoid:  # on their feet at the episode's end (the get-up skill's success), falls per game
+            metrics["metrics/standing_a"] = (~self._fallen[env_ids, : self.P]).float().mean()
+            metrics["metrics/falls_a"] = c["falls_a"][env_ids].mean()
+        return metrics
 
     def deployment_profile(self, group: str = GROUPS[0]) -> dict:
         """ROS deployment of the vision agent (:mod:`deploy_ros.profile`): ``image`` straight from the head camera
@@ -629,7 +758,11 @@ class RobotSoccerEnv(MultiAgentEnv):
         }
 
     def expert_policy(self):
-        """The scripted attacker for team_a (and team_b when it is an agent group): the hand-written baseline."""
+        """The scripted attacker for team_a (and team_b when it is an agent group): the hand-written baseline. The
+        humanoid's is its standing pose held (zero actions): no hand-written gait or get-up here."""
+        if self.humanoid:
+            n, dev = self._n_act, self.device
+            return lambda obs: {g: torch.zeros(*o["state"].shape[:2], n, device=dev) for g, o in obs.items()}
         attacker = SCRIPTED["attacker"]
         return lambda obs: {g: attacker(o["state"]) for g, o in obs.items()}
 

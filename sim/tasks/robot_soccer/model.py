@@ -11,7 +11,8 @@ Each robot is a box on three joints (``<name>_x``, ``<name>_y`` slides, ``<name>
 floor, with velocity servos on the joints (world-frame targets; the task turns body-frame commands into them); it
 collides with the ball, the boards, the goals and the other robots. A kicker plate in front of the body slides out
 (``<name>_kick``, a stiff position servo) to kick the ball. The ball is a free sphere with rolling friction.
-Robots: ``a0, a1, ...`` (team_a) then ``b0, b1, ...`` (team_b).
+Robots: ``a0, a1, ...`` (team_a) then ``b0, b1, ...`` (team_b). With ``robot_kind=humanoid`` each robot is the small
+biped of :mod:`.humanoid` instead (a free body with 18 position-servoed joints, standing on the floor).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import mujoco
 import numpy as np
 
 from sim.tasks.robot_soccer.config import RobotSoccerCfg
+from sim.tasks.robot_soccer.humanoid import add_humanoid
 
 ARENA_XML = Path(__file__).resolve().parents[3] / "assets" / "scenes" / "soccer_arena.xml"
 PITCH_HALF = (2.25, 1.5)  # m: half length (goal line) and half width (touch line)
@@ -65,6 +67,10 @@ def build_model(cfg: RobotSoccerCfg, scale: dict[str, float] | None = None) -> m
         solref=[0.01, 0.5],  # a bouncy contact: the ball leaves a robot it was pushed by
     )
 
+    if cfg.robot_kind == "humanoid":
+        for name in robot_names(cfg.players_per_team):
+            add_humanoid(spec, name, TEAM_RGB[0 if name[0] == "a" else 1], cfg.humanoid, s)
+        return spec.compile()
     hx, hy, hz = rc.half_size
     gap = 0.004  # m: the body floats this high above the floor (no floor contact, no wheel model)
     for name in robot_names(cfg.players_per_team):

@@ -22,7 +22,9 @@ class SoccerRenderer(MujocoRenderer):
     def __init__(self, env, *args, distance: float = 6.5, elevation: float = -62.0, azimuth: float = 90.0, **kwargs):
         super().__init__(env, *args, distance=distance, elevation=elevation, azimuth=azimuth, **kwargs)
         self._cameras = getattr(env, "cameras", None)
-        if self._cameras is None:  # a state env: render the head camera here (the policy does not see it)
+        if getattr(env, "humanoid", False):  # the composited head camera draws the wheeled robot only: no inset
+            self._cameras = None
+        elif self._cameras is None:  # a state env: render the head camera here (the policy does not see it)
             from sim.tasks.robot_soccer.vision import SoccerCameras
 
             self._cameras = SoccerCameras(env.cfg, env.device)
@@ -35,6 +37,8 @@ class SoccerRenderer(MujocoRenderer):
 
     def _fetch(self, env_ids: torch.Tensor) -> dict[str, np.ndarray]:
         env, ids = self.env, env_ids.cpu()
+        if self._cameras is None:
+            return {"qpos": env.world.qpos[ids].numpy()}
         with torch.no_grad():
             pos, yaw = env.robot_poses()
             inset = self._cameras.render(
@@ -49,6 +53,8 @@ class SoccerRenderer(MujocoRenderer):
     def render(self, env_ids=None) -> np.ndarray:
         ids = torch.arange(self.env.num_envs) if env_ids is None else torch.as_tensor(env_ids).reshape(-1)
         frames = super().render(ids)
+        if self._cameras is None:
+            return frames
         inset = self._fetch(ids)["inset"]  # [B, h, w, 3]
         h, w = inset.shape[1:3]
         k = max(1, (self.width // 3) // w)  # about a third of the video width, whole pixels

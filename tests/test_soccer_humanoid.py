@@ -1,0 +1,120 @@
+"""robot_soccer's small humanoid (``task.robot_kind=humanoid``): it stands on its position servos, its state matches
+MuJoCo's kinematics, actions move the joints they name, falls are counted, and the get-up skill starts on the floor."""
+
+from __future__ import annotations
+
+import math
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+import sim
+from sim.tasks.robot_soccer.humanoid import JOINTS, STAND_HEIGHT
+
+E = 4
+
+
+def _make(**overrides):
+    kw = {"robot_kind": "humanoid", "opponent": "idle", "seed": 0, **overrides}
+    return sim.make("robot_soccer", num_envs=E, **kw)
+
+
+def _hold(env, seconds: float, actions: torch.Tensor | None = None):
+    a = torch.zeros(E, 1, len(JOINTS)) if actions is None else actions
+    for _ in range(round(seconds / env.spec.control_dt)):
+        env.step({"team_a": a})
+
+
+def test_humanoid_stands_on_its_servos_and_collapses_without_them():
+    env = _make(randomization={"enabled": False})
+    _hold(env, 3.0)
+    s = env._read()
+    assert env.counters["falls_a"].sum() == 0 and env.counters["falls_b"].sum() == 0
+    assert torch.allclose(s["height"], torch.full_like(s["height"], STAND_HEIGHT), atol=0.015)
+    assert (s["up_z"] > 0.99).all()
+    weak = _make(randomization={"enabled": False}, humanoid={"kp": 0.05, "max_torque": 0.05})
+    _hold(weak, 3.0)
+    assert (weak.counters["falls_a"] == 1).all() and (weak.counters["falls_b"] == 1).all()  # each went down once
+    assert weak.step_metrics()["goal_diff_a"].shape == (E,)
+
+
+def test_humanoid_state_matches_mujoco_kinematics():
+    """Torso yaw, yaw rate, height and the gravity direction read from the batched state agree with MuJoCo's own
+    rotation matrix and world-frame velocity for tumbling states."""
+    env = _make(randomization={"enabled": False})
+    _hold(env, 0.5, torch.rand(E, 1, len(JOINTS), generator=torch.Generator().manual_seed(1)) * 2 - 1)
+    rng = np.random.default_rng(0)
+    qpos, qvel = env.world.qpos.double().numpy().copy(), env.world.qvel.double().numpy().copy()
+    m = env.world.model
+    adr = m.jnt_qposadr[m.joint("a0_root").id]
+    vadr = m.jnt_dofadr[m.joint("a0_root").id]
+    for e in range(E):
+        q = rng.normal(size=4)
+        qpos[e, adr + 3 : adr + 7] = q / np.linalg.norm(q)
+        qvel[e, vadr : vadr + 6] = rng.normal(size=6)
+    env.world.set_state(torch.arange(E), qpos=qpos, qvel=qvel)
+    env._cache.clear()
+    s = env._read()
+    d = mujoco.MjData(m)
+    body = m.body("a0").id
+    for e in range(E):
+        d.qpos[:], d.qvel[:] = qpos[e], qvel[e]
+        mujoco.mj_forward(m, d)
+        rot = d.xmat[body].reshape(3, 3)
+        vel = np.zeros(6)
+        mujoco.mj_objectVelocity(m, d, mujoco.mjtObj.mjOBJ_BODY, body, vel, 0)  # [angular, linear], world frame
+        assert math.isclose(float(s["yaw"][e, 0]), math.atan2(rot[1, 0], rot[0, 0]), abs_tol=1e-4)
+        assert math.isclose(float(s["up_z"][e, 0]), rot[2, 2], abs_tol=1e-5)
+        assert math.isclose(float(s["yaw_rate"][e, 0]), vel[2], abs_tol=1e-4)
+        assert math.isclose(float(s["height"][e, 0]), d.xpos[body][2], abs_tol=1e-5)
+        np.testing.assert_allclose(s["gravity"][e, 0].numpy(), rot.T @ np.array([0.0, 0.0, -1.0]), atol=1e-5)
+
+
+def test_an_action_moves_the_joint_it_names_to_its_target():
+    env = _make(randomization={"enabled": False})
+    a = torch.zeros(E, 1, len(JOINTS))
+    j = JOINTS.index("left_shoulder_pitch")
+    a[..., j] = -1.0  # the left arm forward and up by action_scale
+    _hold(env, 1.0, a)
+    s = env._read()
+    scale = env.cfg.humanoid.action_scale
+    assert torch.allclose(s["joint_pos"][:, 0, j], torch.full((E,), -scale), atol=0.05)
+    others = [i for i in range(len(JOINTS)) if i != j]
+    assert s["joint_pos"][:, 0, others].abs().max() < 0.1
+    names = env.spec.groups["team_a"].action_names
+    assert tuple(names) == JOINTS and env.spec.groups["team_a"].observations["state"].shape == (77,)
+
+
+def test_getup_skill_starts_on_the_floor_and_rewards_standing_up():
+    env = _make(skill="getup", randomization={"enabled": False})
+    s = env._read()
+    assert (s["height"][:, 0] < 0.2).all() and env._fallen[:, 0].all()
+    _hold(env, 1.0)  # holding the standing pose while lying gets nowhere: the hand-written baseline
+    lying_reward = env.step({"team_a": torch.zeros(E, 1, len(JOINTS))})[1]["team_a"]
+    assert env._fallen[:, 0].all() and env.counters["falls_a"].sum() == 0  # never up, so never fell
+    metrics = env._episode_metrics(torch.arange(E))
+    assert metrics["metrics/standing_a"] == 0.0
+    standing = _make(randomization={"enabled": False})  # the same robots put on their feet, same reward
+    env.world.set_state(torch.arange(E), qpos=standing.world.qpos.double().numpy())
+    env._cache.clear()
+    standing_reward = env.step({"team_a": torch.zeros(E, 1, len(JOINTS))})[1]["team_a"]
+    w = env.cfg.getup_rewards
+    assert (standing_reward > lying_reward + w.height * 0.5 + w.upright * 0.9).all()
+    assert env.counters["falls_a"].sum() == 0 and not env._fallen[:, 0].any()
+    assert env._episode_metrics(torch.arange(E))["metrics/standing_a"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"robot_kind": "humanoid"}, "opponent=idle"),
+        ({"robot_kind": "humanoid", "opponent": "idle", "observation": "vision"}, "state or seen"),
+        ({"skill": "getup"}, "robot_kind=humanoid"),
+        ({"robot_kind": "legged"}, "robot_kind must be one of"),
+    ],
+)
+def test_humanoid_settings_that_cannot_work_are_refused(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        sim.make("robot_soccer", num_envs=1, **overrides)
