@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import sim
-from sim.tasks.robot_soccer.humanoid import JOINTS, STAND_HEIGHT
+from sim.tasks.robot_soccer.humanoid import JOINTS, STAND_HEIGHT, forward_kinematics
 
 E = 4
 
@@ -110,7 +110,6 @@ def test_getup_skill_starts_on_the_floor_and_rewards_standing_up():
     "overrides, match",
     [
         ({"robot_kind": "humanoid"}, "opponent=idle"),
-        ({"robot_kind": "humanoid", "opponent": "idle", "observation": "vision"}, "state or seen"),
         ({"skill": "getup"}, "robot_kind=humanoid"),
         ({"robot_kind": "legged"}, "robot_kind must be one of"),
     ],
@@ -118,3 +117,64 @@ def test_getup_skill_starts_on_the_floor_and_rewards_standing_up():
 def test_humanoid_settings_that_cannot_work_are_refused(overrides, match):
     with pytest.raises(ValueError, match=match):
         sim.make("robot_soccer", num_envs=1, **overrides)
+
+
+def test_forward_kinematics_matches_mujoco_body_poses():
+    """The limbs the head cameras draw sit where MuJoCo puts the bodies, for a tumbled torso and random joints."""
+    env = _make(randomization={"enabled": False})
+    m = env.world.model
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(3)
+    adr = m.jnt_qposadr[m.joint("b0_root").id]
+    jadr = [m.jnt_qposadr[m.joint(f"b0_{j}").id] for j in JOINTS]
+    d.qpos[adr : adr + 3] = [0.3, -0.2, 0.4]
+    q = rng.normal(size=4)
+    d.qpos[adr + 3 : adr + 7] = q / np.linalg.norm(q)
+    d.qpos[jadr] = rng.uniform(-0.6, 0.6, size=len(JOINTS))
+    mujoco.mj_forward(m, d)
+    fk = forward_kinematics(torch.tensor(d.qpos[adr : adr + 3]), torch.tensor(d.qpos[adr + 3 : adr + 7]),
+                            torch.tensor(d.qpos[jadr]))  # fmt: skip
+    for i, side in enumerate(("left", "right")):
+        body = {part: d.xpos[m.body(f"b0_{side}_{part}").id] for part in ("thigh", "shin", "foot", "forearm")}
+        np.testing.assert_allclose(fk["a"][4 * i].numpy(), body["thigh"], atol=1e-9)  # hip
+        np.testing.assert_allclose(fk["b"][4 * i].numpy(), body["shin"], atol=1e-9)  # knee
+        np.testing.assert_allclose(fk["b"][4 * i + 1].numpy(), body["foot"], atol=1e-9)  # ankle
+        np.testing.assert_allclose(fk["b"][4 * i + 2].numpy(), body["forearm"], atol=1e-9)  # elbow
+        np.testing.assert_allclose(fk["foot_pos"][i].numpy(), d.geom_xpos[m.geom(f"b0_{side}_foot").id], atol=1e-9)
+        rot = np.zeros(9)
+        mujoco.mju_quat2Mat(rot, fk["foot_quat"][i].numpy())
+        np.testing.assert_allclose(rot, d.xmat[m.body(f"b0_{side}_foot").id], atol=1e-9)
+
+
+def _orange_pixels(frame: torch.Tensor) -> int:
+    """Pixels of the ball's hue (orange under any shading: red well above green, green well above blue)."""
+    r, g, b = frame[..., 0].float(), frame[..., 1].float(), frame[..., 2].float()
+    return int(((r > 90) & (r > 1.4 * g) & (g > 2.5 * b)).sum())
+
+
+def test_humanoid_head_camera_turns_with_the_torso():
+    """A standing humanoid sees a ball 0.6 m ahead; turned away, or lying on its back, it does not (the camera follows
+    the torso's full orientation, not only its heading)."""
+    env = _make(observation="vision", opponent="none", randomization={"enabled": False})
+    m = env.world.model
+    adr, ball = m.jnt_qposadr[m.joint("a0_root").id], m.jnt_qposadr[m.joint("ball").id]
+    qpos = env.world.qpos.double().numpy().copy()
+    half = math.pi / 4  # half angles of the quaternions below
+    poses = [  # (z, quaternion): standing facing +x; facing -x; on its back (forward axis up); standing again
+        (STAND_HEIGHT, [1, 0, 0, 0]),
+        (STAND_HEIGHT, [0, 0, 0, 1]),
+        (0.06, [math.cos(half), 0, -math.sin(half), 0]),
+        (STAND_HEIGHT, [1, 0, 0, 0]),
+    ]
+    for e, (z, quat) in enumerate(poses):
+        qpos[e, adr : adr + 7] = [0.0, 0.0, z, *quat]
+        qpos[e, ball : ball + 3] = [0.6, 0.0, env.cfg.ball.radius]
+    qpos[3, ball : ball + 3] = [-0.6, 0.0, env.cfg.ball.radius]  # behind the standing robot
+    env.world.set_state(torch.arange(E), qpos=qpos)
+    env._cache.clear()
+    frames = env.render_cameras()[:, 0]  # team_a's robot, [E, H, W, 3]
+    seen = [_orange_pixels(f) for f in frames]
+    assert seen[0] >= 15, seen
+    assert seen[1] == 0 and seen[2] == 0 and seen[3] == 0, seen
+    spec = env.spec.groups["team_a"].observations
+    assert spec["image"].shape == (30, 40, 3) and spec["proprio"].shape == (3 + 3 + 3 * len(JOINTS),)

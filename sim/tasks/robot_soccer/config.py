@@ -102,7 +102,7 @@ class RobotSoccerCfg:
     # other robots where they were last in view) | vision (head camera + proprioception)
     observation: str = "state"
     # wheeled: the cheap default (velocity servos on planar joints, cannot fall) | humanoid: the paper's setting, a
-    # small biped with joint position control (humanoid.py), opponents idle or none, state or seen observations
+    # small biped with joint position control (humanoid.py), opponents idle or none
     robot_kind: str = "wheeled"
     # soccer | getup (the humanoid's get-up skill: every robot starts lying on the floor, getup_rewards)
     skill: str = "soccer"
@@ -147,9 +147,4 @@ class RobotSoccerCfg:
                 raise ValueError(
                     f"robot_soccer.robot_kind=humanoid plays opponent=idle (a standing humanoid) or none (an agent "
                     f"group), got opponent={self.opponent!r}"
-                )
-            if self.observation == "vision":
-                raise ValueError(
-                    "robot_soccer.robot_kind=humanoid supports observation=state or seen; its head camera frames "
-                    "(the composited humanoid bodies and the head's full 6-DoF pose) are not built yet"
                 )

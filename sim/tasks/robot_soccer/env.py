@@ -126,6 +126,13 @@ PROPRIO_TERMS = (
     ObsTerm("yaw_rate", 1, "rad/s", "", "gyro"),
     ObsTerm("last_action", 4, "", "", "previous action"),
 )
+HUMANOID_PROPRIO_TERMS = (  # the paper's OP3 proprioception: servo encoders, IMU, last action
+    ObsTerm("ang_vel", 3, "rad/s", "torso", "gyro"),
+    ObsTerm("gravity", 3, "", "torso", "unit gravity direction (IMU orientation)"),
+    ObsTerm("joint_pos", len(HUMANOID_JOINTS), "rad", "", "joint angles minus the standing pose"),
+    ObsTerm("joint_vel", len(HUMANOID_JOINTS), "rad/s", "", "joint velocities"),
+    ObsTerm("last_action", len(HUMANOID_JOINTS), "", "", "previous action"),
+)
 
 
 def _rotate(v: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -136,8 +143,9 @@ def _rotate(v: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 def _humanoid_body(qpos: Tensor, qvel: Tensor, qpos_idx: Tensor, qvel_idx: Tensor, pose0: Tensor) -> dict[str, Tensor]:
     """The humanoids' torso pose and joints from ``qpos [E, nq]``, ``qvel [E, nv]`` (``qpos_idx``, ``qvel_idx``
     ``[R, 1 + J]``: each robot's free joint address, then its joints'): ``pos``, ``vel [E, R, 2]`` (world xy),
-    ``yaw``, ``yaw_rate``, ``height``, ``up_z [E, R]``, ``gravity [E, R, 3]`` (unit, torso frame), ``joint_pos``
-    (minus ``pose0``), ``joint_vel [E, R, J]``."""
+    ``yaw``, ``yaw_rate``, ``height``, ``up_z [E, R]``, ``torso_pos [E, R, 3]``, ``quat [E, R, 4]`` (wxyz),
+    ``ang_vel [E, R, 3]`` (torso frame), ``gravity [E, R, 3]`` (unit, torso frame), ``joints`` (absolute) and
+    ``joint_pos`` (minus ``pose0``), ``joint_vel [E, R, J]``."""
     root_q, root_v = qpos_idx[:, 0], qvel_idx[:, 0]
     p = qpos[:, root_q.unsqueeze(-1) + torch.arange(7, device=qpos.device)]  # [E, R, 7]
     v = qvel[:, root_v.unsqueeze(-1) + torch.arange(6, device=qvel.device)]  # [E, R, 6]
@@ -147,6 +155,10 @@ def _humanoid_body(qpos: Tensor, qvel: Tensor, qpos_idx: Tensor, qvel_idx: Tenso
     row3 = torch.stack((2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)), -1)
     return {
         "pos": p[..., :2],
+        "torso_pos": p[..., :3],
+        "quat": p[..., 3:7],
+        "joints": qpos[:, qpos_idx[:, 1:]],
+        "ang_vel": v[..., 3:6],
         "height": p[..., 2],
         "yaw": torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)),
         "vel": v[..., :2],
@@ -272,7 +284,8 @@ class RobotSoccerEnv(MultiAgentEnv):
                 description=f"head camera, {horizontal_fov_deg(c):.0f} deg horizontal field of view, "
                 f"pitched {c.pitch_deg:g} deg down",
             )
-            observations["proprio"] = ObsEntry((7,), terms=PROPRIO_TERMS)
+            proprio = HUMANOID_PROPRIO_TERMS if humanoid else PROPRIO_TERMS
+            observations["proprio"] = ObsEntry((sum(t.size for t in proprio),), terms=proprio)
             actor = ("image", "proprio")
         rc = cfg.robot
         if humanoid:  # joint position targets: the standing pose + action * action_scale
@@ -607,9 +620,14 @@ class RobotSoccerEnv(MultiAgentEnv):
     def render_cameras(self, env_ids: Tensor | None = None) -> Tensor:
         """The agent robots' current head-camera frames (no latency) of ``env_ids`` (all when None),
         ``uint8 [k, A, H, W, 3]``."""
+        ball, pj, hj = self.ball_position(), self._pitch_jitter, self._height_jitter
+        if self.humanoid:
+            s = self._read()
+            body = (s["torso_pos"], s["quat"], s["joints"])
+            if env_ids is not None:
+                body, ball, pj, hj = tuple(x[env_ids] for x in body), ball[env_ids], pj[env_ids], hj[env_ids]
+            return self.cameras.render_humanoids(*body, ball, self._cam_ids, pj, hj)
         pos, yaw = self.robot_poses()
-        ball = self.ball_position()
-        pj, hj = self._pitch_jitter, self._height_jitter
         if env_ids is not None:
             pos, yaw, ball, pj, hj = pos[env_ids], yaw[env_ids], ball[env_ids], pj[env_ids], hj[env_ids]
         return self.cameras.render(pos, yaw, ball, self._cam_ids, pj, hj)
@@ -644,7 +662,11 @@ class RobotSoccerEnv(MultiAgentEnv):
             for g, o in obs.items():
                 o["seen"] = seen[:, groups[g]]
         if self.cfg.observation == "vision":
-            proprio = torch.cat((state[..., 4:7], state[..., -4:]), -1)  # vel, yaw_rate, last_action
+            if self.humanoid:
+                s = self._read()
+                proprio = torch.cat((s["ang_vel"], s["gravity"], s["joint_pos"], s["joint_vel"], self.action), -1)
+            else:
+                proprio = torch.cat((state[..., 4:7], state[..., -4:]), -1)  # vel, yaw_rate, last_action
             for i, g in enumerate(obs):
                 sl = groups[g]
                 obs[g]["image"] = self._image[:, i * self.P : (i + 1) * self.P]

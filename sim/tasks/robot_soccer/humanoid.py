@@ -19,8 +19,11 @@ from dataclasses import dataclass
 
 import mujoco
 import numpy as np
+import torch
+from torch import Tensor
 
 from sim.core.config import positive
+from sim.physics.quaternion import quat_from_axis_angle, quat_mul, quat_rotate
 
 LEG_JOINTS = ("hip_yaw", "hip_roll", "hip_pitch", "knee", "ankle_pitch", "ankle_roll")
 ARM_JOINTS = ("shoulder_pitch", "shoulder_roll", "elbow")
@@ -40,6 +43,8 @@ HEAD_R = 0.05  # m
 NECK = 0.04  # m: torso top to head centre
 HIP_Y = 0.04  # m: hip joints either side of the torso's midline
 SHOULDER_Y = TORSO_HALF[1] + 0.02  # m
+SEGMENTS = ("thigh", "shin", "upper_arm", "forearm")  # capsule limbs
+SEGMENT_RADIUS = {"thigh": 0.022, "shin": 0.02, "upper_arm": 0.018, "forearm": 0.016}  # m
 
 
 def leg_height() -> float:
@@ -114,8 +119,6 @@ def add_humanoid(
         mass=0.15 * m, rgba=[0.9, 0.9, 0.9, 1.0], friction=[0.8 * f, 0.005, 0.0001],
     )  # fmt: skip
     torso.add_camera(name=f"{name}_head", pos=[HEAD_R, 0, head_z], xyaxes=[0, -1, 0, 0, 0, 1])
-    limb = {"type": mujoco.mjtGeom.mjGEOM_CAPSULE, "friction": [0.8 * f, 0.005, 0.0001], "rgba": [*rgb, 1.0]}
-
     unit = 180.0 / math.pi if spec.compiler.degree else 1.0  # joint ranges are in the spec's angle unit
 
     def joint(body, jname: str, side: str) -> None:
@@ -126,32 +129,32 @@ def add_humanoid(
             damping=cfg.damping, armature=cfg.armature,
         )  # fmt: skip
 
+    def segment(parent, side: str, part: str, pos: list[float], length: float, joints: tuple[str, ...]):
+        """A limb body at ``pos`` in ``parent`` on ``joints``, a capsule ``length`` m down its z axis."""
+        body = parent.add_body(name=f"{name}_{side}_{part}", pos=pos)
+        for j in joints:
+            joint(body, f"{side}_{j}", side)
+        body.add_geom(
+            name=f"{name}_{side}_{part}", type=mujoco.mjtGeom.mjGEOM_CAPSULE, fromto=[0, 0, 0, 0, 0, -length],
+            size=[SEGMENT_RADIUS[part], 0, 0], mass=cfg.limb_mass * m, friction=[0.8 * f, 0.005, 0.0001],
+            rgba=[*rgb, 1.0],
+        )  # fmt: skip
+        return body
+
     for side, sy in (("left", 1.0), ("right", -1.0)):
-        hip = torso.add_body(name=f"{name}_{side}_hip", pos=[0, sy * HIP_Y, -TORSO_HALF[2]])
-        for j in ("hip_yaw", "hip_roll", "hip_pitch"):
-            joint(hip, f"{side}_{j}", side)
-        hip.add_geom(name=f"{name}_{side}_thigh", fromto=[0, 0, 0, 0, 0, -THIGH], size=[0.022, 0, 0],
-                     mass=limb_mass(cfg, m), **limb)  # fmt: skip
-        shin = hip.add_body(name=f"{name}_{side}_shin", pos=[0, 0, -THIGH])
-        joint(shin, f"{side}_knee", side)
-        shin.add_geom(name=f"{name}_{side}_shin", fromto=[0, 0, 0, 0, 0, -SHIN], size=[0.02, 0, 0],
-                      mass=limb_mass(cfg, m), **limb)  # fmt: skip
+        thigh = segment(torso, side, "thigh", [0, sy * HIP_Y, -TORSO_HALF[2]], THIGH, LEG_JOINTS[:3])
+        shin = segment(thigh, side, "shin", [0, 0, -THIGH], SHIN, ("knee",))
         foot = shin.add_body(name=f"{name}_{side}_foot", pos=[0, 0, -SHIN])
-        for j in ("ankle_pitch", "ankle_roll"):
+        for j in LEG_JOINTS[4:]:
             joint(foot, f"{side}_{j}", side)
         foot.add_geom(
             name=f"{name}_{side}_foot", type=mujoco.mjtGeom.mjGEOM_BOX, size=list(FOOT_HALF),
             pos=[0.01, 0, -FOOT_HALF[2]], mass=0.08 * m, rgba=[0.2, 0.2, 0.2, 1.0], friction=[1.0 * f, 0.005, 0.0001],
         )  # fmt: skip
-        arm = torso.add_body(name=f"{name}_{side}_arm", pos=[0, sy * SHOULDER_Y, TORSO_HALF[2] - 0.015])
-        for j in ("shoulder_pitch", "shoulder_roll"):
-            joint(arm, f"{side}_{j}", side)
-        arm.add_geom(name=f"{name}_{side}_upper_arm", fromto=[0, 0, 0, 0, 0, -UPPER_ARM], size=[0.018, 0, 0],
-                     mass=limb_mass(cfg, m), **limb)  # fmt: skip
-        forearm = arm.add_body(name=f"{name}_{side}_forearm", pos=[0, 0, -UPPER_ARM])
-        joint(forearm, f"{side}_elbow", side)
-        forearm.add_geom(name=f"{name}_{side}_forearm", fromto=[0, 0, 0, 0, 0, -FOREARM], size=[0.016, 0, 0],
-                         mass=limb_mass(cfg, m), **limb)  # fmt: skip
+        upper = segment(
+            torso, side, "upper_arm", [0, sy * SHOULDER_Y, TORSO_HALF[2] - 0.015], UPPER_ARM, ARM_JOINTS[:2]
+        )
+        segment(upper, side, "forearm", [0, 0, -UPPER_ARM], FOREARM, ARM_JOINTS[2:])
     for j in JOINTS:
         act = spec.add_actuator(name=f"{name}_{j}", target=f"{name}_{j}", trntype=mujoco.mjtTrn.mjTRN_JOINT)
         act.set_to_position(kp=cfg.kp * g)
@@ -160,5 +163,51 @@ def add_humanoid(
         act.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE  # the joint ranges bound the motion
 
 
-def limb_mass(cfg: HumanoidCfg, mass_scale: float) -> float:
-    return cfg.limb_mass * mass_scale
+def _turn(q: Tensor, axis: list[float], angle: Tensor) -> Tensor:
+    """``q`` followed by a turn of ``angle [...]`` about ``axis`` in q's frame (a hinge joint in a MuJoCo body)."""
+    a = torch.tensor(axis, dtype=angle.dtype, device=angle.device).expand(*angle.shape, 3)
+    return quat_mul(q, quat_from_axis_angle(a, angle))
+
+
+def forward_kinematics(torso_pos: Tensor, torso_quat: Tensor, joints: Tensor) -> dict[str, Tensor]:
+    """Where the humanoid's limbs are, from its torso pose ``pos [..., 3]``, ``quat [..., 4]`` (wxyz) and joint
+    angles ``joints [..., len(JOINTS)]`` (rad, absolute): the same chain as :func:`add_humanoid` builds, in torch.
+
+    Returns ``a``, ``b [..., 8, 3]`` (the ends of each capsule segment: for the left then the right side, thigh, shin,
+    upper arm, forearm; ``radius [8]``), ``foot_pos [..., 2, 3]`` (foot box centres), ``foot_quat [..., 2, 4]``."""
+    q = dict(zip(JOINTS, joints.unbind(-1), strict=True))
+    a, b, foot_pos, foot_quat, radius = [], [], [], [], []
+    for side, sy in (("left", 1.0), ("right", -1.0)):
+
+        def at(origin: Tensor, quat: Tensor, offset: tuple[float, float, float]) -> Tensor:
+            return origin + quat_rotate(quat, torso_pos.new_tensor(offset).expand_as(origin))
+
+        hip = at(torso_pos, torso_quat, (0.0, sy * HIP_Y, -TORSO_HALF[2]))
+        q_hip = torso_quat
+        for j in ("hip_yaw", "hip_roll", "hip_pitch"):
+            q_hip = _turn(q_hip, _axis(j, side), q[f"{side}_{j}"])
+        knee = at(hip, q_hip, (0.0, 0.0, -THIGH))
+        q_shin = _turn(q_hip, _axis("knee", side), q[f"{side}_knee"])
+        ankle = at(knee, q_shin, (0.0, 0.0, -SHIN))
+        q_foot = q_shin
+        for j in ("ankle_pitch", "ankle_roll"):
+            q_foot = _turn(q_foot, _axis(j, side), q[f"{side}_{j}"])
+        foot_pos.append(at(ankle, q_foot, (0.01, 0.0, -FOOT_HALF[2])))
+        foot_quat.append(q_foot)
+        shoulder = at(torso_pos, torso_quat, (0.0, sy * SHOULDER_Y, TORSO_HALF[2] - 0.015))
+        q_arm = torso_quat
+        for j in ("shoulder_pitch", "shoulder_roll"):
+            q_arm = _turn(q_arm, _axis(j, side), q[f"{side}_{j}"])
+        elbow = at(shoulder, q_arm, (0.0, 0.0, -UPPER_ARM))
+        q_fore = _turn(q_arm, _axis("elbow", side), q[f"{side}_elbow"])
+        hand = at(elbow, q_fore, (0.0, 0.0, -FOREARM))
+        a += [hip, knee, shoulder, elbow]
+        b += [knee, ankle, elbow, hand]
+        radius += [SEGMENT_RADIUS[s] for s in SEGMENTS]
+    return {
+        "a": torch.stack(a, -2),
+        "b": torch.stack(b, -2),
+        "radius": torch.tensor(radius, device=joints.device),
+        "foot_pos": torch.stack(foot_pos, -2),
+        "foot_quat": torch.stack(foot_quat, -2),
+    }

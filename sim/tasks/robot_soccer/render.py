@@ -22,9 +22,7 @@ class SoccerRenderer(MujocoRenderer):
     def __init__(self, env, *args, distance: float = 6.5, elevation: float = -62.0, azimuth: float = 90.0, **kwargs):
         super().__init__(env, *args, distance=distance, elevation=elevation, azimuth=azimuth, **kwargs)
         self._cameras = getattr(env, "cameras", None)
-        if getattr(env, "humanoid", False):  # the composited head camera draws the wheeled robot only: no inset
-            self._cameras = None
-        elif self._cameras is None:  # a state env: render the head camera here (the policy does not see it)
+        if self._cameras is None:  # a state env: render the head camera here (the policy does not see it)
             from sim.tasks.robot_soccer.vision import SoccerCameras
 
             self._cameras = SoccerCameras(env.cfg, env.device)
@@ -37,13 +35,16 @@ class SoccerRenderer(MujocoRenderer):
 
     def _fetch(self, env_ids: torch.Tensor) -> dict[str, np.ndarray]:
         env, ids = self.env, env_ids.cpu()
-        if self._cameras is None:
-            return {"qpos": env.world.qpos[ids].numpy()}
+        first = torch.zeros(1, dtype=torch.long)
         with torch.no_grad():
-            pos, yaw = env.robot_poses()
-            inset = self._cameras.render(
-                pos[env_ids], yaw[env_ids], env.ball_position()[env_ids], torch.zeros(1, dtype=torch.long)
-            )[:, 0]
+            ball = env.ball_position()[env_ids]
+            if env.humanoid:
+                s = env._read()
+                body = (s["torso_pos"][env_ids], s["quat"][env_ids], s["joints"][env_ids])
+                inset = self._cameras.render_humanoids(*body, ball, first)[:, 0]
+            else:
+                pos, yaw = env.robot_poses()
+                inset = self._cameras.render(pos[env_ids], yaw[env_ids], ball, first)[:, 0]
         return {"qpos": env.world.qpos[ids].numpy(), "inset": inset.cpu().numpy()}
 
     def _set_data(self, state: dict[str, np.ndarray], b: int) -> np.ndarray:
@@ -53,8 +54,6 @@ class SoccerRenderer(MujocoRenderer):
     def render(self, env_ids=None) -> np.ndarray:
         ids = torch.arange(self.env.num_envs) if env_ids is None else torch.as_tensor(env_ids).reshape(-1)
         frames = super().render(ids)
-        if self._cameras is None:
-            return frames
         inset = self._fetch(ids)["inset"]  # [B, h, w, 3]
         h, w = inset.shape[1:3]
         k = max(1, (self.width // 3) // w)  # about a third of the video width, whole pixels

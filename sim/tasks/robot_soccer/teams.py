@@ -1,6 +1,7 @@
 """The teams of robot_soccer matches (``evaluate.py task=robot_soccer match=A,B``, :mod:`training.matches`).
 
-Named teams: ``chaser``, ``attacker``, ``idle`` (:mod:`.scripted`, acting on the ``state`` entry), ``random``; or a
+Named teams: ``chaser``, ``attacker``, ``idle`` (:mod:`.scripted`, acting on the ``state`` entry; with the humanoid
+only ``idle``, its standing pose held), ``random``; or a
 checkpoint ``<path.pt>`` trained on robot_soccer (a state expert or a vision agent: its actor reads the entries it
 was trained on; a recurrent actor's memory restarts with each game).
 """
@@ -20,6 +21,12 @@ def scripted_team(name: str) -> TeamPolicy:
     """A :mod:`.scripted` player for every agent of the team."""
     player = SCRIPTED[name]
     return lambda env, obs, team: player(obs[GROUPS[team]]["state"])
+
+
+def idle_humanoid_team(env: Any, obs: dict, team: int) -> torch.Tensor:
+    """Humanoids holding their standing pose (zero joint offsets)."""
+    g = env.spec.groups[GROUPS[team]]
+    return torch.zeros(env.num_envs, g.n_agents, g.action_dim, device=env.device)
 
 
 def random_team(env: Any, obs: dict, team: int) -> torch.Tensor:
@@ -55,6 +62,11 @@ class SoccerTeams(MatchTeams):
         return {**dict(task_cfg), "opponent": "none"}
 
     def build(self, env: Any, spec: TeamSpec, load: PolicyLoader) -> TeamPolicy:
+        if spec.name in SCRIPTED and spec.arg is None and getattr(env, "humanoid", False):
+            if spec.name != "idle":  # the scripted players drive the wheeled robot's velocity servos
+                raise ValueError(f"team {spec.name!r} drives the wheeled robot; humanoid matches take idle, random "
+                                 "or a checkpoint")  # fmt: skip
+            return idle_humanoid_team
         if spec.name in SCRIPTED and spec.arg is None:
             return scripted_team(spec.name)
         if spec.name == "random" and spec.arg is None:

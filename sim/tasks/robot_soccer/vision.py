@@ -8,7 +8,9 @@ drawn over it with a depth test (:mod:`sim.render.composite`), for every env and
     frames = cams.render(pos [E, A, 3], yaw [E, A], robots, ball, pitch_jitter [E, A], height_jitter [E, A])
     # uint8 [E, A, 30, 40, 3]
 
-Robots are drawn as their body box in team colour with a white head sphere; the ball as an orange sphere.
+Robots are drawn as their body box in team colour with a white head sphere; the ball as an orange sphere. Humanoids
+(``robot_kind=humanoid``, :meth:`SoccerCameras.render_humanoids`) as their torso box, head sphere, capsule limbs
+placed by :func:`.humanoid.forward_kinematics` and dark foot boxes; their cameras turn with the whole torso.
 Per-episode camera randomisation (pitch and height jitter) is passed per camera; frame latency is handled by the env
 (:class:`FrameDelay`).
 """
@@ -21,10 +23,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from sim.physics.quaternion import quat_from_axis_angle, quat_mul
+from sim.physics.quaternion import quat_from_axis_angle, quat_mul, quat_rotate
 from sim.render.camera import CameraModel, CameraMount, look_c2w
-from sim.render.composite import Boxes, Compositor, Primitives, Spheres
+from sim.render.composite import Boxes, Capsules, Compositor, Primitives, Spheres
 from sim.tasks.robot_soccer.config import CameraCfg, RobotSoccerCfg
+from sim.tasks.robot_soccer.humanoid import FOOT_HALF, HEAD_R, NECK, TORSO_HALF, forward_kinematics
 from sim.tasks.robot_soccer.model import BALL_RGB, HEAD_RADIUS, TEAM_RGB
 
 REPO = Path(__file__).resolve().parents[3]
@@ -64,7 +67,9 @@ class SoccerCameras:
         self.compositor = Compositor(
             background,
             CameraModel(width=c.width, height=c.height, fov_y_deg=c.fov_y_deg),
-            CameraMount(offset=(HEAD_RADIUS, 0.0, rc.head_height - rc.half_size[2]), pitch_deg=c.pitch_deg),
+            CameraMount(offset=(HEAD_RADIUS, 0.0, rc.head_height - rc.half_size[2]), pitch_deg=c.pitch_deg)
+            if cfg.robot_kind != "humanoid"
+            else CameraMount(offset=(HEAD_R, 0.0, TORSO_HALF[2] + NECK), pitch_deg=c.pitch_deg),
         )
         self._half = torch.tensor(rc.half_size, device=device)
         self._team_rgb = torch.tensor(TEAM_RGB, device=device)
@@ -98,9 +103,59 @@ class SoccerCameras:
 
         ``pitch_jitter`` (rad, positive looks down) and ``height_jitter`` (m) are ``[E, A]`` per-camera offsets."""
         prims = self.primitives(robot_pos, robot_yaw, ball)
-        pos = robot_pos[:, cameras]
-        yaw = robot_yaw[:, cameras]
-        quat = _axis_angle((0.0, 0.0, 1.0), yaw)
+        quat = _axis_angle((0.0, 0.0, 1.0), robot_yaw[:, cameras])
+        return self._render(robot_pos[:, cameras], quat, prims, pitch_jitter, height_jitter)
+
+    def humanoid_primitives(self, torso_pos: Tensor, torso_quat: Tensor, joints: Tensor, ball: Tensor) -> Primitives:
+        """Humanoids: torsos ``pos [E, R, 3]``, ``quat [E, R, 4]``, joint angles ``[E, R, J]`` (absolute), ball
+        ``[E, 3]`` -> torso and foot boxes, head and ball spheres, limb capsules."""
+        E, R = torso_pos.shape[:2]
+        P, dev = R // 2, self.device
+        rgb = self._team_rgb.repeat_interleave(P, 0)  # [R, 3]: team_a first
+        fk = forward_kinematics(torso_pos, torso_quat, joints)
+        n_seg = fk["a"].shape[-2]
+        dark = torch.full((R, 2, 3), 0.2, device=dev)
+        boxes = Boxes(
+            pos=torch.cat((torso_pos, fk["foot_pos"].flatten(1, 2)), 1),
+            half=torch.cat(
+                (torch.tensor([TORSO_HALF], device=dev).expand(R, 3), torch.tensor([FOOT_HALF] * 2 * R, device=dev))
+            ),
+            rgb=torch.cat((rgb, dark.flatten(0, 1))),
+            quat=torch.cat((torso_quat, fk["foot_quat"].flatten(1, 2)), 1),
+        )
+        head = torso_pos + quat_rotate(
+            torso_quat, torso_pos.new_tensor((0.0, 0.0, TORSO_HALF[2] + NECK)).expand_as(torso_pos)
+        )
+        spheres = Spheres(
+            pos=torch.cat((head, ball.unsqueeze(1)), 1),
+            radius=torch.tensor([HEAD_R] * R + [self.cfg.ball.radius], device=dev),
+            rgb=torch.cat((torch.full((R, 3), 0.92, device=dev), self._ball_rgb[None]), 0),
+        )
+        capsules = Capsules(
+            a=fk["a"].flatten(1, 2), b=fk["b"].flatten(1, 2), radius=fk["radius"].repeat(R),
+            rgb=rgb.repeat_interleave(n_seg, 0),
+        )  # fmt: skip
+        return Primitives(spheres=spheres, boxes=boxes, capsules=capsules)
+
+    def render_humanoids(
+        self,
+        torso_pos: Tensor,
+        torso_quat: Tensor,
+        joints: Tensor,
+        ball: Tensor,
+        cameras: Tensor,
+        pitch_jitter: Tensor | None = None,
+        height_jitter: Tensor | None = None,
+    ) -> Tensor:
+        """:meth:`render` for humanoids (:meth:`humanoid_primitives`): each camera on its robot's head, turning
+        with the torso's full orientation -> ``uint8 [E, A, H, W, 3]``."""
+        prims = self.humanoid_primitives(torso_pos, torso_quat, joints, ball)
+        return self._render(torso_pos[:, cameras], torso_quat[:, cameras], prims, pitch_jitter, height_jitter)
+
+    def _render(
+        self, pos: Tensor, quat: Tensor, prims: Primitives, pitch_jitter: Tensor | None, height_jitter: Tensor | None
+    ) -> Tensor:
+        """Frames of the cameras on bodies at ``pos [E, A, 3]``, ``quat [E, A, 4]`` with their jitters."""
         if pitch_jitter is not None:  # about the body's y axis: positive tilts the view down
             quat = quat_mul(quat, _axis_angle((0.0, 1.0, 0.0), pitch_jitter))
         if height_jitter is not None:
