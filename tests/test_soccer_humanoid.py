@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import sim
-from sim.tasks.robot_soccer.humanoid import JOINTS, STAND_HEIGHT, forward_kinematics
+from sim.tasks.robot_soccer.humanoid import ACTION_RANGE, JOINTS, STAND_HEIGHT, forward_kinematics
 
 E = 4
 
@@ -76,11 +76,12 @@ def test_an_action_moves_the_joint_it_names_to_its_target():
     env = _make(randomization={"enabled": False})
     a = torch.zeros(E, 1, len(JOINTS))
     j = JOINTS.index("left_shoulder_pitch")
-    a[..., j] = -1.0  # the left arm forward and up by action_scale
+    a[..., j] = -0.5  # the left arm forward and up by half its action range
     _hold(env, 1.0, a)
     s = env._read()
-    scale = env.cfg.humanoid.action_scale
-    assert torch.allclose(s["joint_pos"][:, 0, j], torch.full((E,), -scale), atol=0.05)
+    scale = env.spec.groups["team_a"].action_scale[j]
+    assert scale == ACTION_RANGE["shoulder_pitch"]
+    assert torch.allclose(s["joint_pos"][:, 0, j], torch.full((E,), -0.5 * scale), atol=0.05)
     others = [i for i in range(len(JOINTS)) if i != j]
     assert s["joint_pos"][:, 0, others].abs().max() < 0.1
     names = env.spec.groups["team_a"].action_names

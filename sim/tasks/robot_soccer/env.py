@@ -58,6 +58,7 @@ from sim.physics.quaternion import quat_from_euler
 from sim.tasks.robot_soccer.config import RobotSoccerCfg
 from sim.tasks.robot_soccer.humanoid import JOINTS as HUMANOID_JOINTS
 from sim.tasks.robot_soccer.humanoid import STAND_HEIGHT, default_pose
+from sim.tasks.robot_soccer.humanoid import action_scale as humanoid_action_scale
 from sim.tasks.robot_soccer.model import GOAL_HALF_WIDTH, PITCH_HALF, model_variants, robot_names
 from sim.tasks.robot_soccer.scripted import SCRIPTED
 from sim.tasks.robot_soccer.vision import FrameDelay, SoccerCameras, horizontal_fov_deg
@@ -204,6 +205,7 @@ class RobotSoccerEnv(MultiAgentEnv):
             self._qpos_idx = torch.tensor([m.jnt_qposadr[m.joint(j).id] for j in names], device=dev).view(R, width)
             self._qvel_idx = torch.tensor([m.jnt_dofadr[m.joint(j).id] for j in names], device=dev).view(R, width)
             self._pose0 = torch.tensor(default_pose(), dtype=torch.float32, device=dev)
+            self._action_scale = torch.tensor(humanoid_action_scale(cfg.humanoid), dtype=torch.float32, device=dev)
             self._n_act = len(HUMANOID_JOINTS)
         else:
             self._qpos_idx = torch.tensor(
@@ -288,13 +290,13 @@ class RobotSoccerEnv(MultiAgentEnv):
             observations["proprio"] = ObsEntry((sum(t.size for t in proprio),), terms=proprio)
             actor = ("image", "proprio")
         rc = cfg.robot
-        if humanoid:  # joint position targets: the standing pose + action * action_scale
+        if humanoid:  # joint position targets: the standing pose + action * action_scale (per joint)
             n = len(HUMANOID_JOINTS)
             action = {
                 "action_dim": n,
                 "action_names": HUMANOID_JOINTS,
                 "action_units": ("rad",) * n,
-                "action_scale": (cfg.humanoid.action_scale,) * n,
+                "action_scale": tuple(float(x) for x in humanoid_action_scale(cfg.humanoid)),
             }
         else:
             action = {
@@ -518,7 +520,7 @@ class RobotSoccerEnv(MultiAgentEnv):
 
     def _control_step(self) -> None:
         if self.humanoid:
-            targets = self._pose0 + self.action * self.cfg.humanoid.action_scale  # [E, R, J] rad, model order
+            targets = self._pose0 + self.action * self._action_scale  # [E, R, J] rad, model order
             self._last_ctrl = targets.flatten(1)
             self.world.step(self._last_ctrl, self.cfg.decimation)
             self._cache.clear()

@@ -5,7 +5,8 @@ Written by us in MJCF terms (through ``mujoco.MjSpec``), on the scale of the pap
 pitch; knee; ankle pitch, roll) ending in flat box feet, and two arms of three joints (shoulder pitch, roll; elbow)
 that it can push itself up with. Every joint has a position servo (``kp`` and a torque limit like a small
 hobby servo's, plus armature for the gearbox's reflected inertia and joint damping), so an action is a target
-angle for each joint: ``default pose + action * action_scale`` (the paper's joint position control).
+angle for each joint: ``default pose + action * action_scale * ACTION_RANGE[joint]`` (the paper's joint position
+control), clipped by the joint's range.
 
 Joint order (actions, ``joint_pos`` and ``joint_vel`` observation terms): :data:`JOINTS`. Body frame: x forward,
 y left, z up; standing, the torso centre is :data:`STAND_HEIGHT` m above the floor and the camera
@@ -67,9 +68,14 @@ class HumanoidCfg:
     max_torque: float = positive(3.5)  # N m: the servos' limit (an XM430-class servo stalls near 4)
     damping: float = positive(0.08)  # N m s per rad: joint damping (servo back-EMF)
     armature: float = positive(0.01)  # kg m^2: the gearbox's reflected inertia
-    action_scale: float = positive(0.6)  # rad: target offset from the default pose at |action| = 1
+    action_scale: float = positive(1.0)  # multiplies ACTION_RANGE: the target offsets at |action| = 1
     fallen_up_z: float = 0.5  # fallen when the torso's z axis points up by less than this (cos of ~60 deg)
     fallen_height: float = positive(0.18)  # or when the torso centre is lower than this (m)
+
+
+def action_scale(cfg: HumanoidCfg) -> np.ndarray:
+    """``[len(JOINTS)]`` rad of target offset per unit action."""
+    return cfg.action_scale * np.array([ACTION_RANGE[j.split("_", 1)[1]] for j in JOINTS])
 
 
 def default_pose() -> np.ndarray:
@@ -88,6 +94,19 @@ _RANGES = {
     "shoulder_pitch": (-3.1, 3.1),
     "shoulder_roll": (-0.3, 1.6),
     "elbow": (-2.4, 0.0),
+}
+# Target offset from the standing pose at |action| = 1 (rad), by joint kind: wide enough for the pitch joints to
+# fold the legs and swing the arms over the head (getting up needs both), narrow for the rolls and yaws.
+ACTION_RANGE = {
+    "hip_yaw": 0.4,
+    "hip_roll": 0.4,
+    "hip_pitch": 1.2,
+    "knee": 1.2,
+    "ankle_pitch": 0.8,
+    "ankle_roll": 0.4,
+    "shoulder_pitch": 2.0,
+    "shoulder_roll": 0.8,
+    "elbow": 1.2,
 }
 _AXES = {"yaw": (0, 0, 1), "roll": (1, 0, 0), "pitch": (0, 1, 0), "knee": (0, 1, 0), "elbow": (0, 1, 0)}
 
