@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from policies.encoders import EncoderCfg, InputSpec, ObsEncoder, pick
+from policies.encoders import CNNS, EncoderCfg, InputSpec, ObsEncoder, pick
 from policies.graph import GRAPH_ACTORS, GraphActorCfg, build_graph_actor
 from policies.memory import MEMORY_KINDS, RecurrentMemory, zero_done
 from policies.mlp import ACTIVATIONS, build_mlp
@@ -113,7 +113,8 @@ class PolicyCfg:
     squash: bool = False
     obs_clip: float = 10.0  # normalised observations are clipped to +-obs_clip
     # Image entries: a CNN (channels, kernels, strides per layer) and a Linear to image_features;
-    # cnn=resnet: IMPALA-style residual stages (one per channel count; kernels and strides unused).
+    # cnn=resnet: IMPALA-style residual stages (one per channel count; kernels and strides unused); cnn=spatial: the
+    # plain convolutions, then a spatial softmax (policies.encoders.SpatialSoftmax).
     cnn: str = "plain"
     cnn_channels: tuple[int, ...] = (16, 32, 32)
     cnn_kernels: tuple[int, ...] = (5, 3, 3)
@@ -153,9 +154,9 @@ class PolicyCfg:
         for key in ("image_features", "graph_features"):
             if getattr(self, key) < 1:
                 raise ValueError(f"policy.{key} must be >= 1, got {getattr(self, key)}")
-        if self.cnn not in ("plain", "resnet"):
-            raise ValueError(f"policy.cnn must be 'plain' or 'resnet', got {self.cnn!r}")
-        if self.cnn == "plain" and not len(self.cnn_channels) == len(self.cnn_kernels) == len(self.cnn_strides):
+        if self.cnn not in CNNS:
+            raise ValueError(f"policy.cnn must be one of {CNNS}, got {self.cnn!r}")
+        if self.cnn != "resnet" and not len(self.cnn_channels) == len(self.cnn_kernels) == len(self.cnn_strides):
             raise ValueError("policy.cnn_channels, cnn_kernels and cnn_strides need one entry per layer each")
         if self.obs_clip <= 0:
             raise ValueError(f"policy.obs_clip must be > 0, got {self.obs_clip}")

@@ -62,11 +62,16 @@ class InputSpec:
         return value if isinstance(value, InputSpec) else cls(**dict(value))
 
 
+CNNS = ("plain", "resnet", "spatial")  # image encoders (EncoderCfg.cnn)
+
+
 @dataclass(frozen=True)
 class EncoderCfg:
     """Encoder settings (part of ``algo.policy``)."""
 
-    cnn: str = "plain"  # plain (strided convolutions) | resnet (IMPALA-style residual stages)
+    # plain (strided convolutions, flattened) | resnet (IMPALA-style residual stages) | spatial (the plain convolutions,
+    # then a spatial softmax: where each feature map peaks and how strongly, Levine et al. 2016)
+    cnn: str = "plain"
     cnn_channels: tuple[int, ...] = (16, 32, 32)
     cnn_kernels: tuple[int, ...] = (5, 3, 3)
     cnn_strides: tuple[int, ...] = (2, 2, 2)
@@ -117,20 +122,40 @@ def _resnet_stages(c: int, h: int, w: int, channels: tuple[int, ...]) -> tuple[n
     return nn.Sequential(*layers, nn.ReLU()), c, h, w
 
 
+class SpatialSoftmax(nn.Module):
+    """``[B, C, h, w] -> [B, 3 C]``: per feature map, the expected image position under a softmax over its pixels
+    (x, y in [-1, 1]) and its largest activation (whether the feature is there at all). Keeps where a small object is
+    (a ball 1-2 pixels wide), which flattening a coarse grid blurs (Levine et al. 2016, "End-to-end training of
+    deep visuomotor policies")."""
+
+    def __init__(self, h: int, w: int) -> None:
+        super().__init__()
+        ys, xs = torch.meshgrid(torch.linspace(-1, 1, h), torch.linspace(-1, 1, w), indexing="ij")
+        self.register_buffer("xs", xs.reshape(-1), persistent=False)
+        self.register_buffer("ys", ys.reshape(-1), persistent=False)
+        self.log_temperature = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: Tensor) -> Tensor:
+        flat = x.flatten(2)  # [B, C, h w]
+        p = torch.softmax(flat * torch.exp(-self.log_temperature), -1)
+        return torch.cat(((p * self.xs).sum(-1), (p * self.ys).sum(-1), flat.amax(-1)), -1)
+
+
 class ImageEncoder(nn.Module):
     """``uint8 [..., H, W, C] -> [..., features]``: x / 255, convolutions, flatten, Linear.
 
-    ``cfg.cnn``: ``plain`` (strided convolutions without padding, ``cnn_channels/kernels/strides``) or ``resnet``
+    ``cfg.cnn``: ``plain`` (strided convolutions without padding, ``cnn_channels/kernels/strides``), ``resnet``
     (IMPALA-style residual stages, one per ``cnn_channels`` entry, each halving the size; the robot soccer paper's
-    ResNet -> LSTM -> MLP agent). Leading axes (envs, agents, time) are merged into one batch for the convolutions.
+    ResNet -> LSTM -> MLP agent) or ``spatial`` (the plain convolutions, then :class:`SpatialSoftmax`). Leading axes
+    (envs, agents, time) are merged into one batch for the convolutions.
     """
 
     def __init__(self, shape: tuple[int, ...], cfg: EncoderCfg) -> None:
         super().__init__()
         h, w, c = shape
         act = ACTIVATIONS[cfg.activation]
-        if cfg.cnn not in ("plain", "resnet"):
-            raise ValueError(f"policy.cnn must be 'plain' or 'resnet', got {cfg.cnn!r}")
+        if cfg.cnn not in CNNS:
+            raise ValueError(f"policy.cnn must be one of {CNNS}, got {cfg.cnn!r}")
         if cfg.cnn == "resnet":
             self.conv, c, h, w = _resnet_stages(c, h, w, cfg.cnn_channels)
             self._finish(shape, cfg, act, c * h * w)
@@ -144,6 +169,11 @@ class ImageEncoder(nn.Module):
             c, h, w = out_c, (h - k) // s + 1, (w - k) // s + 1
             if h < 1 or w < 1:
                 raise ValueError(f"image {shape} is too small for the CNN (kernels {cfg.cnn_kernels})")
+        if cfg.cnn == "spatial":
+            layers.append(SpatialSoftmax(h, w))
+            self.conv = nn.Sequential(*layers)
+            self._finish(shape, cfg, act, 3 * c)
+            return
         self.conv = nn.Sequential(*layers)
         self._finish(shape, cfg, act, c * h * w)
 

@@ -219,17 +219,22 @@ def test_export_cli_rejects_a_missing_checkpoint(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "no complete checkpoint" in proc.stderr
 
 
-def test_resnet_lstm_image_policy_exports_with_parity(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "encoder, layer",
+    [
+        ({"cnn": "resnet", "cnn_channels": (8, 16)}, "_ResidualBlock"),
+        ({"cnn": "spatial", "cnn_channels": (8, 16, 16), "cnn_strides": (2, 1, 1)}, "SpatialSoftmax"),
+    ],
+)
+def test_cnn_lstm_image_policy_exports_with_parity(tmp_path: Path, encoder: dict, layer: str) -> None:
     """The robot soccer paper's agent shape (ResNet -> LSTM -> MLP) on an image task: IMPALA residual stages (padded
-    convolutions, max-pooling) and explicit LSTM state survive the ONNX export."""
+    convolutions, max-pooling), or a spatial softmax, and explicit LSTM state survive the ONNX export."""
     env = sim.make("pixel_reach", num_envs=4, seed=0)
-    models = fresh_models(env, memory="lstm", memory_hidden=16, cnn="resnet", cnn_channels=(8, 16))
+    models = fresh_models(env, memory="lstm", memory_hidden=16, **encoder)
     ac = models["robot"]
-    assert any(type(m).__name__ == "_ResidualBlock" for m in ac.modules())
+    assert any(type(m).__name__ == layer for m in ac.modules())
     obs = record_observations(env, {"robot": ac.deterministic_actor()}, 12)
     rec = {k: v.flatten(0, 1) for k, v in obs["robot"].items()}
     scale = torch.tensor(env.spec.groups["robot"].action_scale)
-    report = export_onnx(
-        ac, tmp_path / "resnet.onnx", {"task": "pixel_reach", "group": "robot"}, scale, recorded_obs=rec
-    )
+    report = export_onnx(ac, tmp_path / "cnn.onnx", {"task": "pixel_reach", "group": "robot"}, scale, recorded_obs=rec)
     assert report.max_action < 1e-5 and report.recorded_action < 1e-5

@@ -166,3 +166,21 @@ def test_feed_forward_groups_take_env_sequence_minibatches() -> None:
     adv = {"robot": ppo.storage["robot"].normalized_advantages()}
     _, stats = ppo._minibatch_loss(torch.tensor([2, 0]), adv, by_env=True)
     assert abs(stats["approx_kl"]) < 1e-7 and stats["clipfrac"] == 0.0
+
+
+def test_spatial_softmax_finds_where_a_small_bright_spot_is() -> None:
+    """The spatial encoder's keypoint layer reports a one-pixel peak's image position and its strength, which is what
+    makes it keep a 1-2 pixel ball that a coarse flattened grid blurs."""
+    from policies.encoders import SpatialSoftmax
+
+    layer = SpatialSoftmax(9, 14)
+    maps = torch.zeros(2, 1, 9, 14)
+    maps[0, 0, 2, 11] = 20.0  # upper right
+    maps[1, 0, 7, 1] = 20.0  # lower left
+    out = layer(maps)  # [2, 3]: x, y, peak
+    expected_x = torch.tensor([-1 + 2 * 11 / 13, -1 + 2 * 1 / 13])
+    expected_y = torch.tensor([-1 + 2 * 2 / 8, -1 + 2 * 7 / 8])
+    assert torch.allclose(out[:, 0], expected_x, atol=1e-3) and torch.allclose(out[:, 1], expected_y, atol=1e-3)
+    assert torch.equal(out[:, 2], torch.tensor([20.0, 20.0]))
+    flat = layer(torch.zeros(1, 1, 9, 14))  # nothing there: the centre, peak 0
+    assert torch.allclose(flat, torch.zeros(1, 3), atol=1e-6)
