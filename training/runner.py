@@ -577,9 +577,14 @@ class Runner:
             dataset = {}
         limit = self.train_cfg.max_minutes
 
+        saved_rounds = [-1]  # how many rounds the files on disk hold (a last round already saved is not redone)
+
         def save(stats: list[dict[str, float]]) -> None:
+            if len(stats) == saved_rounds[0]:
+                return
             (self.run_dir / "imitation.json").write_text(json.dumps({"cfg": asdict(cfg), "rounds": stats}, indent=2))
             self.save(self.ckpt_dir / "imitation.pt")  # the imitation-only policy, whatever PPO does next
+            saved_rounds[0] = len(stats)
 
         def after_round(stats: list[dict[str, float]]) -> bool:
             if cfg.checkpoint_every and len(stats) % cfg.checkpoint_every == 0:
