@@ -10,10 +10,16 @@ by :class:`sim.mujoco.world.BatchedMjWorld` (one ``mujoco.rollout`` per control 
   and only ``team_a`` is an agent group: the state experts train that way, against an opponent whose speed is drawn
   per episode from ``randomization.opponent_speed`` (full speed in evaluation). ``opponent=none`` exposes both
   groups (matches, self-play leagues).
-* **Action** per agent ``[4]`` in [-1, 1]: forward and lateral velocity (body frame; lateral limited to
-  ``lateral_scale``), yaw rate, scaled by ``robot.max_speed`` / ``robot.max_yaw_rate``, and the kicker's extension
-  (-1 retracted, 1 out by ``robot.kick_reach``); the servos track them with force limits (so a robot accelerates at
-  ~12 m/s^2, not at once).
+* **Humanoid** (``robot_kind=humanoid``, :mod:`.humanoid`): the paper's kind of robot, a small biped on a free joint
+  with 18 position-servoed joints. Its action ``[18]`` is a target offset per joint from the standing pose; ``state``
+  and ``seen`` add its torso height, gravity direction, joint angles and velocities; ``proprio`` is gyro, IMU
+  gravity, joint encoders and velocities, last action; falls are events (counted, ``end_on_fall`` optional), and
+  ``skill=getup`` starts every robot lying down with the get-up reward (``getup_rewards``). Opponents: ``idle``
+  (standing) or ``none``.
+* **Action** per agent ``[4]`` in [-1, 1] (the wheeled robot): forward and lateral velocity (body frame; lateral
+  limited to ``lateral_scale``), yaw rate, scaled by ``robot.max_speed`` / ``robot.max_yaw_rate``, and the kicker's
+  extension (-1 retracted, 1 out by ``robot.kick_reach``); the servos track them with force limits (so a robot
+  accelerates at ~12 m/s^2, not at once).
 * **Observations** (each agent in its team's frame: its team attacks +x; vectors egocentric in the body frame):
   ``state`` (:func:`state_terms`: own pose and velocity, the ball, both goals, every other robot, the last action)
   is the privileged true state: the critic's input always, and the actor's with ``observation=state``. With
@@ -30,7 +36,7 @@ by :class:`sim.mujoco.world.BatchedMjWorld` (one ``mujoco.rollout`` per control 
   outside the mouth): the ball is put back at rest 0.3 m inside the line (``ball_out_restart``); a ball that has not
   moved for ``stall_s`` (pinned in a corner or between two pushing robots) is dropped near the centre spot. Without
   these restarts most games against a chaser ended 0-0 with the ball pinned in a corner. The default wheeled robot
-  cannot fall (planar joints).
+  cannot fall (planar joints); a humanoid's falls are counted (``falls_a``, ``falls_b``).
 * **Game**: an episode is a game of ``episode_length_s``; with ``end_on_goal`` the first goal ends it (training and
   the default evaluation), else play restarts from kickoff after each goal. ``game_result`` (1 team_a won, 0 lost,
   0.5 draw) and ``final_counters`` (goals, touches, ball out, time to first touch, ball in view) keep the last game's
@@ -65,10 +71,10 @@ from sim.tasks.robot_soccer.vision import FrameDelay, SoccerCameras, horizontal_
 
 TOUCH_MARGIN = 0.03  # m beyond contact that still counts as a touch
 HIT_DV = 0.3  # m/s: a ball velocity change within one control step that counts as a hit (not rolling friction)
-HUMANOID_REACH = 0.1  # m: the humanoid's feet ahead of its torso centre
-LYING_START_Z = 0.12  # m: a fallen humanoid's torso starts this high and drops onto the floor
 HIT_REACH = 0.35  # m: the nearest robot within this distance of the ball made that hit
 STILL_SPEED = 0.05  # m/s: slower than this, the ball counts as not moving (for the stall rule)
+HUMANOID_REACH = 0.1  # m: the humanoid's feet ahead of its torso centre
+LYING_START_Z = 0.12  # m: a fallen humanoid's torso starts this high and drops onto the floor
 COUNTERS = (
     "points_a", "points_b", "hits_a", "hits_b", "ball_out", "restarts", "first_touch_s_a", "ball_in_view_a", "falls_a",
     "falls_b",
