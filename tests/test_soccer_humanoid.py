@@ -155,7 +155,7 @@ def _orange_pixels(frame: torch.Tensor) -> int:
 
 def test_humanoid_head_camera_turns_with_the_torso():
     """A standing humanoid sees a ball 0.6 m ahead; turned away, or lying on its back, it does not (the camera follows
-    the torso's full orientation, not only its heading)."""
+    the torso's full orientation, not only its heading), in its frames and in the ball-in-view rule."""
     env = _make(observation="vision", opponent="none", randomization={"enabled": False})
     m = env.world.model
     adr, ball = m.jnt_qposadr[m.joint("a0_root").id], m.jnt_qposadr[m.joint("ball").id]
@@ -177,5 +177,7 @@ def test_humanoid_head_camera_turns_with_the_torso():
     seen = [_orange_pixels(f) for f in frames]
     assert seen[0] >= 15, seen
     assert seen[1] == 0 and seen[2] == 0 and seen[3] == 0, seen
+    # The ball-in-view rule (the metric and the seen state) agrees with the frames.
+    assert env._ball_in_view()[:, 0].tolist() == [True, False, False, False]
     spec = env.spec.groups["team_a"].observations
     assert spec["image"].shape == (30, 40, 3) and spec["proprio"].shape == (3 + 3 + 3 * len(JOINTS),)

@@ -60,8 +60,9 @@ from sim.core.randomization import uniform
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
 from sim.core.teams import GROUPS
 from sim.mujoco.world import BatchedMjWorld
-from sim.physics.quaternion import quat_from_euler
+from sim.physics.quaternion import quat_from_euler, quat_rotate, quat_rotate_inv
 from sim.tasks.robot_soccer.config import RobotSoccerCfg
+from sim.tasks.robot_soccer.humanoid import CAMERA_OFFSET as HUMANOID_CAMERA_OFFSET
 from sim.tasks.robot_soccer.humanoid import JOINTS as HUMANOID_JOINTS
 from sim.tasks.robot_soccer.humanoid import STAND_HEIGHT, default_pose
 from sim.tasks.robot_soccer.humanoid import action_scale as humanoid_action_scale
@@ -419,29 +420,48 @@ class RobotSoccerEnv(MultiAgentEnv):
         )
         return torch.cat(parts, -1)
 
-    def _in_view(self, rel: Tensor) -> Tensor:
-        """``[E, R, K]`` bool: world offsets ``rel [E, R, K, 2]`` from each robot lie inside its camera's horizontal
-        field of view and in front of it (no occlusion test; the ball-in-view metric's rule)."""
-        yaw = self._read()["yaw"].unsqueeze(-1)
+    def _in_view(self, points: Tensor) -> Tensor:
+        """``[E, R, K]`` bool: world points ``[E, R, K, 3]`` lie in front of each robot's camera and inside its field
+        of view (no occlusion test; the ball-in-view metric's rule). The wheeled robot's camera only turns with its
+        heading, so the horizontal field of view decides; a humanoid's turns with its whole torso (lying on its back
+        it sees the sky), so its camera frame and both fields of view do."""
+        s = self._read()
+        half = math.radians(horizontal_fov_deg(self.cfg.camera)) / 2
+        if self.humanoid:
+            quat = s["quat"].unsqueeze(2).expand(*points.shape[:-1], 4)
+            rel = quat_rotate_inv(quat, points - self._camera_position().unsqueeze(2))  # torso frame
+            p = math.radians(self.cfg.camera.pitch_deg)  # the optical axis tilts down by the mount's pitch
+            fwd = math.cos(p) * rel[..., 0] - math.sin(p) * rel[..., 2]
+            up = math.sin(p) * rel[..., 0] + math.cos(p) * rel[..., 2]
+            half_v = math.radians(self.cfg.camera.fov_y_deg) / 2
+            vertical = torch.atan2(up, fwd).abs() < half_v
+            return (fwd > 0.05) & (torch.atan2(rel[..., 1], fwd).abs() < half) & vertical
+        rel = points[..., :2] - s["pos"].unsqueeze(2)
+        yaw = s["yaw"].unsqueeze(-1)
         c, sn = torch.cos(yaw), torch.sin(yaw)
         fwd = c * rel[..., 0] + sn * rel[..., 1]
         left = -sn * rel[..., 0] + c * rel[..., 1]
-        half = math.radians(horizontal_fov_deg(self.cfg.camera)) / 2
         return (fwd > 0.05) & (torch.atan2(left, fwd).abs() < half)
+
+    def _camera_position(self) -> Tensor:
+        """``[E, R, 3]``: each humanoid's head camera in the world (the mount of :class:`.vision.SoccerCameras`)."""
+        s = self._read()
+        offset = s["torso_pos"].new_tensor(HUMANOID_CAMERA_OFFSET).expand_as(s["torso_pos"])
+        return s["torso_pos"] + quat_rotate(s["quat"], offset)
 
     def _look(self, env_ids: Tensor | None = None) -> None:
         """Update what each robot's camera last saw (all envs), or, for ``env_ids`` (a kickoff), set it to the true
         positions: at kickoff every robot knows where everything is placed."""
         s = self._read()
-        pos, ball = s["pos"], s["ball"][:, None, :2].expand(-1, self.R, -1)
-        others = pos[:, self._others]  # [E, R, R-1, 2]
+        pos3 = self.robot_poses()[0]
+        ball3 = s["ball"][:, None, :].expand(-1, self.R, -1)
+        ball, others = ball3[..., :2], pos3[:, self._others, :2]  # [E, R, 2], [E, R, R-1, 2]
         if env_ids is not None:
             self._seen_ball[env_ids] = ball[env_ids]
             self._seen_others[env_ids] = others[env_ids]
             self._unseen_s[env_ids] = 0.0
             return
-        points = torch.cat((ball.unsqueeze(2), others), 2)  # [E, R, R, 2]
-        visible = self._in_view(points - pos.unsqueeze(2))
+        visible = self._in_view(torch.cat((ball3.unsqueeze(2), pos3[:, self._others]), 2))  # [E, R, R]
         dt = self.cfg.physics_dt * self.cfg.decimation
         self._unseen_s = torch.where(visible, 0.0, (self._unseen_s + dt).clamp(max=SEEN_AGE_CAP_S))
         self._seen_ball = torch.where(visible[..., :1], ball, self._seen_ball)
@@ -621,8 +641,8 @@ class RobotSoccerEnv(MultiAgentEnv):
 
     def _ball_in_view(self) -> Tensor:
         """``[E, R]`` bool: the ball's centre lies inside each robot's camera field of view (no occlusion test)."""
-        s = self._read()
-        return self._in_view((s["ball"][:, None, :2] - s["pos"]).unsqueeze(2)).squeeze(2)
+        ball = self._read()["ball"][:, None, None, :].expand(-1, self.R, 1, -1)
+        return self._in_view(ball).squeeze(2)
 
     # ----------------------------------------------------------------- observations
     def render_cameras(self, env_ids: Tensor | None = None) -> Tensor:

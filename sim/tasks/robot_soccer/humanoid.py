@@ -44,6 +44,7 @@ HEAD_R = 0.05  # m
 NECK = 0.04  # m: torso top to head centre
 HIP_Y = 0.04  # m: hip joints either side of the torso's midline
 SHOULDER_Y = TORSO_HALF[1] + 0.02  # m
+CAMERA_OFFSET = (HEAD_R, 0.0, TORSO_HALF[2] + NECK)  # m: the head camera in the torso frame
 SEGMENTS = ("thigh", "shin", "upper_arm", "forearm")  # capsule limbs
 SEGMENT_RADIUS = {"thigh": 0.022, "shin": 0.02, "upper_arm": 0.018, "forearm": 0.016}  # m
 
@@ -137,7 +138,7 @@ def add_humanoid(
         name=f"{name}_head", type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[HEAD_R, 0, 0], pos=[0, 0, head_z],
         mass=0.15 * m, rgba=[0.9, 0.9, 0.9, 1.0], friction=[0.8 * f, 0.005, 0.0001],
     )  # fmt: skip
-    torso.add_camera(name=f"{name}_head", pos=[HEAD_R, 0, head_z], xyaxes=[0, -1, 0, 0, 0, 1])
+    torso.add_camera(name=f"{name}_head", pos=list(CAMERA_OFFSET), xyaxes=[0, -1, 0, 0, 0, 1])
     unit = 180.0 / math.pi if spec.compiler.degree else 1.0  # joint ranges are in the spec's angle unit
 
     def joint(body, jname: str, side: str) -> None:

@@ -27,6 +27,7 @@ from sim.physics.quaternion import quat_from_axis_angle, quat_mul, quat_rotate
 from sim.render.camera import CameraModel, CameraMount, look_c2w
 from sim.render.composite import Boxes, Capsules, Compositor, Primitives, Spheres
 from sim.tasks.robot_soccer.config import CameraCfg, RobotSoccerCfg
+from sim.tasks.robot_soccer.humanoid import CAMERA_OFFSET as HUMANOID_CAMERA_OFFSET
 from sim.tasks.robot_soccer.humanoid import FOOT_HALF, HEAD_R, NECK, TORSO_HALF, forward_kinematics
 from sim.tasks.robot_soccer.model import BALL_RGB, HEAD_RADIUS, TEAM_RGB
 
@@ -69,7 +70,7 @@ class SoccerCameras:
             CameraModel(width=c.width, height=c.height, fov_y_deg=c.fov_y_deg),
             CameraMount(offset=(HEAD_RADIUS, 0.0, rc.head_height - rc.half_size[2]), pitch_deg=c.pitch_deg)
             if cfg.robot_kind != "humanoid"
-            else CameraMount(offset=(HEAD_R, 0.0, TORSO_HALF[2] + NECK), pitch_deg=c.pitch_deg),
+            else CameraMount(offset=HUMANOID_CAMERA_OFFSET, pitch_deg=c.pitch_deg),
         )
         self._half = torch.tensor(rc.half_size, device=device)
         self._team_rgb = torch.tensor(TEAM_RGB, device=device)
