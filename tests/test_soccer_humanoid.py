@@ -4,6 +4,7 @@ MuJoCo's kinematics, actions move the joints they name, falls are counted, and t
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -181,3 +182,25 @@ def test_humanoid_head_camera_turns_with_the_torso():
     assert env._ball_in_view()[:, 0].tolist() == [True, False, False, False]
     spec = env.spec.groups["team_a"].observations
     assert spec["image"].shape == (30, 40, 3) and spec["proprio"].shape == (3 + 3 + 3 * len(JOINTS),)
+
+
+def test_shipped_getup_policy_lifts_the_humanoid_off_the_floor():
+    """The shipped get-up skill (PPO, 5.5M steps on one CPU core) gets the humanoid off the floor: over 100
+    evaluation episodes its torso ends at 0.13 m against 0.05 m for the standing pose held (the hand-written
+    baseline), on its feet at the end in 14%. Here: 16 episodes, the torso's height over the last second."""
+    from training.checkpoint import load_policy
+
+    path = Path(__file__).resolve().parents[1] / "assets" / "policies" / "robot_soccer_humanoid_getup" / "policy.pt"
+    policy = load_policy(path)
+    cfg = {k: policy.task_cfg[k] for k in ("robot_kind", "opponent", "skill", "episode_length_s")}
+    heights = {}
+    for name, act in (("policy", policy.actors["team_a"]), ("hold", None)):
+        env = sim.make("robot_soccer", num_envs=16, seed=1, randomization={"enabled": False}, **cfg)
+        obs, late = env.reset(), []
+        for t in range(env.spec.max_episode_steps - 1):
+            a = act(obs["team_a"]) if act is not None else torch.zeros(16, 1, len(JOINTS))
+            obs = env.step({"team_a": a})[0]
+            if t >= env.spec.max_episode_steps - 21:
+                late.append(env.step_metrics()["torso_height_a_m"])
+        heights[name] = float(torch.stack(late).mean())
+    assert heights["hold"] < 0.06 and heights["policy"] > 0.1, heights

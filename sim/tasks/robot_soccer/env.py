@@ -751,7 +751,14 @@ class RobotSoccerEnv(MultiAgentEnv):
         return terminated, reasons
 
     def step_metrics(self) -> dict[str, Tensor]:
-        return {"goal_diff_a": self.counters["points_a"] - self.counters["points_b"]}
+        """The goal difference; for humanoids also the share of team_a on its feet, its falls so far and its mean
+        torso height (the get-up skill's measures at an episode's end)."""
+        metrics = {"goal_diff_a": self.counters["points_a"] - self.counters["points_b"]}
+        if self.humanoid:
+            metrics["standing_a"] = (~self._fallen[:, : self.P]).float().mean(-1)
+            metrics["falls_a"] = self.counters["falls_a"].clone()
+            metrics["torso_height_a_m"] = self._read()["height"][:, : self.P].mean(-1)
+        return metrics
 
     def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
         c = self.counters
