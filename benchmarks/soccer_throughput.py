@@ -49,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, env in envs.items():
             runs[name].append(random_action_rate(env, args.steps))
     med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in runs.items()}
-    print(f"robot_soccer 1v1 ({args.robot}), {args.envs} envs, {args.threads} thread(s), {args.steps} steps x {args.repeats} repeats")
+    print(
+        f"robot_soccer 1v1 ({args.robot}), {args.envs} envs, {args.threads} thread(s), "
+        f"{args.steps} steps x {args.repeats} repeats"
+    )
     for name, (w, c) in med.items():
         print(f"  {name:7s} {w:10,.0f} env-steps/s wall   {c:10,.0f} env-steps/s CPU")
     ratio = med["vision"][1] / med["state"][1]
