@@ -182,6 +182,7 @@ def test_humanoid_head_camera_turns_with_the_torso():
     assert env._ball_in_view()[:, 0].tolist() == [True, False, False, False]
     spec = env.spec.groups["team_a"].observations
     assert spec["image"].shape == (30, 40, 3) and spec["proprio"].shape == (3 + 3 + 3 * len(JOINTS),)
+    assert env.deployment_profile() == {}  # no robot-side builder for its joint states and IMU yet: not deployable
 
 
 def test_shipped_getup_policy_lifts_the_humanoid_off_the_floor():

@@ -791,8 +791,9 @@ class RobotSoccerEnv(MultiAgentEnv):
         (:class:`sim.tasks.robot_soccer.robot_observation.ProprioObservation`); the command is the action times its
         scale: forward, lateral (m/s), turn (rad/s) and the kicker in [-reach, reach] m (-reach retracted, +reach
         fully out: extension = (command + reach) / 2); safe = stand still with the kicker retracted. State agents
-        read the privileged game state, which a robot does not have: ``{}`` (not deployable)."""
-        if self.cfg.observation != "vision":
+        read the privileged game state, which a robot does not have: ``{}`` (not deployable). Nor is a humanoid yet:
+        its proprioception would come from joint states and an IMU, for which no robot-side builder exists."""
+        if self.cfg.observation != "vision" or self.humanoid:
             return {}
         return {
             "inputs": {
