@@ -158,6 +158,7 @@ def _humanoid_body(qpos: Tensor, qvel: Tensor, qpos_idx: Tensor, qvel_idx: Tenso
     p = qpos[:, root_q.unsqueeze(-1) + torch.arange(7, device=qpos.device)]  # [E, R, 7]
     v = qvel[:, root_v.unsqueeze(-1) + torch.arange(6, device=qvel.device)]  # [E, R, 6]
     w, x, y, z = p[..., 3], p[..., 4], p[..., 5], p[..., 6]
+    joints = qpos[:, qpos_idx[:, 1:]]
     # The third row of the torso's rotation matrix: the world z axis seen in the torso frame (and what the body's
     # angular velocity contributes to the world yaw rate).
     row3 = torch.stack((2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)), -1)
@@ -165,7 +166,7 @@ def _humanoid_body(qpos: Tensor, qvel: Tensor, qpos_idx: Tensor, qvel_idx: Tenso
         "pos": p[..., :2],
         "torso_pos": p[..., :3],
         "quat": p[..., 3:7],
-        "joints": qpos[:, qpos_idx[:, 1:]],
+        "joints": joints,
         "ang_vel": v[..., 3:6],
         "height": p[..., 2],
         "yaw": torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)),
@@ -173,7 +174,7 @@ def _humanoid_body(qpos: Tensor, qvel: Tensor, qpos_idx: Tensor, qvel_idx: Tenso
         "yaw_rate": (row3 * v[..., 3:6]).sum(-1),
         "up_z": row3[..., 2],
         "gravity": -row3,
-        "joint_pos": qpos[:, qpos_idx[:, 1:]] - pose0,
+        "joint_pos": joints - pose0,
         "joint_vel": qvel[:, qvel_idx[:, 1:]],
     }
 
@@ -546,12 +547,16 @@ class RobotSoccerEnv(MultiAgentEnv):
 
     def _control_step(self) -> None:
         if self.humanoid:
-            targets = self._pose0 + self.action * self._action_scale  # [E, R, J] rad, model order
-            self._last_ctrl = targets.flatten(1)
-            self.world.step(self._last_ctrl, self.cfg.decimation)
-            self._cache.clear()
-            self._detect_events()
-            return
+            ctrl = self._pose0 + self.action * self._action_scale  # [E, R, J] joint targets (rad), model order
+        else:
+            ctrl = self._wheeled_ctrl()
+        self._last_ctrl = ctrl.flatten(1)
+        self.world.step(self._last_ctrl, self.cfg.decimation)
+        self._cache.clear()
+        self._detect_events()
+
+    def _wheeled_ctrl(self) -> Tensor:
+        """``[E, R, 4]`` servo targets in model order: world-frame velocity, yaw rate, kicker extension."""
         rc, yaw = self.cfg.robot, self._read()["yaw"]
         body_vel = self.action[..., :2] * torch.tensor(
             [rc.max_speed, rc.max_speed * rc.lateral_scale], device=self.device
@@ -559,11 +564,7 @@ class RobotSoccerEnv(MultiAgentEnv):
         world_vel = _rotate(body_vel, torch.cos(yaw), torch.sin(yaw))
         yaw_rate = self.action[..., 2] * rc.max_yaw_rate
         kick = (self.action[..., 3] + 1.0) * (0.5 * rc.kick_reach)  # -1 retracted .. 1 fully out
-        ctrl = torch.cat((world_vel, yaw_rate.unsqueeze(-1), kick.unsqueeze(-1)), -1)  # [E, R, 4], model order
-        self._last_ctrl = ctrl.flatten(1)
-        self.world.step(self._last_ctrl, self.cfg.decimation)
-        self._cache.clear()
-        self._detect_events()
+        return torch.cat((world_vel, yaw_rate.unsqueeze(-1), kick.unsqueeze(-1)), -1)
 
     def _detect_events(self) -> None:
         """Goals, touches and ball-out of this step into ``_events`` and the game counters; restarts play after a
