@@ -26,6 +26,11 @@ Parameters:
         refused (its clock is not this node's); 0 disables the check (unsynchronised clocks).
     rate_hz (float, 0.0): control rate; 0 or less = the model's ``control_hz`` (the rate it was trained at).
     use_sim_time (bool): the standard ROS parameter; ages and the timer then follow ``/clock``.
+    lockstep (bool, false): no timer; the node answers each new simulator state exactly once, as soon as
+        every ``step_inputs`` message of that state (equal header stamps, newer than the last answered
+        ones) and every other input have arrived: one command per sim step, whatever the machine's load.
+        For SITL with the sim bridge's ``lockstep`` (which steps only when every agent has answered);
+        never on a robot, whose state does not wait for the policy.
 
 Outputs:
     ``command_topic`` (std_msgs/Float32MultiArray): ``data`` = the command in the metadata's action
@@ -190,6 +195,7 @@ class PolicyNode(Node):
         if not math.isfinite(rate) or rate <= 0:
             raise ValueError(f"bad control rate {rate} Hz")
         self.rate_hz = rate
+        self.lockstep = bool(self.declare_parameter("lockstep", False).value)
         self.control_dt = 1.0 / float(meta["control_hz"])  # the trained control period
 
         self._latest: dict[str, _Latest] = {}
@@ -198,6 +204,8 @@ class PolicyNode(Node):
         self._needs_reset = True  # restart histories and memory on the next good tick
         self._last_state_key: tuple | None = None  # step inputs' header stamps of the last stepped tick
         self._last_command = self.safe_command.copy()
+        self._fresh_steps: set[str] = set()  # lockstep: step inputs received since the last answered state
+        self._answered_key: tuple | None = None  # lockstep: header stamps of the last answered state
         self.last_status = ""
 
         # One dimension of size act_dim (a plain vector, as MultiArrayLayout means it); its label
@@ -211,10 +219,11 @@ class PolicyNode(Node):
             callback = self._callback(name, _sized(PARSERS[spec.msg], spec.size))
             sub = self.create_subscription(message_class(spec.msg), topics[name], callback, _qos(spec.qos))
             self._topics[name] = sub.topic_name
-        self.timer = self.create_timer(1.0 / rate, self.tick)
+        self.timer = None if self.lockstep else self.create_timer(1.0 / rate, self.tick)
+        pace = "lockstep with the simulator" if self.lockstep else f"{rate:g} Hz"
         self.get_logger().info(
             f"policy {model} ({meta.get('task')}/{meta.get('group')}, run {meta.get('run_id')}), agent "
-            f"{agent_index}, {rate:g} Hz, inputs {self._topics}, recurrent {bool(self.policy.memory_inputs)}"
+            f"{agent_index}, {pace}, inputs {self._topics}, recurrent {bool(self.policy.memory_inputs)}"
         )
 
     # ----------------------------------------------------------------- inputs
@@ -241,8 +250,29 @@ class PolicyNode(Node):
                 self._latest[key] = _Latest(None, str(err), now)
             except Exception as err:  # never let a bad message kill the node
                 self._latest[key] = _Latest(None, f"unreadable message ({type(err).__name__}: {err})", now)
+            if self.lockstep:
+                self._lockstep_tick(key)
 
         return on_message
+
+    def _lockstep_tick(self, key: str) -> None:
+        """Lockstep: tick once per new simulator state, when all of it (and every other input) is here.
+
+        A state is its step inputs' header stamps (equal across them, as the bridge stamps one state);
+        a republished state (same stamps) is not answered again, so the bridge can resend a state whose
+        messages were lost without getting two answers from the nodes that had it."""
+        if key in self.profile.step_inputs:
+            self._fresh_steps.add(key)
+        if len(self._fresh_steps) < len(self.profile.step_inputs) or len(self._latest) < len(self._topics):
+            return  # not every input yet: no answer (the bridge holds this state until there is one)
+        state_key = tuple(self._latest[k].header for k in self.profile.step_inputs)
+        if len(set(state_key)) > 1:
+            return  # messages of different states: wait for the rest of the newer one
+        self._fresh_steps.clear()
+        if state_key == self._answered_key:
+            return
+        self._answered_key = state_key
+        self.tick()
 
     def _track_stamp(self, key: str, head: tuple[int, int], now: Time) -> None:
         track = self._stamps.get(key)

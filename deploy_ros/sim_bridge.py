@@ -24,7 +24,11 @@ MAV loss in SITL), ``rate_hz`` (default the policy rate),
 ``realtime_factor`` (1.0 = real time), ``command_timeout_s`` (0.1), ``duration_s`` (stop after this
 much sim time and write ``result_file``; 0 = run forever), ``wait_for_commands`` (true: hold the
 start state, still publishing it, until every agent has sent a command; give up with exit code 1
-after ``wait_timeout_s``, 60), ``result_file`` (JSON: the adapter's result plus ``sim_time_s``,
+after ``wait_timeout_s``, 60), ``lockstep`` (false; true: step only when every agent has answered the
+current state, its policy node running with ``lockstep`` too, so a loaded machine slows the run down
+instead of delaying commands: the result is the in-process evaluation's, for SITL tests; the timer
+then sets the fastest pace, a state unanswered for ``command_timeout_s`` is sent again, and none for
+``wait_timeout_s`` ends the run with exit code 1), ``result_file`` (JSON: the adapter's result plus ``sim_time_s``,
 ``steps`` and ``stale_command_steps``, written at the end), ``compile`` (false; true: the adapter makes
 its env with ``torch.compile`` of the control loop and warms it up before the first tick: about 3x
 faster steps on a CPU after a one-off compile of 1-3 min, for machines that cannot otherwise step the
@@ -169,6 +173,7 @@ class SimBridge(Node):
         # nodes still starting up do not cost the team the first seconds of the episode.
         self.waiting = bool(self.declare_parameter("wait_for_commands", True).value)
         self.wait_timeout = float(self.declare_parameter("wait_timeout_s", 60.0).value)
+        self.lockstep = bool(self.declare_parameter("lockstep", False).value)
         self.started = time.monotonic()
         self.failed = ""
         self.sim_time = 0.0
@@ -182,6 +187,7 @@ class SimBridge(Node):
         self.safe: dict[str, np.ndarray] = {}
         self.commands: dict[str, np.ndarray] = {}
         self.command_time: dict[str, np.ndarray] = {}
+        self.answered: dict[str, np.ndarray] = {}  # lockstep: which agents answered the current state
         for group, names in topics.items():
             g = spec.groups[group]
             if len(names) != g.n_agents:
@@ -191,10 +197,12 @@ class SimBridge(Node):
             self.safe[group] = np.asarray(safe, dtype=np.float32)
             self.commands[group] = np.zeros((g.n_agents, g.action_dim), dtype=np.float32)
             self.command_time[group] = np.full(g.n_agents, -math.inf)
+            self.answered[group] = np.zeros(g.n_agents, dtype=bool)
             for i, topic in enumerate(names):
                 self.create_subscription(Float32MultiArray, topic, self._on_command(group, i, topic), 10)
         self.clock_pub = self.create_publisher(Clock, "/clock", 10)
         self.publish_state()
+        self.state_sent = self.state_since = time.monotonic()  # lockstep: last (re)send, first send of this state
         self.timer = self.create_timer(1.0 / (rate * factor), self.tick)
         self.get_logger().info(
             f"{meta.get('task')} bridge: {', '.join(f'{g}: {len(t)} agents' for g, t in topics.items())} at "
@@ -205,6 +213,7 @@ class SimBridge(Node):
         def callback(msg: Float32MultiArray) -> None:
             data = np.asarray(msg.data, dtype=np.float64)
             ok = data.shape == (self.commands[group].shape[1],) and np.isfinite(data).all()
+            self.answered[group][i] = True  # lockstep: a bad answer is an answer (the agent flies the safe command)
             # Beyond the action range (|command / scale| > 1): a broken node, not a command to clip and fly.
             if not ok or np.abs(data / self.scale[group]).max() > 1.0 + COMMAND_TOL:
                 # A bad command voids the last good one: this agent flies the safe command from the next tick.
@@ -221,6 +230,9 @@ class SimBridge(Node):
         if self.done:
             return
         now = time.monotonic()
+        if self.lockstep:
+            self.lockstep_tick(now)
+            return
         fresh = {g: (now - t) <= self.command_timeout for g, t in self.command_time.items()}
         if self.waiting:
             self.waiting = not all(f.all() for f in fresh.values())
@@ -234,6 +246,33 @@ class SimBridge(Node):
                 self.publish_state()  # keep the nodes' inputs fresh; sim time stands still
                 return
             self.get_logger().info("every agent sends commands: stepping")
+        self.step(fresh)
+
+    def lockstep_tick(self, now: float) -> None:
+        """Lockstep: step once every agent has answered the current state; until then resend it now and
+        then (a lost message), and give up after ``wait_timeout_s``."""
+        if not all(a.all() for a in self.answered.values()):
+            if now - self.state_since > self.wait_timeout:
+                silent = {g: np.flatnonzero(~a).tolist() for g, a in self.answered.items() if not a.all()}
+                self.failed = f"lockstep: no answer from agents {silent} in {self.wait_timeout:g} s"
+                self.get_logger().error(self.failed)
+                self.done = True
+            elif now - self.state_sent > self.command_timeout:
+                self.publish_state()
+                self.state_sent = now
+            return
+        if self.waiting:
+            self.waiting = False
+            self.get_logger().info("every agent answered the start state: stepping in lockstep")
+        # A voided (bad) answer flies the safe command, as a stale one does in real time.
+        self.step({g: t > -math.inf for g, t in self.command_time.items()})
+        for a in self.answered.values():
+            a[:] = False
+        self.state_sent = self.state_since = time.monotonic()
+
+    def step(self, fresh: dict[str, np.ndarray]) -> None:
+        """One control step: each agent's last command where ``fresh`` (per group ``[n_agents]`` bool), the
+        safe command elsewhere (counted as stale); then the new state is published."""
         actions = {}
         for group, f in fresh.items():
             self.stale_count += int((~f).sum())

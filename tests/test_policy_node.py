@@ -292,6 +292,43 @@ def test_commands_equal_onnxruntime_on_the_builder_observation(harness, model) -
     assert h.labels[0].startswith("acc_x[m/s^2],acc_y[m/s^2]")
 
 
+def test_lockstep_node_answers_each_state_once_when_all_of_it_has_arrived(harness, model) -> None:
+    """Lockstep (SITL on a loaded machine): no timer; one command per new state (equal step-input stamps),
+    none for a republished state, none while an input is missing or the state is only half here."""
+    path, meta, inputs = model
+    h = harness(stale_timeout_s=5.0, lockstep=True)
+    assert h.node.timer is None
+
+    dt_ns = round(1e9 / float(meta["control_hz"]))
+
+    def state(k: int, goal: bool = True, load_k: int | None = None) -> dict[str, object]:
+        """The messages of sim step ``k`` (stamped ``k`` control periods after 1 s)."""
+        msgs = messages(inputs)
+        msgs["odom"].header.stamp.sec, msgs["odom"].header.stamp.nanosec = 1, k * dt_ns
+        msgs["load"].header.stamp.sec, msgs["load"].header.stamp.nanosec = 1, (k if load_k is None else load_k) * dt_ns
+        if not goal:
+            del msgs["goal"]
+        return msgs
+
+    h.outgoing = state(1, goal=False)  # republished every 20 ms, as the bridge resends a held state
+    h.spin_for(0.3)
+    assert h.commands == [] and h.statuses == []  # no goal yet: not an answer, not a safe tick either
+    h.outgoing = state(1)
+    assert h.spin_until(lambda: len(h.commands) >= 1)
+    h.spin_for(0.3)
+    assert len(h.commands) == 1 and h.statuses == ["ok"]  # the same state again and again: one answer
+    h.outgoing = state(2, load_k=1)  # the odometry of the next state, its load pose not yet
+    h.spin_for(0.3)
+    assert len(h.commands) == 1
+    h.outgoing = state(2)
+    assert h.spin_until(lambda: len(h.commands) >= 2)
+    h.spin_for(0.3)
+    assert len(h.commands) == 2
+    expected = expected_commands(path, meta, inputs, 2)
+    for k in range(2):  # one history step per answered state
+        np.testing.assert_allclose(h.commands[k], expected[k], atol=1e-5)
+
+
 def test_nan_and_malformed_inputs_give_the_safe_command_then_recover_with_a_fresh_history(harness, model) -> None:
     path, meta, inputs = model
     h = harness(stale_timeout_s=5.0)

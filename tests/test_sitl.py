@@ -1,5 +1,6 @@
 """Software in the loop: the sim bridge and three policy nodes, separate processes over real DDS on
-loopback, fly the shipped cable_load policy; the result must match the pure-python evaluation."""
+loopback, fly the shipped cable_load policy: in lockstep the result must be the pure-python evaluation's;
+in real time it must still reach near the goal."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import math
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -38,13 +38,14 @@ def python_reference(model: Path) -> tuple[float, float]:
     return load_errors(env)
 
 
-@pytest.mark.skipif(not MODEL.is_file(), reason="no shipped cable_load policy.onnx")
-def test_bridge_and_three_policy_nodes_fly_the_shipped_policy(tmp_path: Path) -> None:
-    ref_pos, ref_ori = python_reference(MODEL)
+def fly_sitl(tmp_path: Path, lockstep: bool) -> dict:
+    """The bridge and three policy nodes as processes over DDS on loopback; the bridge's result."""
     result = tmp_path / "result.json"
     goal = "[" + ",".join(f"{g:.6f}" for g in GOAL) + "]"
     extra = ["-p", f"model:={MODEL}", "-p", f"goal:={goal}", "-p", f"seed:={SEED}"]
     extra += ["-p", f"duration_s:={SIM_SECONDS}", "-p", f"result_file:={result}"]
+    if lockstep:  # as fast as the nodes answer, up to 5x real time
+        extra += ["-p", "lockstep:=true", "-p", "realtime_factor:=5.0"]
     cmds = node_commands(params_file("cable_load"), extra)
     assert set(cmds) == {"sim_bridge", "mav0", "mav1", "mav2"}
     env = {**os.environ, "ROS_DOMAIN_ID": "61", "ROS_LOCALHOST_ONLY": "1", "OMP_NUM_THREADS": "1"}
@@ -53,20 +54,37 @@ def test_bridge_and_three_policy_nodes_fly_the_shipped_policy(tmp_path: Path) ->
     bridge_log = (tmp_path / "sim_bridge.log").read_text()
     assert procs["sim_bridge"].returncode == 0 and result.is_file(), bridge_log[-3000:]
     out = json.loads(result.read_text())
-    print(f"SITL {out}; pure python: pos_err_m {ref_pos:.4f}, ori_err_deg {ref_ori:.3f}")
     assert out["sim_time_s"] == pytest.approx(SIM_SECONDS)
-    # Over ROS the commands arrive up to a step late (two unsynchronised 100 Hz timers), which the
-    # policy was trained to tolerate (action delay 0-1 steps). The ROS run must reach the task's
-    # targets (0.15 m, 15 deg). It does not reproduce the python run exactly: with the integral prior
-    # the final error over ROS was 0.041 and 0.072 m in two quiet runs (python: 0.029 m; up to 0.17 m
-    # with two trainings beside it), an open timing question noted in issue 3; so the bound is the
-    # task target, not a ratio to the python run.
-    assert out["pos_err_m"] < 0.15 and out["ori_err_deg"] < 15.0, (out, ref_pos, ref_ori)
+    return out
+
+
+@pytest.mark.skipif(not MODEL.is_file(), reason="no shipped cable_load policy.onnx")
+def test_bridge_and_three_policy_nodes_in_lockstep_reproduce_the_python_run(tmp_path: Path) -> None:
+    """In lockstep every command answers the state it was computed from, however loaded the machine: the
+    ROS run (messages, observation builders, onnxruntime in three processes) must be the python run."""
+    ref_pos, ref_ori = python_reference(MODEL)
+    out = fly_sitl(tmp_path, lockstep=True)
+    print(f"SITL lockstep {out}; pure python: pos_err_m {ref_pos:.5f}, ori_err_deg {ref_ori:.4f}")
+    assert out["stale_command_steps"] == 0 and out["bad_commands"] == 0, out
+    # float32 commands and float64 messages against the in-process tensors: the same flight to round-off.
+    assert out["pos_err_m"] == pytest.approx(ref_pos, abs=1e-3), (out, ref_pos)
+    assert out["ori_err_deg"] == pytest.approx(ref_ori, abs=0.05), (out, ref_ori)
     assert ref_pos < 0.15 and ref_ori < 15.0, (ref_pos, ref_ori)
-    assert out["stale_command_steps"] <= 0.05 * out["steps"] * 3, out
-    # And the policy did fly somewhere: well below the start error.
     start_err = math.dist([0, 0, 0], GOAL[:3])
-    assert ref_pos < 0.5 * start_err and np.isfinite(out["pos_err_m"])
+    assert ref_pos < 0.5 * start_err
+
+
+@pytest.mark.skipif(not MODEL.is_file(), reason="no shipped cable_load policy.onnx")
+def test_bridge_and_three_policy_nodes_fly_the_shipped_policy_in_real_time(tmp_path: Path) -> None:
+    """In real time the nodes tick on their own timers: commands arrive up to a step late (two unsynchronised
+    100 Hz timers; the policy was trained with an action delay of 0-1 steps), more on a loaded machine."""
+    out = fly_sitl(tmp_path, lockstep=False)
+    print(f"SITL real time {out}")
+    # Quiet runs end at 0.04-0.07 m; with other processes on the two cores late commands cost accuracy
+    # (0.07 m and 17.8 deg once in CI, beside a parallel test worker), so the bound here is twice the task's
+    # targets (0.15 m, 15 deg); lockstep above checks the numbers.
+    assert out["pos_err_m"] < 0.3 and out["ori_err_deg"] < 30.0, out
+    assert out["stale_command_steps"] <= 0.05 * out["steps"] * 3, out
 
 
 def test_bridge_in_process_steps_with_stale_commands_and_refuses_models_without_an_adapter(tmp_path: Path) -> None:
@@ -108,6 +126,19 @@ def test_bridge_in_process_steps_with_stale_commands_and_refuses_models_without_
         unknown = [Parameter("model", value=str(MODEL)), Parameter("scenario", value="no_such_case")]
         with pytest.raises(ValueError, match="no scenario 'no_such_case'; known: .*'nominal'"):
             SimBridge(context=ctx, parameter_overrides=unknown)
+        # Lockstep with no policy nodes: the start state is resent, never stepped, and the wait ends in a failure.
+        params = {"model": str(MODEL), "lockstep": True, "wait_timeout_s": 0.3, "command_timeout_s": 0.05}
+        node = SimBridge(context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+        resent = []
+        node.publish_state = lambda: resent.append(node.sim_time)  # type: ignore[method-assign]
+        executor = SingleThreadedExecutor(context=ctx)
+        executor.add_node(node)
+        while not node.done:
+            executor.spin_once(timeout_sec=0.1)
+        executor.shutdown()
+        assert node.steps == 0 and len(resent) >= 3 and set(resent) == {0.0}, resent
+        assert node.failed.startswith("lockstep: no answer from agents {'mavs': [0, 1, 2]}"), node.failed
+        node.destroy_node()
     finally:
         rclpy.shutdown(context=ctx)
 
