@@ -197,3 +197,36 @@ def test_reused_labels_from_an_earlier_run_help_a_short_distillation() -> None:
         new = 4 * 64 * g.n_agents
         assert stats[0]["agents/samples"] == new + (3 * 48 * 64 * g.n_agents if name == "reuse" else 0)
     assert final["reuse"] < 0.8 * final["fresh"], final  # measured 0.018 m vs 0.027 m (expert 0.017 m)
+
+
+def test_balanced_fit_weighs_every_stratum_equally() -> None:
+    """The same input labelled +1 in 99% of the samples (stratum 0) and -1 in 1% (stratum 1): plain MSE settles
+    near the majority's +0.98, the balanced fit (imitation.balance) between the two strata, near 0."""
+    from training.imitation import _fit
+
+    n = 20_000
+    x = {"policy": torch.zeros(n, 3)}
+    strata = (torch.arange(n) % 100 == 0).long()
+    y = torch.where(strata.bool(), -1.0, 1.0).unsqueeze(-1).expand(n, 2).contiguous()
+    means = {}
+    for balance in (False, True):
+        torch.manual_seed(0)
+        ac = ActorCritic(GroupDims(1, 3, 3, 2), PolicyCfg(actor_hidden=(8,), critic_hidden=(8,)))
+        cfg = ImitationCfg(expert="task", epochs=3, batch_size=500, lr=3e-2, balance=balance)
+        _fit(ac, x, y, torch.optim.Adam(ac.actor.parameters(), lr=cfg.lr), cfg, torch.Generator().manual_seed(0),
+             strata if balance else None)  # fmt: skip
+        with torch.no_grad():
+            means[balance] = float(ac.action_mean({"policy": torch.zeros(1, 1, 3)}).mean())
+    assert means[False] > 0.9 and abs(means[True]) < 0.15, means
+
+
+def test_volleyball_coplay_strata_are_the_commanded_skills() -> None:
+    from sim.tasks.drone_volleyball.config import SKILL_IDS
+
+    env = sim.make("drone_volleyball_coplay", num_envs=4, seed=0)
+    env.reset(seed=0)
+    strata = env.imitation_strata()["drones"]
+    assert strata.shape == (4, env.spec.groups["drones"].n_agents) and strata.dtype == torch.long
+    # At a rally's start exactly one drone per match is commanded to serve; the others fly to their places.
+    assert ((strata == SKILL_IDS["serve"]).sum(1) == 1).all(), strata
+    assert ((strata == SKILL_IDS["goto"]).sum(1) == strata.shape[1] - 1).all(), strata

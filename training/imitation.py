@@ -13,6 +13,11 @@ only its head camera (the expert reads ``state``, the student ``image`` + ``prop
 ``critic_warmup`` PPO iterations fit only the value function, so the first policy updates see
 sensible advantages instead of a random critic's.
 
+``imitation.balance=true`` draws the fit's samples equally from each of the task's strata
+(``env.imitation_strata()``, e.g. the skill each drone of a volleyball match is commanded): where a
+rare case (an attack, ~1% of a match's drone states) shares an aggregate with common ones (drones
+flying to their places), plain MSE spends almost every gradient step on the common ones.
+
 Recurrent students (``policy.memory=gru|lstm``) are fitted on whole windows of ``steps`` steps by
 truncated back-propagation through time, from the memory they had at the window's start and zeroed
 where an episode starts, as the recurrent PPO update does.
@@ -52,6 +57,8 @@ class ImitationCfg:
     # Rounds between saves of checkpoints/imitation.pt and imitation.json while DAgger runs (0: at its end only), so a
     # long distillation that is stopped keeps its student; train.max_minutes also ends DAgger after a round.
     checkpoint_every: int = non_negative(0)
+    # Fit on samples drawn equally from each stratum of env.imitation_strata() (feed-forward students; see above).
+    balance: bool = False
 
     def __post_init__(self) -> None:
         if self.expert not in EXPERTS and not self.expert.endswith(".pt"):
@@ -103,11 +110,20 @@ def dagger(
     if any(models[g].cfg.sharing != "shared" for g in groups):
         raise ValueError("imitation needs algo.policy.sharing=shared (one actor fitted on every agent's samples)")
     if any(models[g].recurrent for g in groups):
+        if cfg.balance:
+            raise ValueError("imitation.balance is for feed-forward students (recurrent ones fit whole windows)")
         return _dagger_recurrent(env, models, expert, cfg, generator, log, dataset, after_round)
+    if cfg.balance and not callable(getattr(env, "imitation_strata", None)):
+        raise ValueError(f"imitation.balance: task {env.spec.task!r} defines no imitation_strata()")
     # Per group: every actor entry's samples [n, *shape] (images stay uint8) and the expert's labels.
     data: dict[str, tuple[dict[str, list[Tensor]], list[Tensor]]] = {g: ({}, []) for g in groups}
+    strata: dict[str, list[Tensor]] = {g: [] for g in groups}  # balance: each sample's stratum [n] long
     for g, prior in _reused(dataset, "samples", groups).items():
         data[g] = ({k: [v.to(env.device)] for k, v in prior["x"].items()}, [prior["y"].to(env.device)])
+        if cfg.balance:
+            if "strata" not in prior:
+                raise ValueError("imitation.balance: the reused data has no strata (saved without balance)")
+            strata[g] = [prior["strata"].to(env.device)]
     params = [p for g in groups for m in (models[g].actor_encoder, models[g].actor) for p in m.parameters()]
     optimizer = torch.optim.Adam(params, lr=cfg.lr)
     stats = []
@@ -118,12 +134,15 @@ def dagger(
             for _ in range(cfg.steps):
                 labels = expert(obs)
                 actions = dict(labels)
+                step_strata = env.imitation_strata() if cfg.balance else {}
                 for g in groups:
                     student = models[g].act_deterministic(obs[g])
                     gap[g] += float((student - labels[g]).abs().mean()) / cfg.steps
                     for k in env.spec.groups[g].actor_obs:
                         data[g][0].setdefault(k, []).append(obs[g][k].flatten(0, 1).clone())
                     data[g][1].append(labels[g].flatten(0, 1).clone())
+                    if cfg.balance:
+                        strata[g].append(step_strata[g].flatten(0, 1).clone())
                     if r > 0:
                         actions[g] = student
                 obs, *_ = env.step(actions)
@@ -132,11 +151,15 @@ def dagger(
             x = {k: torch.cat(v)[-cfg.max_samples :] for k, v in data[g][0].items()}
             y = torch.cat(data[g][1])[-cfg.max_samples :]  # the aggregate keeps the newest samples
             data[g] = ({k: [v] for k, v in x.items()}, [y])
+            s = torch.cat(strata[g])[-cfg.max_samples :] if cfg.balance else None
+            strata[g] = [s] if s is not None else []
             ac: ActorCritic = models[g]
             newest = cfg.steps * env.num_envs * env.spec.groups[g].n_agents
             ac.actor_encoder.update_normalizers([x[i.name][-newest:] for i in ac.dims.actor_inputs])
-            mse = _fit(ac, x, y, optimizer, cfg, generator)
+            mse = _fit(ac, x, y, optimizer, cfg, generator, s)
             row.update({f"{g}/mse": mse, f"{g}/agreement": gap[g], f"{g}/samples": float(y.shape[0])})
+            if s is not None:
+                row[f"{g}/strata"] = float(torch.unique(s).numel())
         stats.append(row)
         log("dagger round " + " ".join(f"{k} {v:.4g}" for k, v in row.items()))
         if after_round is not None and after_round(stats):
@@ -145,6 +168,9 @@ def dagger(
         dataset.clear()
         dataset.update(kind="samples", groups={g: {"x": {k: v[0] for k, v in x.items()}, "y": y[0]}
                                                for g, (x, y) in data.items()})  # fmt: skip
+        for g in groups:
+            if strata[g]:
+                dataset["groups"][g]["strata"] = strata[g][0]
     return stats
 
 
@@ -198,13 +224,22 @@ def _fit(
     optimizer: torch.optim.Optimizer,
     cfg: ImitationCfg,
     gen: torch.Generator,
+    strata: Tensor | None = None,
 ) -> float:
     """Epochs of minibatch MSE between the actor's mean (shared weights: samples of every agent,
-    entries ``x[name] [n, *shape]``) and ``y [n, act_dim]``."""
+    entries ``x[name] [n, *shape]``) and ``y [n, act_dim]``. With ``strata [n]`` (long) an epoch is ``n``
+    samples drawn with replacement, each stratum equally likely (so the loss is the mean of the strata's)."""
     n = y.shape[0]
     total, count = 0.0, 0
+    weights = None
+    if strata is not None:
+        _, index, counts = torch.unique(strata, return_inverse=True, return_counts=True)
+        weights = (1.0 / counts.float())[index].to(gen.device)
     for _ in range(cfg.epochs):
-        perm = torch.randperm(n, generator=gen, device=gen.device).to(y.device)
+        if weights is None:
+            perm = torch.randperm(n, generator=gen, device=gen.device).to(y.device)
+        else:
+            perm = torch.multinomial(weights, n, replacement=True, generator=gen).to(y.device)
         for start in range(0, n, cfg.batch_size):
             idx = perm[start : start + cfg.batch_size]
             pred = ac.action_mean({k: v[idx].unsqueeze(1) for k, v in x.items()}).squeeze(1)

@@ -252,6 +252,11 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
         skills = ScriptedSkills(self.match)
         return lambda obs: {GROUP: torch.cat([a for a in skills(obs).values()], 1)}
 
+    def imitation_strata(self) -> dict[str, Tensor]:
+        """The skill each drone is commanded now, ``{"drones": [E, D]}`` (ids of ``SKILLS``), for ``imitation.balance``:
+        a match's drone states are mostly flying to places (goto); attacks and sets are a few percent."""
+        return {GROUP: self.match.skill_id}
+
     # ----------------------------------------------------------------- the match's hooks (MatchHooks)
     def after_rules(self, match: VolleyballMatchEnv) -> None:
         self.scores.update(match)
