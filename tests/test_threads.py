@@ -36,3 +36,55 @@ def test_an_explicit_count_wins_and_a_gpu_keeps_torchs_default(monkeypatch):
         assert n == torch.get_num_threads() and "cuda" in why
     finally:
         torch.set_num_threads(before)
+
+
+class _FakeWork:
+    """A job whose duration depends on the thread count and on a load we switch (a fake clock)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.seconds = {1: 6.4, 2: 4.0}  # quiet machine: the measured cable_load update
+
+    def run(self, tuner: threads.ThreadTuner) -> int:
+        with tuner:
+            used = torch.get_num_threads()
+            self.now += self.seconds[used]
+        return used
+
+
+def test_update_threads_follow_the_faster_count_as_the_load_changes():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        work = _FakeWork()
+        tuner = threads.ThreadTuner([1, 2], probe_every=5, clock=lambda: work.now)
+        used = [work.run(tuner) for _ in range(12)]
+        assert torch.get_num_threads() == 1  # the rollout's count is back after every update
+        assert used[:2] == [1, 2]  # each count timed once
+        assert used[2:] == [2] * 3 + [1] + [2] * 4 + [1] + [2]  # the faster, re-trying the other every 5
+        work.seconds = {1: 6.6, 2: 8.5}  # another process takes a core: 2 threads now lose
+        used = [work.run(tuner) for _ in range(6)]
+        assert used == [2, 1, 1, 2, 1, 1]  # one slow run shows it; then 1 thread, 2 only as the probe
+        assert tuner.current == 1
+        work.seconds = {1: 6.4, 2: 4.0}  # the other process ends: the next probe of 2 takes it back
+        used = [work.run(tuner) for _ in range(10)]
+        assert used[-1] == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_fixed_update_thread_count_is_never_tuned(monkeypatch):
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        monkeypatch.setattr(threads, "usable_cores", lambda: 4)
+        cpu, long = torch.device("cpu"), threads.TUNED_UPDATE_MIN_ITERATIONS
+        assert threads.update_thread_tuner(3, cpu, long).candidates == [3]
+        assert threads.update_thread_tuner(0, cpu, long).candidates == [1, 4]
+        assert threads.update_thread_tuner(0, cpu, long, ranks=2).candidates == [1, 2]
+        assert threads.update_thread_tuner(0, cpu, long - 1).candidates == [1]  # short runs repeat bit for bit
+        assert threads.update_thread_tuner(0, torch.device("cuda"), long).candidates == [1]
+        with pytest.raises(ValueError, match=">= 1"):
+            threads.ThreadTuner([0, 2])
+    finally:
+        torch.set_num_threads(before)

@@ -57,7 +57,7 @@ class SimCfg:
     """Simulation backend settings shared by every task (hydra node ``sim``)."""
 
     # torch.compile the control/physics loop: "true", "false", or "auto" = where the task measured that it pays
-    # (its env class's auto_compile_devices, e.g. cable_load on cuda: 4-7x faster steps); see sim_compile().
+    # (its env class's auto_compile_min_steps, e.g. cable_load on cuda, and on a CPU from 1M steps); see sim_compile().
     compile: str = "auto"
     # Reset finished envs by mask (env.masked_resets): no host sync in env.step, for CUDA-graph work; slower eagerly.
     masked_resets: bool = False
@@ -68,20 +68,25 @@ class SimCfg:
 COMPILE_CACHE = Path.home() / ".cache" / "covey" / "torchinductor"
 
 
-def sim_compile(value: object, device: torch.device, env_cls: type) -> tuple[bool, str]:
+def sim_compile(value: object, device: torch.device, env_cls: type, total_steps: int = 0) -> tuple[bool, str]:
     """``(compile, why)`` for ``sim.compile`` (``"auto"``/``"true"``/``"false"`` or a bool) on ``device``.
 
-    ``auto`` compiles where the task says compiling pays (``env_cls.auto_compile_devices``): measured on
-    2026-11-26 for cable_load, an H200 steps 6.7x (4096 envs) and 4.1x (65,536) faster compiled, while on
-    the 2-core CPU a training iteration gains ~11% (the PPO update dominates) for a first compile of ~140 s.
+    ``auto`` compiles where the task says compiling pays: on the device types of
+    ``env_cls.auto_compile_min_steps``, for runs of at least that many ``total_steps``. Measured for cable_load
+    (benchmarks/README.md): an H200 steps 6.7x (4096 envs) and 4.1x (65,536) faster compiled; the 2-core CPU
+    3.3x at 1024 envs and 5x at the 64-env evaluation, for ~2 min of compiling per env size the first time and
+    ~11 s with the cache, so on a CPU only runs of 1M steps and more compile (never a short test run).
     A compiled run keeps torch's compile cache in :data:`COMPILE_CACHE` (so the warm-up is paid once per machine).
     """
     text = str(value).lower()
     if text not in ("auto", "true", "false"):
         raise ConfigError("sim.compile", f"must be auto, true or false, got {value!r}")
     if text == "auto":
-        on = device.type in env_cls.auto_compile_devices
+        least = env_cls.auto_compile_min_steps.get(device.type)
+        on = least is not None and total_steps >= least
         why = f"auto: {'compiled' if on else 'eager'} for this task on {device.type}"
+        if least:
+            why += f" ({total_steps:,} train steps, compiled from {least:,})"
     else:
         on, why = text == "true", "sim.compile"
     if on:
@@ -104,6 +109,12 @@ class CoveyCfg:
     # torch.set_num_threads; 0 = training.threads' default (CPU: the cores minus one and minus the machine's
     # current load, at least 1: 2 threads collapse 5-100x when another process wants a core; GPU: torch's)
     torch_threads: int = non_negative(0)
+    # The PPO update's threads: 0 = timed on a CPU in runs of 20 iterations or more (torch_threads against all
+    # of this process's cores, the faster kept, the other re-tried every 10 updates: 2 threads update 1.6x
+    # faster on an idle 2-core machine, 1.3x slower beside another busy process; the choice follows the
+    # timings, so such a run does not repeat bit for bit), else torch_threads; N = always N. Rollouts keep
+    # torch_threads.
+    update_threads: int = non_negative(0)
     runs_dir: str = "runs"  # runs land in <runs_dir>/<task>/<YYYY-mm-dd_HH-MM-SS>/
     resume: str | None = None  # a run directory (or checkpoint file) to continue
     # Start the networks from a checkpoint's weights (its groups, same dimensions; fresh optimizer and run):

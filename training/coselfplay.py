@@ -213,6 +213,8 @@ def run(cfg: Mapping[str, Any]) -> Path:
             "total_steps": cs.strategy_steps,
             "max_minutes": cs.strategy_minutes,
             "eval_envs": int(cfg.get("train", {}).get("eval_envs", strat_cfg["train"].get("eval_envs", 64))),
+            # Games to N points make each evaluation long: let the run space them out.
+            "eval_every": int(cfg.get("train", {}).get("eval_every", strat_cfg["train"].get("eval_every", 5))),
             "progress": bool(cfg.get("train", {}).get("progress", True)),
         }
         skills = skills_policy(skills_ckpt, device, skills_task_name)

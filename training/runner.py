@@ -53,7 +53,7 @@ from training.checkpoint import (
 from training.imitation import ImitationCfg, checkpoint_expert, dagger, load_datasets
 from training.logger import WANDB_MODES, CsvLogger, ProgressBar, WandbLogger
 from training.ppo import PPO, PPOCfg
-from training.threads import set_torch_threads
+from training.threads import set_torch_threads, update_thread_tuner
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,9 @@ class Runner:
         from training.config import sim_compile  # training.config imports this module
 
         env_cls = task_class(self.task)
-        compile_env, self.compile_why = sim_compile(cfg.get("sim", {}).get("compile", "auto"), self.device, env_cls)
+        compile_env, self.compile_why = sim_compile(
+            cfg.get("sim", {}).get("compile", "auto"), self.device, env_cls, self.train_cfg.total_steps
+        )
         self.env = sim.make(self.task_cfg, num_envs=num_envs, device=self.device, seed=self.seed, compile=compile_env)
         self.env.masked_resets = bool(cfg.get("sim", {}).get("masked_resets", False))
         self.group_dims = self._group_dims()
@@ -245,6 +247,9 @@ class Runner:
             self.alg.dist = self.dist
             self.steps_per_iter *= self.dist.world_size
         self.num_iterations = max(1, math.ceil(tc.total_steps / self.steps_per_iter))
+        self.update_threads = update_thread_tuner(
+            int(cfg.get("update_threads", 0)), self.device, self.num_iterations, local_ranks
+        )
         default_metric = type(self.env).best_metric  # the task's (episode metric, min | max)
         self.best_metric = tc.best_metric or default_metric[0]
         if tc.best_metric and not tc.best_mode and tc.best_metric != default_metric[0]:
@@ -538,9 +543,10 @@ class Runner:
         t_start = time.perf_counter()
         obs, episodes = self.collect(obs)
         t_collect = time.perf_counter()
-        losses = self.alg.update(
-            progress=st.iteration / self.num_iterations, value_only=st.iteration < self._value_only_until
-        )
+        with self.update_threads:
+            losses = self.alg.update(
+                progress=st.iteration / self.num_iterations, value_only=st.iteration < self._value_only_until
+            )
         t_update = time.perf_counter()
         st.iteration += 1
         st.global_step += self.steps_per_iter
@@ -552,6 +558,7 @@ class Runner:
             "charts/collect_samples_per_s": self.steps_per_iter / (t_collect - t_start),
             "charts/collect_time": t_collect - t_start,
             "charts/update_time": t_update - t_collect,
+            "charts/update_threads": self.update_threads.current,
             # The env's reliability counts over this rollout (sim.core.env.MultiAgentEnv.step).
             "charts/actions_out_of_range": self._guard_counts[0],
             "charts/nonfinite_resets": self._guard_counts[1],
@@ -679,8 +686,15 @@ class Runner:
     def _get_eval_env(self):
         if self._eval_env is None:
             task_cfg = deep_merge(self.task_cfg, evaluation_overrides(self.task))
-            # Eager (no compile): a different batch size would compile the physics again.
-            self._eval_env = sim.make(task_cfg, num_envs=self.train_cfg.eval_envs, device=self.device, seed=self.seed)
+            # Compiled with the training env: its own batch size compiles the loop once more (~11 s with the cache
+            # on the 2-core CPU), and an eager 64-env evaluation is bound by op dispatch (5x slower there).
+            self._eval_env = sim.make(
+                task_cfg,
+                num_envs=self.train_cfg.eval_envs,
+                device=self.device,
+                seed=self.seed,
+                compile=self.env.compiled,
+            )
         return self._eval_env
 
     def _get_renderer(self, env):
@@ -783,7 +797,8 @@ class Runner:
         return (
             f"covey train: task={self.task} algo={self.ppo_cfg.name} ({self.ppo_cfg.policy.sharing}) "
             f"num_envs={self.env.num_envs}{ranks} device={self.device} threads={torch.get_num_threads()} "
-            f"({self.threads_why}) compile={self.env.compiled} ({self.compile_why})\n"
+            f"({self.threads_why}), update {self.update_threads.describe()} (update_threads) "
+            f"compile={self.env.compiled} ({self.compile_why})\n"
             f"  groups {groups}; {n_params:,} parameters; {self.num_iterations} iterations of "
             f"{self.steps_per_iter:,} steps from step {self.state.global_step:,}\n  run dir {self.run_dir}"
         )

@@ -6,11 +6,17 @@ process wants a core, because OpenMP threads spin-wait on each other whenever on
 core. One thread stays stable under load. So the default leaves one core to everything else (the OS,
 loggers, a second run, an evaluation), and takes fewer when the machine is already busy. On a GPU,
 the CPU threads only launch kernels, and torch's default stays.
+
+The PPO update is different: a few large matrix products, which a second thread speeds up 1.6x on an idle
+machine, and which lose far less than small ops when a core is taken. :class:`ThreadTuner` times it with
+both counts (``update_threads=0``).
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -50,3 +56,79 @@ def set_torch_threads(requested: int, device: torch.device, ranks: int = 1) -> s
     threads, why = auto_torch_threads(device, ranks)
     torch.set_num_threads(threads)
     return why
+
+
+class ThreadTuner:
+    """The intra-op thread count of a job repeated at a constant size (the PPO update), chosen by timing it.
+
+    Measured on the 2-core reference machine (cable_load, 1024 envs, benchmarks/README.md): the update's
+    matrix products run 1.6x faster with 2 threads than with 1 on a quiet machine, and 1.3x slower beside
+    another busy process. Neither count is right everywhere, and the load changes during a run, so the
+    tuner times every run of the job, keeps the count with the shortest latest time, and tries each other
+    count again every ``probe_every`` runs. The caller's thread count is restored after each run, so
+    rollouts keep ``torch_threads`` (small ops, where a second thread gains little and collapses first).
+
+    Use: ``with tuner: update()``; ``tuner.current`` is the count of the last run.
+    """
+
+    def __init__(
+        self, candidates: Sequence[int], probe_every: int = 10, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
+        counts = sorted({int(c) for c in candidates})
+        if not counts or counts[0] < 1:
+            raise ValueError(f"thread counts must be >= 1, got {list(candidates)}")
+        if probe_every < 2:
+            raise ValueError(f"probe_every must be >= 2, got {probe_every}")
+        self.candidates = counts
+        self.probe_every = probe_every
+        self.seconds: dict[int, float] = {}  # latest time of each count
+        self.runs = 0
+        self.current = counts[-1]
+        self._clock = clock
+        self._started = 0.0
+        self._outer = 0
+
+    def choose(self) -> int:
+        """The count for the next run: each untried one first, then the fastest, with a periodic probe."""
+        for c in self.candidates:
+            if c not in self.seconds:
+                return c
+        best = min(self.candidates, key=self.seconds.__getitem__)
+        others = [c for c in self.candidates if c != best]
+        if others and self.runs % self.probe_every == 0:
+            # The longest-unmeasured other count: round-robin over the probes.
+            return others[(self.runs // self.probe_every) % len(others)]
+        return best
+
+    def __enter__(self) -> ThreadTuner:
+        self._outer = torch.get_num_threads()
+        self.current = self.choose()
+        torch.set_num_threads(self.current)
+        self._started = self._clock()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is None:
+            self.seconds[self.current] = self._clock() - self._started
+            self.runs += 1
+        torch.set_num_threads(self._outer)
+
+    def describe(self) -> str:
+        return "fixed" if len(self.candidates) == 1 else f"timed among {self.candidates}"
+
+
+# Runs shorter than this keep ``torch_threads`` in the update with update_threads=0: probing needs iterations
+# to pay, and fixed threads repeat a run bit for bit (1 and 2 threads round a few reductions differently).
+TUNED_UPDATE_MIN_ITERATIONS = 20
+
+
+def update_thread_tuner(requested: int, device: torch.device, iterations: int, ranks: int = 1) -> ThreadTuner:
+    """The tuner for ``update_threads``: N fixes it; 0 on a CPU, for a run of at least
+    :data:`TUNED_UPDATE_MIN_ITERATIONS` iterations, times the run's ``torch_threads`` against every usable
+    core of this process's share of the machine; otherwise the current count, fixed."""
+    if requested > 0:
+        return ThreadTuner([requested])
+    current = torch.get_num_threads()
+    if device.type != "cpu" or iterations < TUNED_UPDATE_MIN_ITERATIONS:
+        return ThreadTuner([current])
+    return ThreadTuner([current, max(current, usable_cores() // max(1, ranks))])

@@ -107,8 +107,9 @@ class MultiAgentEnv(ABC):
     """Base class: seeding, action validation, the step loop, auto-reset and episode statistics."""
 
     task_name: ClassVar[str] = "unnamed"  # the registry name (sim.tasks.TASKS); each task class declares it
-    # Device types on which training's sim.compile=auto compiles this task's loop: where it was measured to pay.
-    auto_compile_devices: ClassVar[tuple[str, ...]] = ()
+    # Where training's sim.compile=auto compiles this task's loop (train and eval envs): device type -> the
+    # smallest train.total_steps from which it was measured to pay (a first compile costs minutes on a CPU).
+    auto_compile_min_steps: ClassVar[dict[str, int]] = {}
 
     def __init__(
         self, cfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False

@@ -70,9 +70,10 @@ class CableLoadEnv(MultiAgentEnv):
     """Batched cable-suspended load transport; see the module docstring."""
 
     task_name = "cable_load"
-    # Measured 2026-11-26 (benchmarks/README.md): compiled, an H200 steps 6.7x (4096 envs) to 4.1x (65,536) faster;
-    # on the 2-core CPU training gains ~11% for a ~140 s first compile, so training compiles on cuda by default.
-    auto_compile_devices = ("cuda",)
+    # Measured (benchmarks/README.md): compiled, an H200 steps 6.7x (4096 envs) to 4.1x (65,536) faster; the
+    # 2-core CPU 3.3x (1024 envs) and 5x (the 64-env evaluation), for ~2 min of compiling per env size the first
+    # time on a machine and ~11 s with the compile cache. So training compiles everywhere, on a CPU from 1M steps.
+    auto_compile_min_steps = {"cuda": 0, "cpu": 1_000_000}
     cfg_class = CableLoadCfg
     # Evaluation return: it weighs position and orientation tracking as training does (the final
     # position error alone chose checkpoints that traded orientation for position).
