@@ -122,6 +122,20 @@ def test_advantages_are_normalised_per_agent() -> None:
     torch.testing.assert_close(adv.std((0, 1)), torch.ones(3), atol=1e-4, rtol=0)
 
 
+def test_rollout_finite_check_names_the_bad_buffer_and_ignores_a_sum_overflow() -> None:
+    store = RolloutStorage(
+        4, 8, 3, {"policy": ((5,), torch.float32), "state": ((2,), torch.float32)}, 1, torch.device("cpu")
+    )
+    assert store.check_finite() is None
+    store.obs["policy"][..., 0] = 3.0e38  # finite values whose float32 sum overflows: not an error
+    assert store.check_finite() is None
+    store.obs["state"][2, 5, 1, 0] = float("nan")
+    assert store.check_finite() == "obs/state"
+    store.obs["state"].zero_()
+    store.rewards[3, 0, 2] = -float("inf")
+    assert store.check_finite() == "rewards"
+
+
 def _ppo(num_envs: int = 4, **cfg) -> PPO:
     dims = GroupDims(2, 3, 5, 2)
     ppo_cfg = PPOCfg(policy=PolicyCfg(actor_hidden=(8,), critic_hidden=(8,)), **cfg)
