@@ -2,7 +2,11 @@
 
     python benchmarks/train_throughput.py --task cable_load                  # 1024 and 4096 envs
     python benchmarks/train_throughput.py --num-envs 64 --rollout-steps 4    # smoke run, seconds
-    python benchmarks/train_throughput.py -o algo.epochs=3 -o sim.compile=true
+    python benchmarks/train_throughput.py -o algo.epochs=3 -o sim.compile=false
+
+The env compiles as in training (``sim.compile=auto``: cable_load from 1M ``train.total_steps``, the
+default 2M, so a first run on a machine spends ~2 min compiling per size, untimed). The PPO update
+runs with ``--update-threads`` fixed (default: the rollout's count), so figures are repeatable.
 
 It builds the same :class:`training.runner.Runner` as ``train.py`` (hydra config from configs/,
 ``-o`` adds overrides; wandb off, a temporary run directory) and, per ``--num-envs``:
@@ -40,6 +44,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--iterations", type=int, default=1, help="timed iterations for 'train'")
     p.add_argument("--device", default="auto")
     p.add_argument("--torch-threads", type=int, default=0, help="0 = torch's default")
+    p.add_argument(
+        "--update-threads",
+        type=int,
+        default=0,
+        help="the PPO update's threads, fixed (0: the rollout's; training's timed choice: -o update_threads=0)",
+    )
     p.add_argument("-o", "--override", action="append", default=[], help="extra hydra override, e.g. algo.epochs=3")
     args = p.parse_args(argv)
     if min(args.num_envs) < 1 or args.rollouts < 1 or args.iterations < 1:
@@ -58,6 +68,7 @@ def build_runner(args: argparse.Namespace, num_envs: int, runs_dir: str):
         f"num_envs={num_envs}",
         f"device={args.device}",
         f"torch_threads={args.torch_threads}",
+        f"update_threads={args.update_threads or args.torch_threads or torch.get_num_threads()}",
         f"runs_dir={runs_dir}",
         "wandb.mode=disabled",
         "train.progress=false",
@@ -101,6 +112,8 @@ def measure(args: argparse.Namespace, num_envs: int) -> dict[str, float]:
             "epochs": cfg.epochs,
             "minibatches": cfg.minibatches,
             "device": str(runner.device),
+            "env": "compiled" if runner.env.compiled else "eager",
+            "update_threads": runner.update_threads.describe_count(),
         }
 
 
@@ -114,15 +127,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"unknown task {args.task!r}; registered tasks: {sim.registered_tasks()}", file=sys.stderr)
         return 2
     print(f"task={args.task} threads={torch.get_num_threads()} overrides={args.override}")
-    print("| num_envs | device | rollout | collect samples/s | train samples/s | update s/iter | epochs x mb |")
-    print("|---:|---|---:|---:|---:|---:|---|")
+    print(
+        "| num_envs | device | env | rollout | collect samples/s | train samples/s | update s/iter | epochs x mb "
+        "| update threads |"
+    )
+    print("|---:|---|---|---:|---:|---:|---:|---|---|")
     res = {}
     try:
         for n in args.num_envs:
             r = res[n] = measure(args, n)
             print(
-                f"| {n} | {r['device']} | {r['rollout_steps']} | {r['collect']:,.0f} | {r['train']:,.0f} | "
-                f"{r['update_s']:.2f} | {r['epochs']} x {r['minibatches']} |",
+                f"| {n} | {r['device']} | {r['env']} | {r['rollout_steps']} | {r['collect']:,.0f} | "
+                f"{r['train']:,.0f} | {r['update_s']:.2f} | {r['epochs']} x {r['minibatches']} | "
+                f"{r['update_threads']} |",
                 flush=True,
             )
     except KeyboardInterrupt:

@@ -116,6 +116,10 @@ class ThreadTuner:
     def describe(self) -> str:
         return "fixed" if len(self.candidates) == 1 else f"timed among {self.candidates}"
 
+    def describe_count(self) -> str:
+        """The count in use: ``"2"``, or ``"2 of [1, 2]"`` while tuned."""
+        return str(self.current) if len(self.candidates) == 1 else f"{self.current} of {self.candidates}"
+
 
 # Runs shorter than this keep ``torch_threads`` in the update with update_threads=0: probing needs iterations
 # to pay, and fixed threads repeat a run bit for bit (1 and 2 threads round a few reductions differently).
