@@ -60,7 +60,7 @@ def test_update_threads_follow_the_faster_count_as_the_load_changes():
         tuner = threads.ThreadTuner([1, 2], probe_every=5, clock=lambda: work.now)
         used = [work.run(tuner) for _ in range(12)]
         assert torch.get_num_threads() == 1  # the rollout's count is back after every update
-        assert used[:2] == [1, 2]  # each count timed once
+        assert used[:2] == [2, 1]  # each count timed once, the largest first
         assert used[2:] == [2] * 3 + [1] + [2] * 4 + [1] + [2]  # the faster, re-trying the other every 5
         work.seconds = {1: 6.6, 2: 8.5}  # another process takes a core: 2 threads now lose
         used = [work.run(tuner) for _ in range(6)]

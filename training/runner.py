@@ -424,6 +424,11 @@ class Runner:
         total = self.num_iterations * self.steps_per_iter
         bar = ProgressBar(total, st.global_step, enabled=tc.progress) if main else _QuietBar(total, st.global_step)
         bar.write(self._summary())
+        if self.env.compiled:
+            bar.write(
+                "  compiling the env step before the first rollout and evaluation (torch.compile): minutes the first "
+                "time on a CPU, seconds once cached"
+            )
         if self.imitation_cfg.expert != "none" and st.iteration == 0:
             self._imitate(bar)
         if self._env_restored:
