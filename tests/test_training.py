@@ -388,7 +388,7 @@ def test_train_throughput_benchmark_smoke() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     key, _, value = proc.stdout.strip().splitlines()[-1].partition("=")
     assert key == "train_samples_per_s_32" and float(value) > 0
-    assert "| 16 | cpu | 4 |" in proc.stdout
+    assert "| 16 | cpu | eager | 4 |" in proc.stdout and proc.stdout.count("| 1 |\n") == 2  # update threads fixed
 
 
 def test_an_annealed_action_prior_fades_to_a_plain_policy(tmp_path: Path) -> None:
