@@ -84,6 +84,117 @@ class Drones:
         return 4 * (state + 1 + 3 + state)  # read state + thrust and rate command, write state
 
 
+class ComponentMajorDrones:
+    """The same drone-substep as :class:`Drones`, on component-major state: one ``[drones]`` tensor per vector
+    component (``px, py, pz, ...``) instead of ``[drones, 3]`` rows.
+
+    A layout study for issue 14, not used by the tasks yet. With ``[..., 3]`` rows, every eager op loops over 3 or 4
+    components inside and the compiled kernels vectorise over those instead of over the drones; here every op is a
+    plain contiguous loop over the drones. The rotation matrix is built once per substep and serves the thrust
+    direction and both drag rotations. :func:`max_state_difference` checks it against :class:`Drones`.
+    """
+
+    def __init__(self, ref: Drones) -> None:
+        model, s, pid = ref.model, ref.state, ref.pid
+
+        def split(t: torch.Tensor) -> list[torch.Tensor]:
+            return [c.clone().contiguous() for c in t.unbind(-1)]
+
+        self.pos, self.vel, self.quat, self.ang_vel = split(s.pos), split(s.vel), split(s.quat), split(s.ang_vel)
+        self.speed = split(ref.speed)
+        self.integral, self.prev_rate = split(pid.integral), split(pid.prev_rate)
+        self.rate_cmd, self.thrust_cmd = split(ref.rate_cmd), ref.thrust_cmd.clone()
+        self.inertia = model.inertia.tolist()
+        self.kp, self.ki, self.kd = pid.kp.tolist(), pid.ki.tolist(), pid.kd.tolist()
+        self.integral_limit = float(pid.integral_limit)
+        self.allocation, self.allocation_pinv = model.allocation.tolist(), model.allocation_pinv.tolist()
+        self.thrust_range = (model.rotor_thrust_min, model.rotor_thrust_max)
+        self.speed_range = (model.params.rotor_speed_min, model.params.rotor_speed_max)
+        self.k_f, self.mass, self.decay = model.k_f, model.mass, float(ref.decay)
+        self.drag = model.drag_coeff.tolist()
+
+    def state(self) -> RigidBodyState:
+        """The state as ``[drones, 3 | 4]`` rows (for comparisons, not on the hot path)."""
+        rows = {k: torch.stack(getattr(self, k), -1) for k in ("pos", "quat", "vel", "ang_vel")}
+        return RigidBodyState(**rows)
+
+    def step(self) -> None:
+        J, w = self.inertia, self.ang_vel
+        # Body-rate PID -> torque (with the gyroscopic term) -> rotor speed commands through the allocation inverse.
+        err = [c - x for c, x in zip(self.rate_cmd, w, strict=True)]
+        lim = self.integral_limit
+        integral = [(i + e * DT).clamp(-lim, lim) for i, e in zip(self.integral, err, strict=True)]
+        acc = [
+            self.kp[k] * err[k] + self.ki[k] * integral[k] - self.kd[k] * (w[k] - self.prev_rate[k]) / DT
+            for k in range(3)
+        ]
+        self.integral, self.prev_rate = integral, w
+        gyro = _gyro(w, J)
+        wrench = (self.thrust_cmd, *(J[k] * acc[k] + gyro[k] for k in range(3)))
+        speed = []
+        for r, old in enumerate(self.speed):
+            rotor = sum(self.allocation_pinv[r][j] * wrench[j] for j in range(4)).clamp(*self.thrust_range)
+            cmd = torch.sqrt(rotor / self.k_f).clamp(*self.speed_range)  # the motor lag's clipped command
+            speed.append(cmd + (old - cmd) * self.decay)
+        self.speed = speed
+        f = [self.k_f * s * s for s in speed]
+        thrust, *torque = (sum(row[r] * f[r] for r in range(len(f))) for row in self.allocation)
+        # One rotation matrix for the thrust direction and the drag's two rotations.
+        qw, qx, qy, qz = self.quat
+        R = (
+            (1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy - qw * qz), 2 * (qx * qz + qw * qy)),
+            (2 * (qx * qy + qw * qz), 1 - 2 * (qx * qx + qz * qz), 2 * (qy * qz - qw * qx)),
+            (2 * (qx * qz - qw * qy), 2 * (qy * qz + qw * qx), 1 - 2 * (qx * qx + qy * qy)),
+        )
+        v = self.vel
+        drag_body = [self.drag[j] * (R[0][j] * v[0] + R[1][j] * v[1] + R[2][j] * v[2]) for j in range(3)]
+        force = [R[i][2] * thrust - (R[i][0] * drag_body[0] + R[i][1] * drag_body[1] + R[i][2] * drag_body[2])
+                 for i in range(3)]  # fmt: skip
+        # Semi-implicit Euler (rigid_body_step), then the exact quaternion exponential (quat_integrate).
+        vel = [v[i] + DT * (force[i] / self.mass - (GRAVITY if i == 2 else 0.0)) for i in range(3)]
+        ang_vel = [w[k] + DT * (torque[k] - gyro[k]) / J[k] for k in range(3)]
+        pos = [p + DT * u for p, u in zip(self.pos, vel, strict=True)]
+        rate = torch.sqrt(ang_vel[0] * ang_vel[0] + ang_vel[1] * ang_vel[1] + ang_vel[2] * ang_vel[2])
+        half = 0.5 * rate * DT
+        moving = rate > 1e-9
+        scale = torch.where(moving, torch.sin(half) / torch.where(moving, rate, 1.0), 0.5 * DT)
+        dw, (dx, dy, dz) = torch.cos(half), (a * scale for a in ang_vel)
+        q = (
+            qw * dw - qx * dx - qy * dy - qz * dz,
+            qw * dx + qx * dw + qy * dz - qz * dy,
+            qw * dy - qx * dz + qy * dw + qz * dx,
+            qw * dz + qx * dy - qy * dx + qz * dw,
+        )
+        inv_norm = torch.rsqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+        self.quat = [c * inv_norm for c in q]
+        # Ground contact as sim.physics.contact.ground_contact (radius 0.05, no bounce, friction 0.5).
+        depth = 0.05 - pos[2]
+        contact = depth > 0
+        pos[2] = torch.where(contact, pos[2] + depth, pos[2])
+        vel[2] = torch.where(contact & (vel[2] < 0), 0.0, vel[2])
+        vel[:2] = [torch.where(contact, 0.5 * u, u) for u in vel[:2]]
+        self.ang_vel = [torch.where(contact, 0.5 * a, a) for a in ang_vel]
+        self.pos, self.vel = pos, vel
+
+
+def _gyro(w: list[torch.Tensor], inertia: list[float]) -> tuple[torch.Tensor, ...]:
+    """``w x (J w)`` by components."""
+    jw = [inertia[k] * w[k] for k in range(3)]
+    return (w[1] * jw[2] - w[2] * jw[1], w[2] * jw[0] - w[0] * jw[2], w[0] * jw[1] - w[1] * jw[0])
+
+
+def max_state_difference(n: int = 1024, steps: int = 50) -> float:
+    """Largest difference of position, velocity, attitude or rate between :class:`Drones` and
+    :class:`ComponentMajorDrones` after ``steps`` substeps from the same state."""
+    ref = Drones(n)
+    soa = ComponentMajorDrones(ref)
+    for _ in range(steps):
+        ref.step()
+        soa.step()
+    got = soa.state()
+    return max(float((getattr(ref.state, k) - getattr(got, k)).abs().max()) for k in ("pos", "vel", "quat", "ang_vel"))
+
+
 class OpCounter(TorchDispatchMode):
     """Flops and bytes of every aten op run inside it (see the module docstring for the rules)."""
 
@@ -150,14 +261,14 @@ def peak_bandwidth(mbytes: int = 256, reps: int = 5) -> float:
     return 2 * src.numel() * 4 / best
 
 
-def time_steps(drones: Drones, step, steps: int, repeats: int) -> float:
-    """Median drone-substeps/s over ``repeats`` runs of ``steps`` steps."""
+def time_steps(n: int, step, steps: int, repeats: int) -> float:
+    """Median drone-substeps/s of ``n`` drones over ``repeats`` runs of ``steps`` steps."""
     rates = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(steps):
             step()
-        rates.append(steps * drones.state.pos.shape[0] / (time.perf_counter() - t0))
+        rates.append(steps * n / (time.perf_counter() - t0))
     return statistics.median(rates)
 
 
@@ -188,15 +299,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine, one core: {fps / 1e9:.1f} GFLOP/s float32 multiply-add, {bw / 1e9:.1f} GB/s copy")
     print(f"roofline: {roof / 1e6:.1f} M drone-substeps/s ({bound}-bound at the fused minimum)")
 
-    rows = [("eager", time_steps(drones, drones.step, args.steps, args.repeats))]
+    soa = ComponentMajorDrones(drones)
+    diff = max_state_difference()
+    print(f"component-major step vs [drones, 3] rows, 50 substeps from the same state: max difference {diff:.1e}")
+    rows = [
+        ("eager", time_steps(args.drones, drones.step, args.steps, args.repeats)),
+        ("component-major, eager", time_steps(args.drones, soa.step, args.steps, args.repeats)),
+    ]
     if not args.no_compile:
-        compiled = torch.compile(drones.step)
-        compiled()
-        rows.append(("compiled", time_steps(drones, compiled, args.steps, args.repeats)))
+        for name, step in (("compiled", drones.step), ("component-major, compiled", soa.step)):
+            compiled = torch.compile(step)
+            compiled()
+            rows.append((name, time_steps(args.drones, compiled, args.steps, args.repeats)))
     print()
-    print("variant     drone-substeps/s per core   of roofline")
+    print("variant                     drone-substeps/s per core   of roofline")
     for name, rate in rows:
-        print(f"{name:<10}  {rate:>24,.0f}   {rate / roof:>10.1%}")
+        print(f"{name:<26}  {rate:>24,.0f}   {rate / roof:>10.1%}")
     return 0
 
 

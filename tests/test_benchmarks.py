@@ -92,3 +92,18 @@ def test_render_throughput_smoke():
     assert any(line.startswith("composited (4 envs x 2 cameras") for line in lines)
     key, _, value = lines[-1].partition("=")
     assert key == "composited_fps" and float(value) > 0
+
+
+def test_component_major_multirotor_step_matches_the_row_major_one():
+    """benchmarks/multirotor_step.py's layout study (issue 14): the drone-substep on one tensor per component must
+    be the same physics as the ``[drones, 3]`` step the tasks use (itself checked against MuJoCo)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    from multirotor_step import ComponentMajorDrones, Drones, max_state_difference
+
+    assert max_state_difference(n=256, steps=50) < 1e-5
+    ref = Drones(4)
+    soa = ComponentMajorDrones(ref)
+    start = soa.state().ang_vel.clone()
+    for _ in range(20):
+        soa.step()
+    assert (soa.state().ang_vel - start).abs().max() > 1e-3  # the rate commands turn the drones: not a still state
