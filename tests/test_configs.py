@@ -346,6 +346,9 @@ def test_sim_compile_auto_compiles_where_the_task_measured_that_it_pays(monkeypa
     assert on and "2,000,000 train steps" in why
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(COMPILE_CACHE)
     assert sim_compile("auto", cuda, cable)[0] is True
+    monkeypatch.setattr("training.config.cpu_compiler_available", lambda: False)  # no g++: eager, and why
+    on, why = sim_compile("auto", cpu, cable, total_steps=2_000_000)
+    assert not on and "no C++ compiler" in why
     assert sim_compile("auto", cuda, volley)[0] is False and sim_compile("auto", cpu, volley, 10**9)[0] is False
     assert sim_compile(True, cpu, volley)[0] and sim_compile("True", cpu, cable)[0]
     assert not sim_compile(False, cuda, cable)[0] and not sim_compile("false", cuda, cable)[0]

@@ -68,6 +68,17 @@ class SimCfg:
 COMPILE_CACHE = Path.home() / ".cache" / "covey" / "torchinductor"
 
 
+def cpu_compiler_available() -> bool:
+    """Whether torch.compile's CPU backend finds a C++ compiler (it builds its kernels with one)."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        get_cpp_compiler()
+    except Exception:  # InvalidCxxCompiler, or an inductor that moved it: compiling would fail the same way
+        return False
+    return True
+
+
 def sim_compile(value: object, device: torch.device, env_cls: type, total_steps: int = 0) -> tuple[bool, str]:
     """``(compile, why)`` for ``sim.compile`` (``"auto"``/``"true"``/``"false"`` or a bool) on ``device``.
 
@@ -90,7 +101,10 @@ def sim_compile(value: object, device: torch.device, env_cls: type, total_steps:
     else:
         on, why = text == "true", "sim.compile"
     if on:
+        # Before anything of inductor runs: it fixes its cache folder (/tmp by default) the first time it needs it.
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(COMPILE_CACHE))
+        if text == "auto" and device.type == "cpu" and not cpu_compiler_available():
+            return False, "auto: eager, no C++ compiler for torch.compile on this CPU (install g++ to compile)"
         why += f"; cache {os.environ['TORCHINDUCTOR_CACHE_DIR']}"
     return on, why
 
