@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from ros_domains import claim_ros_domain
 from torch import nn
 
-os.environ.setdefault("ROS_DOMAIN_ID", "37")  # away from other ROS traffic on this machine
+os.environ["ROS_DOMAIN_ID"] = str(claim_ros_domain("policy_node"))  # this process's own
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
 rclpy = pytest.importorskip("rclpy")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from ros_domains import claim_ros_domain
 
 pytest.importorskip("rclpy")
 pytest.importorskip("onnxruntime")
@@ -23,7 +24,7 @@ def test_short_soak_runs_and_reports_its_figures(tmp_path: Path) -> None:
     out = tmp_path / "soak.json"
     cmd = [sys.executable, str(ROOT / "benchmarks" / "sitl_soak.py"), "--minutes", "0.1", "--window", "2"]
     cmd += ["--no-compile"]  # compiling takes minutes; the compiled bridge is for the long soak
-    cmd += ["--json", str(out), "--logs", str(tmp_path / "logs"), "--domain", str(40 + os.getpid() % 20)]
+    cmd += ["--json", str(out), "--logs", str(tmp_path / "logs"), "--domain", str(claim_ros_domain("soak"))]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240, env={**os.environ})
     assert proc.returncode in (0, 1) and out.is_file(), proc.stdout[-2000:] + proc.stderr[-2000:]
     figures = json.loads(out.read_text())

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ros_domains import claim_ros_domain
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("onnxruntime")
@@ -41,9 +42,7 @@ from deploy_ros.policy_node import PolicyNode  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "assets" / "policies").glob("*/policy.onnx"))
-# A DDS domain of this test process (concurrent test runs); Linux keeps 0-101 clear of ephemeral ports.
-# 70-99: clear of the other ROS test files' domains (37, 40-59, 61, 63, 65), which may run beside it (pytest -n).
-DOMAIN = 70 + os.getpid() % 30
+DOMAIN = claim_ros_domain("bad_input")  # this process's own (concurrent workers and test runs)
 ENV = {**os.environ, "ROS_DOMAIN_ID": str(DOMAIN), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "OMP_NUM_THREADS": "1"}
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
 import torch
+from ros_domains import claim_ros_domain, ros_env
 
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("onnxruntime")
@@ -48,7 +48,7 @@ def fly_sitl(tmp_path: Path, lockstep: bool) -> dict:
         extra += ["-p", "lockstep:=true", "-p", "realtime_factor:=5.0"]
     cmds = node_commands(params_file("cable_load"), extra)
     assert set(cmds) == {"sim_bridge", "mav0", "mav1", "mav2"}
-    env = {**os.environ, "ROS_DOMAIN_ID": "61", "ROS_LOCALHOST_ONLY": "1", "OMP_NUM_THREADS": "1"}
+    env = ros_env("sitl")
     with running_nodes(cmds, tmp_path, env, cwd=ROOT) as procs:
         procs["sim_bridge"].wait(timeout=120)
     bridge_log = (tmp_path / "sim_bridge.log").read_text()
@@ -95,7 +95,7 @@ def test_bridge_in_process_steps_with_stale_commands_and_refuses_models_without_
     from deploy_ros.sim_bridge import SimBridge
 
     ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=62)
+    rclpy.init(context=ctx, domain_id=claim_ros_domain("sitl_in_process"))
     result = tmp_path / "result.json"
     params = {"model": str(MODEL), "wait_for_commands": False, "realtime_factor": 50.0, "duration_s": 0.05}
     params["result_file"] = str(result)

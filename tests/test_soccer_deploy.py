@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from ros_domains import ros_env
 
 pytest.importorskip("mujoco")
 
@@ -110,7 +110,7 @@ def test_sitl_runs_the_vision_agent_from_image_topics(vision_model: Path, tmp_pa
     extra = ["-p", f"model:={vision_model}", "-p", f"duration_s:={seconds}", "-p", f"result_file:={result}"]
     cmds = node_commands(params_file("robot_soccer"), extra)
     assert set(cmds) == {"sim_bridge", "player0"}
-    env = {**os.environ, "ROS_DOMAIN_ID": "63", "ROS_LOCALHOST_ONLY": "1", "OMP_NUM_THREADS": "1"}
+    env = ros_env("soccer_sitl")
     with running_nodes(cmds, tmp_path, env, cwd=ROOT) as procs:
         procs["sim_bridge"].wait(timeout=120)
     bridge_log = (tmp_path / "sim_bridge.log").read_text()

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from ros_domains import claim_ros_domain, ros_env
 
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
@@ -217,7 +218,7 @@ class Lockstep:
         from deploy_ros.sim_bridge import SimBridge
 
         self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx, domain_id=64)
+        rclpy.init(context=self.ctx, domain_id=claim_ros_domain("driving_in_process"))
 
         def params(d: dict) -> list:
             return [Parameter(k, value=v) for k, v in d.items()]
@@ -336,7 +337,7 @@ def test_sitl_processes_drive_at_the_control_rate(model, tmp_path: Path):
     extra = ["-p", f"model:={path}", "-p", f"duration_s:={seconds}", "-p", f"result_file:={result}"]
     cmds = node_commands(params_file("vlm_driving"), extra)
     assert set(cmds) == {"sim_bridge", "car0"}
-    env = {**os.environ, "ROS_DOMAIN_ID": "65", "ROS_LOCALHOST_ONLY": "1", "OMP_NUM_THREADS": "1"}
+    env = ros_env("driving_sitl")
     with running_nodes(cmds, tmp_path, env, cwd=ROOT) as procs:
         procs["sim_bridge"].wait(timeout=120)
     bridge_log = (tmp_path / "sim_bridge.log").read_text()
