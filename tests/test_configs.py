@@ -91,7 +91,11 @@ def test_the_cable_load_readme_command_reproduces_the_shipped_policys_settings()
     args = shlex.split(commands[0].split("#")[0])[2:]
     payload = torch.load(ROOT / "assets/policies/cable_load/policy.pt", map_location="cpu", weights_only=False)
     composed = plain(*args)
-    assert composed["task"] == payload["task_cfg"]
+    # Fields newer than the checkpoint may only say how the task is computed, not what it is (the control
+    # loop's memory layout: the same physics to float32 round-off).
+    newer = set(composed["task"]) - set(payload["task_cfg"])
+    assert newer <= {"layout"}, newer
+    assert {k: v for k, v in composed["task"].items() if k not in newer} == payload["task_cfg"]
     recorded = payload["meta"]["config"]
     assert composed["algo"] == recorded["algo"]
     assert composed["seed"] == recorded["seed"] and composed["num_envs"] == recorded["num_envs"]

@@ -19,6 +19,7 @@ from torch import Tensor
 from sim.core.env import MultiAgentEnv, Obs, Scenario
 from sim.core.randomization import DelayBuffer, uniform
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
+from sim.physics import components as soa
 from sim.physics.cable import cable_tension
 from sim.physics.contact import ground_contact
 from sim.physics.controllers import INDIController
@@ -35,7 +36,7 @@ from sim.physics.quaternion import (
     quat_yaw,
 )
 from sim.physics.rigid_body import GRAVITY, RigidBodyState, point_velocity, rigid_body_step, wrench_at_point
-from sim.tasks.cable_load.config import CableLoadCfg, evaluation_overrides
+from sim.tasks.cable_load.config import COMPONENTS_MIN_ENVS, CableLoadCfg, evaluation_overrides
 from sim.tasks.cable_load.geometry import box_inertia, hover_equilibrium, load_attach_points
 
 GROUP = "mavs"
@@ -161,6 +162,10 @@ class CableLoadEnv(MultiAgentEnv):
         self.ctrl_dt = cfg.control_dt / cfg.decimation
         self.phys_dt = self.ctrl_dt / cfg.physics_substeps
         self.indi = INDIController(self.model, (E, N), self.ctrl_dt)
+        auto = "components" if compile or num_envs >= COMPONENTS_MIN_ENVS else "rows"
+        self.layout = auto if cfg.layout == "auto" else cfg.layout  # of the control loop (config.LAYOUTS)
+        # Constants of the component-major control loop (layout "components"); its memory stays in self.indi.
+        self.indi_components = soa.INDI(self.indi)
         self.attach = load_attach_points(N, cfg.load_attach_radius, cfg.load_size[2], dev)  # [N, 3]
         self.cable_angle = math.radians(cfg.cable_angle_deg)
         self.action_scale = torch.tensor(self.spec.groups[GROUP].action_scale, device=dev)
@@ -393,6 +398,9 @@ class CableLoadEnv(MultiAgentEnv):
         self.cmd = self.delay.push(act) * self.action_scale
 
     def _control_step(self) -> None:
+        if self.layout == "components":
+            self._control_step_components()
+            return
         d = self.drones
         speed_cmd = self.indi(self.cmd[..., :3], self.cmd[..., 3:], d.quat, d.vel, d.ang_vel, self.rotor_speed)
         failed = (self.time >= self.fault_time).unsqueeze(-1) & (
@@ -436,6 +444,96 @@ class CableLoadEnv(MultiAgentEnv):
         load = rigid_body_step(ld, force_l, torque_l, self.load_mass.unsqueeze(-1), self.load_inertia, dt)
         self.drones, _ = ground_contact(drones, radius=0.05)
         self.load, _ = ground_contact(load, radius=cfg.load_size[2] / 2)
+
+    # ----------------------------------------------------------------- step, component-major layout
+    def _control_step_components(self) -> None:
+        """:meth:`_control_step` with one tensor per vector component (:mod:`sim.physics.components`).
+
+        The same INDI tick and physics substeps as the rows path (to float32 round-off): the state is split
+        into ``[E, N]`` / ``[E]`` components once here, and written back as rows at the end (drones, load,
+        rotor speeds, cable tensions, fault flags, time and the INDI memory), so observations, rewards,
+        resets and the rows path read the same attributes as ever. No host sync: compiles and runs on cuda.
+        """
+        ctrl = self.indi_components
+        d, ld = self.drones, self.load
+        drones, load = soa.Body.from_rows(d), soa.Body.from_rows(ld)
+        speed = soa.split(self.rotor_speed)
+        cmd = soa.split(self.cmd)
+        rot = soa.quat_to_matrix(drones.quat)  # serves the INDI tick and the first substep
+        speed_cmd, mem = ctrl.step(soa.INDI.load(self.indi), cmd[:3], cmd[3:], rot, drones.vel, drones.ang_vel, speed)
+        failed = (self.time >= self.fault_time).unsqueeze(-1) & (
+            torch.arange(self.n, device=self.device) == self.fault_agent.unsqueeze(-1)
+        )
+        alive = (~failed).float()  # [E, N]
+        speed_max = self.rotor_speed_max[..., 0]
+        speed_cmd = tuple(torch.minimum(c, speed_max) * alive for c in speed_cmd)
+        # Per-episode parameters as [E, N] / [E] components (views where the last axis is a singleton).
+        params = {
+            "decay": self.motor_decay[..., 0],
+            "thrust_scale": self.thrust_scale[..., 0],
+            "mav_inertia": soa.split(self.mav_inertia),
+            "mav_mass": self.mav_mass[..., 0],
+            "load_inertia": soa.split(self.load_inertia),
+            "attach": soa.split(self.attach),  # [N] each, broadcast over envs
+            "disturbance": soa.split(self._disturbance_force()) if self.cfg.disturbance.enabled else None,
+            "released": failed if self.cfg.fault.enabled and self.cfg.fault.cable == "released" else None,
+        }
+        tension = self.cable_tension
+        for i in range(self.cfg.physics_substeps):
+            if i > 0:
+                rot = soa.quat_to_matrix(drones.quat)
+            drones, load, speed, tension = self._physics_step_components(drones, load, speed, speed_cmd, rot, params)
+
+        soa.INDI.store(self.indi, mem, prev_vel=d.vel, prev_ang_vel=d.ang_vel)  # the rows this tick measured
+        self.drones, self.load = drones.to_rows(), load.to_rows()
+        self.rotor_speed = soa.join(speed)
+        self.cable_tension = tension
+        self.failed = failed
+        self.rotor_alive = alive.unsqueeze(-1)
+        self.time = self.time + self.ctrl_dt
+
+    def _physics_step_components(
+        self,
+        drones: soa.Body,
+        load: soa.Body,
+        speed: tuple[Tensor, ...],
+        speed_cmd: tuple[Tensor, ...],
+        rot: soa.Mat3,
+        params: dict,
+    ) -> tuple[soa.Body, soa.Body, tuple[Tensor, ...], Tensor]:
+        """:meth:`_physics_step` on components: MAVs ``[E, N]``, load ``[E]``, ``rot`` the MAVs' rotation matrix
+        now. Returns the new MAVs, load, rotor speeds and cable tensions ``[E, N]``."""
+        cfg, dt, rotors = self.cfg, self.phys_dt, self.indi_components.rotors
+        speed = rotors.motor_step(speed, speed_cmd, params["decay"])
+        thrust, rotor_torque = rotors.body_wrench(speed, params["thrust_scale"])
+
+        load_b = load.unsqueeze(-1)  # [E, 1]: broadcasts over the MAVs
+        rot_l = soa.quat_to_matrix(load.quat)  # [E]
+        rot_lb = tuple(tuple(c.unsqueeze(-1) for c in row) for row in rot_l)
+        p_d, v_d = soa.point_velocity(drones, rot, rotors.cable_attach)
+        p_l, v_l = soa.point_velocity(load_b, rot_lb, params["attach"])
+        tension, direction, _ = soa.cable_tension(
+            p_d, v_d, p_l, v_l, self.cable_length, cfg.cable_stiffness, cfg.cable_damping
+        )
+        if params["released"] is not None:
+            tension = tension * (~params["released"])  # a lost MAV's cable has let go of the load
+        f_cable = tuple(c * tension for c in direction)  # on each MAV, toward the load
+
+        drag = soa.drag_force(rot, drones.vel, rotors.drag_coeff)
+        force_d = tuple(rot[k][2] * thrust + drag[k] + f_cable[k] for k in range(3))
+        torque_d = soa.add(rotor_torque, soa.wrench_at_point(rot, rotors.cable_attach, f_cable))
+        # On the load: -f_cable at each attachment point. Negating after the sums is exact (sign-symmetric
+        # rounding) and saves negating each [E, N] component.
+        force_l = tuple(-f.sum(-1) for f in f_cable)
+        if params["disturbance"] is not None:
+            force_l = tuple(f + w for f, w in zip(force_l, params["disturbance"], strict=True))
+        torque_l = tuple(-t.sum(-1) for t in soa.wrench_at_point(rot_lb, params["attach"], f_cable))
+
+        drones = soa.rigid_body_step(drones, force_d, torque_d, params["mav_mass"], params["mav_inertia"], dt)
+        load = soa.rigid_body_step(load, force_l, torque_l, self.load_mass, params["load_inertia"], dt)
+        drones = soa.ground_contact(drones, radius=0.05)
+        load = soa.ground_contact(load, radius=cfg.load_size[2] / 2)
+        return drones, load, speed, tension
 
     def _disturbance_force(self) -> Tensor:
         """The external force on the load now, world frame, ``[E, 3]`` (N): constant, or varying slowly
