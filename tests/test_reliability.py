@@ -377,10 +377,11 @@ class _SyncCounter(TorchFunctionMode):
 
 def test_a_training_rollout_syncs_the_host_once_per_step_and_once_more_where_an_episode_ended(tmp_path) -> None:
     """Issue 14: the rollout loop and env.step wait for the device only for the auto-reset's index (one
-    `nonzero` per step, plus the count of non-finite envs on steps where an episode ended) and three
-    times per rollout (the rollout's finite check, the deferred action checks, the guard counts). The
-    actions' NaN check, PPO's truncation bootstrap and the latency randomisation's check used to cost
-    three more on every step. A new `.item()`, `bool(tensor)` or `.tolist()` on the hot path fails this.
+    `nonzero` per step, plus the count of non-finite envs on steps where an episode ended) and four
+    times per rollout (the index of its truncated steps for PPO's bootstrap, the rollout's finite check,
+    the deferred action checks, the guard counts). The actions' NaN check, PPO's truncation bootstrap and
+    the latency randomisation's check used to cost three more on every step. A new `.item()`,
+    `bool(tensor)` or `.tolist()` on the hot path fails this.
     (The auto-reset's index goes when resets are masked, not indexed: issue 14, left open.)"""
     from training.config import compose
     from training.runner import Runner
@@ -403,14 +404,15 @@ def test_a_training_rollout_syncs_the_host_once_per_step_and_once_more_where_an_
     steps = runner.train_cfg.rollout_steps
     dones = [bool(e.any()) for e in ended]
     assert sum(dones) > 0, "episodes must end inside the rollout for the test to mean anything"
-    assert counter.calls.count("nonzero") == steps, counter.calls
-    assert len(counter.calls) <= steps + sum(dones) + 3, counter.calls
+    assert counter.calls.count("nonzero") == steps + 1, counter.calls
+    assert len(counter.calls) <= steps + sum(dones) + 4, counter.calls
 
 
 def test_with_masked_resets_a_training_rollout_never_syncs_inside_its_steps(tmp_path) -> None:
     """Issue 14: with ``sim.masked_resets=true`` (``env.masked_resets``) the auto-reset needs no index of the
-    finished envs, so the rollout waits for the device only at its end (the rollout's finite check,
-    the deferred action checks, the guard counts), however many episodes end inside it."""
+    finished envs, so the rollout waits for the device only at its end (the index of its truncated steps,
+    the rollout's finite check, the deferred action checks, the guard counts), however many episodes end
+    inside it."""
     from training.config import compose
     from training.runner import Runner
 
@@ -423,7 +425,7 @@ def test_with_masked_resets_a_training_rollout_never_syncs_inside_its_steps(tmp_
     with counter:
         _, episodes = runner.collect(obs)
     assert float(episodes.count) >= 2 * runner.env.num_envs, "episodes must end inside the rollout"
-    assert len(counter.calls) <= 3, counter.calls
+    assert len(counter.calls) <= 4, counter.calls
 
 
 def test_masked_resets_give_the_indexed_resets_episodes_and_leave_running_envs_alone() -> None:

@@ -144,20 +144,27 @@ def _ppo(num_envs: int = 4, **cfg) -> PPO:
 
 
 def test_truncation_bootstraps_from_final_obs_and_termination_does_not() -> None:
+    """The critic's value of the final observation is added where an env was truncated, at whichever step of
+    the rollout (the bootstrap runs once at the rollout's end, on the truncated envs alone)."""
     ppo = _ppo(gamma=0.9)
     ac = ppo.models["team"]
     obs = {"team": {"policy": torch.randn(4, 2, 3), "state": torch.randn(4, 2, 5)}}
-    final = {"team": {"policy": torch.randn(4, 2, 3), "state": torch.randn(4, 2, 5) * 3}}
+    finals = [{"team": {"policy": torch.randn(4, 2, 3), "state": torch.randn(4, 2, 5) * 3}} for _ in range(2)]
+    no = torch.zeros(4, dtype=torch.bool)
     with torch.inference_mode():
         ppo.act(obs)
-        reward = torch.ones(4, 2)
         terminated = torch.tensor([False, True, False, False])
         truncated = torch.tensor([False, False, True, True])
-        ppo.process_env_step({"team": reward}, terminated, truncated, {"final_obs": final})
-        v_final = ac.value(final["team"]["state"])
-    stored = ppo.storage["team"].rewards[0]
-    expected = reward.clone()
-    expected[2:] += 0.9 * v_final[2:]
+        ppo.process_env_step({"team": torch.ones(4, 2)}, terminated, truncated, {"final_obs": finals[0]})
+        ppo.act(obs)
+        truncated = torch.tensor([True, False, False, False])
+        ppo.process_env_step({"team": torch.full((4, 2), 2.0)}, no, truncated, {"final_obs": finals[1]})
+        ppo.compute_returns(obs)
+        v_final = [ac.value(f["team"]["state"]) for f in finals]
+    stored = ppo.storage["team"].rewards
+    expected = torch.stack((torch.ones(4, 2), torch.full((4, 2), 2.0)))
+    expected[0, 2:] += 0.9 * v_final[0][2:]
+    expected[1, 0] += 0.9 * v_final[1][0]
     torch.testing.assert_close(stored, expected)
     assert ppo.storage["team"].dones[0].tolist() == [False, True, True, True]
 

@@ -98,6 +98,13 @@ class PPO:
             name: self._make_storage(ac, num_envs, num_steps, name in taught) for name, ac in models.items()
         }
         self._pending: dict[str, tuple[Any, ...]] = {}
+        # Truncation bootstrap deferred to the end of the rollout (groups whose critic is feed-forward on vector
+        # inputs): each step's final critic observations [T, E, ...] and truncation flags [T, E].
+        self._final_obs: dict[str, tuple[list[Tensor], Tensor]] = {
+            name: self._final_obs_buffers(ac, num_envs, num_steps)
+            for name, ac in models.items()
+            if ac.critic_memory is None and all(i.kind == "vector" for i in ac.dims.critic_inputs)
+        }
         # Recurrent groups: side -> state [E, A, L, S] before the next act (zeroed where episodes ended).
         self.memory: dict[str, dict[str, Tensor]] = {
             name: ac.initial_memory(num_envs, ac.dims.n_agents, device=device)
@@ -117,6 +124,14 @@ class PPO:
         if ac.critic_memory is not None:
             memory["critic"] = ac.critic_memory.state_shape
         return RolloutStorage(num_steps, num_envs, ac.dims.n_agents, entries, ac.dims.action_dim, self.device, memory)
+
+    def _final_obs_buffers(self, ac: nn.Module, num_envs: int, num_steps: int) -> tuple[list[Tensor], Tensor]:
+        T, E, A = num_steps, num_envs, ac.dims.n_agents
+        obs = [
+            torch.zeros(T, E, A, *spec.shape, dtype=getattr(torch, spec.dtype), device=self.device)
+            for spec in ac.dims.critic_inputs
+        ]
+        return obs, torch.zeros(num_steps, num_envs, dtype=torch.bool, device=self.device)
 
     @property
     def learning_rate(self) -> float:
@@ -160,15 +175,25 @@ class PPO:
         critic's estimate of the return they would have collected, so GAE can cut the episode there
         like a termination. Terminated envs get no bootstrap. Recurrent states of finished envs
         restart from zeros.
+
+        A feed-forward critic on vector inputs is the same network all rollout long, so its bootstrap
+        waits for :meth:`compute_returns`: the final observations are kept here, and the critic then
+        runs once on the truncated envs alone (a few per rollout) instead of on every env at every step.
         """
         done = terminated | truncated
         for name, ac in self.models.items():
             stored, action, log_prob, value, new_memory = self._pending.pop(name)
             reward = rewards[name]
-            # The critic on every env's final observation, kept where truncated: one more critic pass per
-            # step instead of a host sync to find the truncated envs (the rollout stays sync-free).
             # (Without info["final_obs"], as from a caller stepping no env, there is nothing to bootstrap from.)
-            if "final_obs" in info:
+            if "final_obs" in info and name in self._final_obs:
+                bufs, flags = self._final_obs[name]
+                t = self.storage[name].step
+                for buf, x in zip(bufs, pick(info["final_obs"][name], ac.dims.critic_inputs), strict=True):
+                    buf[t].copy_(x)
+                flags[t].copy_(truncated)
+            elif "final_obs" in info:
+                # The critic on every env's final observation, kept where truncated: one more critic pass per
+                # step instead of a host sync to find the truncated envs (the rollout stays sync-free).
                 critic_mem = new_memory.get("critic") if new_memory else None
                 final_value = ac.value(info["final_obs"][name], critic_mem)
                 trunc = truncated.view(-1, *([1] * (final_value.dim() - 1)))
@@ -181,16 +206,29 @@ class PPO:
         """GAE for every group from ``V(last_obs)``; checks the rollout for NaN/inf."""
         for name, ac in self.models.items():
             store = self.storage[name]
+            if name in self._final_obs:
+                self._bootstrap_truncated(name, ac, store)
             bad = store.check_finite()
             if bad is not None:
                 raise FloatingPointError(f"non-finite {bad} in the rollout of group {name!r}")
             critic_mem = self.memory.get(name, {}).get("critic")
             store.compute_returns(ac.value(last_obs[name], critic_mem), self.cfg.gamma, self.cfg.lam)
 
+    def _bootstrap_truncated(self, name: str, ac: nn.Module, store: RolloutStorage) -> None:
+        """``r += gamma * V(final_obs)`` at the rollout's truncated (step, env) pairs, in one critic pass."""
+        bufs, flags = self._final_obs[name]
+        steps, envs = flags[: store.step].nonzero(as_tuple=True)  # the rollout's one host sync for this
+        if steps.numel() > 0:
+            final_value = ac.value([buf[steps, envs] for buf in bufs])  # [k, A]
+            store.rewards[steps, envs] += self.cfg.gamma * final_value
+        flags.zero_()
+
     def discard_rollout(self) -> None:
         """Empty the storage without updating (the next :meth:`act` starts a new rollout)."""
         for store in self.storage.values():
             store.clear()
+        for _, flags in self._final_obs.values():
+            flags.zero_()
 
     # ----------------------------------------------------------------- update
     def update(self, progress: float = 0.0, value_only: bool = False) -> dict[str, float]:
