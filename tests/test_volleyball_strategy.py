@@ -9,6 +9,8 @@ bounds are conservative.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 import sim
@@ -194,3 +196,77 @@ def test_a_rally_served_by_any_drone_looks_the_same_to_a_strategy() -> None:
         for s in (1, 2):
             torch.testing.assert_close(seen[3 * team + s], seen[3 * team], rtol=0, atol=1e-5)
             torch.testing.assert_close(planned[3 * team + s], planned[3 * team], rtol=0, atol=0)
+
+
+def test_a_scripted_opponent_is_the_rule_based_team_in_every_rotation() -> None:
+    """Issue 21: the league's scripted snapshot plays the constant RULE_BASED_CHOICE, whose formation goes by
+    place in the rotation order; the scripted team's drones keep their own homes, so after a side-out the two
+    differ (a strategy won 79% of games to 5 against the constant choice in training, 41% against the
+    scripted team in evaluate.py). Where ``set_scripted_opponent`` is set, team B must command every drone as
+    the rule-based team does, in every rotation and whatever team B's choices say; team A keeps its plan."""
+    E = 18
+    env = sim.make("drone_volleyball_strategy", num_envs=E, seed=0)
+    env.reset(seed=0)
+    rules = _constant(env, RULE_BASED_CHOICE)
+    with torch.inference_mode():
+        env.step({"team_a": rules, "team_b": rules})  # the ball in play: players chosen, not only homes
+    r = torch.arange(E)
+    env.match.rules.rotation = torch.stack((r % 3, (r // 3) % 3), -1)
+    env.match.rules.serving_team = r // 9
+    seen = {}
+    env.match.set_skill_commands = lambda skill, target, **_: seen.update(skill=skill, target=target)
+    skill, target = RuleBasedStrategy(env.match)()
+    b = env.match.team_of == 1
+    plain = default_choices(env.match)
+    env.skill_step(plain)
+    rotated = (seen["target"][:, b] - target[:, b]).abs().amax((1, 2)) > 1e-6
+    in_order = (env.match.rules.rotation_order()[:, 1] == torch.arange(3)).all(-1)  # team B's, as at a game start
+    assert not rotated[in_order].any() and bool(rotated[~in_order].all())  # the constant choice: right only there
+    other = plain.clone()
+    other[:, 1] = torch.tensor((0, 1, 8, 1))  # team B's actions say: attack at once, to a corner, deep
+    env.set_scripted_opponent(torch.ones(E, dtype=torch.bool))
+    env.skill_step(other)
+    assert torch.equal(seen["skill"][:, b], skill[:, b])
+    torch.testing.assert_close(seen["target"][:, b], target[:, b], rtol=0, atol=1e-6)
+    plan_a = seen["target"][:, ~b].clone()
+    env.set_scripted_opponent(None)
+    env.skill_step(other)
+    torch.testing.assert_close(seen["target"][:, ~b], plan_a)  # team A's plan, unchanged
+    assert not torch.allclose(seen["target"][:, b], target[:, b])  # team B follows its choices again
+
+
+def test_the_selfplay_runner_plays_the_envs_scripted_team_where_the_scripted_snapshot_is_drawn(tmp_path) -> None:
+    """The wiring of the test above: in training, the envs whose opponent is the league's scripted snapshot;
+    in evaluation (against the pool's first snapshot, the scripted one), every env."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from training.selfplay_runner import SelfPlayRunner
+
+    root = Path(__file__).resolve().parents[1]
+    with initialize_config_dir(config_dir=str(root / "configs"), version_base=None):
+        cfg = compose(
+            config_name="config",
+            overrides=[
+                "task=drone_volleyball",
+                "algo=hcsp",
+                "stage=strategy",
+                "device=cpu",
+                "torch_threads=1",
+                "wandb.mode=disabled",
+                "train.progress=false",
+                "num_envs=8",
+                "train.eval_envs=4",
+                "league.opponents_per_iteration=4",
+                f"runs_dir={tmp_path}",
+            ],
+        )
+    runner = SelfPlayRunner(OmegaConf.to_container(cfg, resolve=True))
+    scripted = next(i for i, name in runner.league.pool.names.items() if name == "scripted")
+    for _ in range(3):  # a few draws of opponents: the mask follows them
+        assert torch.equal(runner.env.scripted_b, runner.opp_ids == scripted)
+        runner._draw_opponents()
+    assert runner.league.pool.ids[0] == scripted
+    eval_env = runner._get_eval_env()
+    runner.eval_other_actions(eval_env)
+    assert bool(eval_env.scripted_b.all())

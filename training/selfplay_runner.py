@@ -13,7 +13,8 @@ snapshot of the learner joins the pool every ``league.snapshot_every`` iteration
 
 Evaluation plays the deterministic learner against the pool's first snapshot (the initial policy,
 or the scripted team of ``league.scripted_choice``; protected) and logs ``eval/metrics/win_a``;
-``checkpoints/best.pt`` keeps the best of it.
+``checkpoints/best.pt`` keeps the best of it. A task whose env offers ``set_scripted_opponent(mask [E])``
+plays its own scripted team where that snapshot is drawn (the constant choice only stands in for it).
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class SelfPlayRunner(Runner):
             else None
         )
         self.blocks: list[tuple[slice, int]] = []
+        names = self.league.pool.names
+        self._scripted_id = next((i for i in self.league.pool.ids if names[i] == "scripted"), None)
         self._results: list[tuple[Tensor, Tensor]] = []
         self._draw_opponents()
 
@@ -110,6 +113,12 @@ class SelfPlayRunner(Runner):
             self.blocks.append((slice(lo, hi), slot))
         if self.opp_memory is not None:
             self.opp_memory = torch.zeros_like(self.opp_memory)
+        self._play_scripted(self.env, self.opp_ids == self._scripted_id if self._scripted_id is not None else None)
+
+    def _play_scripted(self, env, mask: Tensor | None) -> None:
+        """Where ``mask [E]`` is set, the env's own scripted team plays the opponent group (if it offers one)."""
+        if self._scripted_id is not None and hasattr(env, "set_scripted_opponent"):
+            env.set_scripted_opponent(mask)
 
     # ----------------------------------------------------------------- runner hooks
     def other_actions(self, obs: dict) -> dict[str, Tensor]:
@@ -158,6 +167,8 @@ class SelfPlayRunner(Runner):
 
     def eval_other_actions(self, env) -> Any:
         first = self.league.pool.ids[0]
+        scripted = first == self._scripted_id
+        self._play_scripted(env, torch.full((env.num_envs,), scripted, dtype=torch.bool, device=env.device))
         actor = copy.deepcopy(self.models[self.learner]).eval().requires_grad_(False)
         actor.load_state_dict(self.league.pool.get(first))
         det = actor.deterministic_actor()
