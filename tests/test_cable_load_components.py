@@ -10,12 +10,12 @@ import torch
 import sim
 from sim.physics import components as soa
 from sim.physics.cable import cable_tension
+from sim.physics.components import COMPONENTS_MIN_ENVS
 from sim.physics.contact import ground_contact
 from sim.physics.controllers import INDIController
 from sim.physics.multirotor import MultirotorModel, MultirotorParams
 from sim.physics.quaternion import quat_rotate, quat_rotate_inv
 from sim.physics.rigid_body import RigidBodyState, rigid_body_step
-from sim.tasks.cable_load.config import COMPONENTS_MIN_ENVS
 
 GROUP = "mavs"
 E, STEPS = 32, 100  # 100 policy steps = 300 INDI ticks / physics steps = 1 s, the fault inside it
@@ -144,6 +144,7 @@ def test_one_step_of_components_from_the_rows_state_is_round_off_close():
     worst: dict[str, float] = {}
     for _ in range(STEPS):
         assert comps.load_state_snapshot(rows.state_snapshot()) is None
+        assert comps.layout == "components"  # the layout is configuration: a rows snapshot must not carry it over
         actions = {GROUP: torch.rand(E, rows.n, 5, generator=gen) * 2 - 1}
         rows.step(actions)
         comps.step(actions)
@@ -159,8 +160,10 @@ def test_one_step_of_components_from_the_rows_state_is_round_off_close():
         "rotor_speed": 0.09,
         "cable_tension": 1.1e-2,
     }
+    print("lockstep worst", worst)
     too_far = {k: (worst[k], bound) for k, bound in tight.items() if not worst[k] <= bound}
     assert not too_far, too_far
+    assert worst["drones.pos"] > 0.0, "two layouts round differently: zero means one layout ran twice"
 
 
 def random_bodies(n: int, gen: torch.Generator) -> RigidBodyState:

@@ -1,8 +1,9 @@
-"""Component-major ("structure of arrays") versions of the rigid-body, cable, multirotor and INDI maths.
+"""Component-major ("structure of arrays") versions of the rigid-body, cable, multirotor, INDI, rate-PID and ball maths.
 
 The row-major modules (:mod:`~sim.physics.quaternion`, :mod:`~sim.physics.rigid_body`,
 :mod:`~sim.physics.contact`, :mod:`~sim.physics.cable`, :mod:`~sim.physics.multirotor`,
-:mod:`~sim.physics.controllers.indi`) keep vectors as ``[..., 3]`` rows; they stay the reference.
+:mod:`~sim.physics.controllers.indi`, :mod:`~sim.physics.controllers.rate_pid`, :mod:`~sim.physics.ball`) keep
+vectors as ``[..., 3]`` rows; they stay the reference.
 Here a 3-vector is a tuple of 3 tensors shaped like the batch (``[E, N]`` for MAVs, ``[E]`` or a
 broadcasting ``[E, 1]`` for the load), a quaternion ``[w, x, y, z]`` is 4 tensors and a rotation
 matrix is 9 (a tuple of 3 rows). Why: with ``[..., 3]`` rows every eager op loops over 3-4
@@ -13,7 +14,8 @@ tensor per component every op is a plain contiguous loop over the batch (the lay
 The formulas and their evaluation order follow the row-major code, so results agree to float32
 round-off. Two deliberate differences: a rotation matrix built once per body and step replaces the
 cross-product form of :func:`~sim.physics.quaternion.quat_rotate` (a few ulp apart), and terms whose
-constant coefficient is exactly 0 are skipped (``0 * x`` adds nothing for finite ``x``).
+constant coefficient is exactly 0 are skipped (``0 * x`` adds nothing for finite ``x``; e.g. the yaw ``kd`` of the
+rate PID, a frictionless ball contact's Coulomb term, the net's zero axis entries).
 Constants (allocation, gains, offsets on the body) are Python floats: compiled kernels inline them.
 """
 
@@ -26,7 +28,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from sim.physics.ball import BallParams
 from sim.physics.controllers.indi import INDIController
+from sim.physics.controllers.rate_pid import RatePIDController
 from sim.physics.multirotor import MultirotorModel
 from sim.physics.rigid_body import GRAVITY, RigidBodyState
 
@@ -35,6 +39,38 @@ Vec3 = tuple[Tensor, Tensor, Tensor]
 Quat = tuple[Tensor, Tensor, Tensor, Tensor]
 Mat3 = tuple[Vec3, Vec3, Vec3]  # rows: R[i][j]
 ConstVec3 = tuple[Scalar, Scalar, Scalar]  # a vector whose entries may be Python floats (constants)
+
+# ----------------------------------------------------------------- which layout a task's control loop takes
+# A task config's ``layout``: "rows" (the reference), "components" (this module) or "auto": components when
+# compiled or from COMPONENTS_MIN_ENVS envs, rows below (eager small batches, where twice the number of small ops
+# costs more than the vectorisation gains: benchmarks/layout_compare.py).
+LAYOUTS = ("auto", "rows", "components")
+COMPONENTS_MIN_ENVS = 1024
+
+
+def check_layout(layout: str) -> None:
+    """Raise ``ValueError`` unless ``layout`` is one of :data:`LAYOUTS` (for a config's ``__post_init__``)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+
+
+def resolve_layout(layout: str, num_envs: int, compiled: bool) -> str:
+    """The layout a control loop runs: ``layout`` itself, or for "auto" components when ``compiled`` or from
+    :data:`COMPONENTS_MIN_ENVS` envs, rows below."""
+    check_layout(layout)
+    if layout != "auto":
+        return layout
+    return "components" if compiled or num_envs >= COMPONENTS_MIN_ENVS else "rows"
+
+
+class ResolvedLayout:
+    """The layout an env's control loop runs (:func:`resolve_layout`). Configuration, not episode state: outside
+    :meth:`~sim.core.env.MultiAgentEnv.state_snapshot`, so restoring a snapshot keeps the env's own layout."""
+
+    snapshot_constant = True
+
+    def __init__(self, layout: str, num_envs: int, compiled: bool) -> None:
+        self.name = resolve_layout(layout, num_envs, compiled)
 
 
 # ----------------------------------------------------------------- layout conversion
@@ -463,3 +499,204 @@ class INDI:
             torch.where(outside, y / horiz_norm * self.sin_max_tilt, y),
             torch.where(outside, self.cos_max_tilt, z),
         )
+
+
+# ----------------------------------------------------------------- rate PID controller
+class RatePIDMemory(NamedTuple):
+    """:class:`~sim.physics.controllers.rate_pid.RatePIDController`'s memory by components, batch ``[...]``."""
+
+    integral: Vec3  # integrated body-rate error (rad), clipped to the integral limit
+    prev_rate: Vec3  # body rates of the previous call (rad/s)
+
+
+class RatePID:
+    """The step of :class:`~sim.physics.controllers.rate_pid.RatePIDController` on components: the same error
+    integral (clipped), rate derivative from the previous call, gyroscopic feed-forward and allocation. Constants
+    are copied from the row-major controller, whose tensors keep the memory between control steps (:meth:`load` /
+    :meth:`store`); a gain that is exactly 0 (the yaw ``kd``) drops its term."""
+
+    snapshot_constant = True  # constants only: not episode state (MultiAgentEnv.state_snapshot)
+
+    def __init__(self, ctrl: RatePIDController) -> None:
+        self.rotors = RotorModel(ctrl.model)
+        self.inertia = self.rotors.inertia
+        self.kp: tuple[float, float, float] = tuple(ctrl.kp.tolist())
+        self.ki: tuple[float, float, float] = tuple(ctrl.ki.tolist())
+        self.kd: tuple[float, float, float] = tuple(ctrl.kd.tolist())
+        self.integral_limit = ctrl.integral_limit
+
+    @staticmethod
+    def load(ctrl: RatePIDController) -> RatePIDMemory:
+        """The controller's memory tensors split into components."""
+        return RatePIDMemory(split(ctrl.integral), split(ctrl.prev_rate))
+
+    @staticmethod
+    def store(ctrl: RatePIDController, mem: RatePIDMemory) -> None:
+        """Write ``mem`` back into the controller's row tensors (new tensors, as its own call assigns them)."""
+        ctrl.integral = join(mem.integral)
+        ctrl.prev_rate = join(mem.prev_rate)
+
+    def step(
+        self,
+        mem: RatePIDMemory,
+        thrust_cmd: Tensor,
+        rate_cmd: Sequence[Tensor],
+        ang_vel: Vec3,
+        dt: float,
+        thrust_scale: Scalar = 1.0,
+    ) -> tuple[tuple[Tensor, ...], RatePIDMemory]:
+        """Rotor speed commands (``R`` tensors, rad/s) and the updated memory.
+
+        Args:
+            thrust_cmd: collective thrust (N). rate_cmd: desired body rates (rad/s). ang_vel: measured body rates.
+            dt: the time since the previous call (s).
+        """
+        lim = self.integral_limit
+        err = tuple(c - w for c, w in zip(rate_cmd, ang_vel, strict=True))
+        integral = tuple((i + e * dt).clamp(-lim, lim) for i, e in zip(mem.integral, err, strict=True))
+        ang_acc_cmd = []
+        for k in range(3):
+            acc = self.kp[k] * err[k] + self.ki[k] * integral[k]
+            if self.kd[k] != 0:
+                acc = acc - self.kd[k] * ((ang_vel[k] - mem.prev_rate[k]) / dt)
+            ang_acc_cmd.append(acc)
+        inertia = self.inertia
+        gyro = cross(ang_vel, (inertia[0] * ang_vel[0], inertia[1] * ang_vel[1], inertia[2] * ang_vel[2]))
+        torque = tuple(inertia[k] * ang_acc_cmd[k] + gyro[k] for k in range(3))
+        speed_cmd = self.rotors.wrench_to_speed_cmd(thrust_cmd, torque, thrust_scale)  # type: ignore[arg-type]
+        return speed_cmd, RatePIDMemory(integral, tuple(ang_vel))  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------- ball (sim.physics.ball)
+_EPS = 1e-9  # as sim.physics.ball: lengths below this (m, m/s) are treated as zero when normalising
+
+
+def sub(a: Sequence[Scalar], b: Sequence[Scalar]) -> ConstVec3:
+    """``a - b`` by components, a Python-float 0 in ``b`` subtracting nothing."""
+    return tuple(x if _is_const(y) and y == 0 else x - y for x, y in zip(a, b, strict=True))  # type: ignore[return-value]
+
+
+def scale(v: Sequence[Scalar], s: Tensor) -> ConstVec3:
+    """``s v`` for a tensor ``s``; a Python-float entry 0 stays the constant 0.0 and 1 gives ``s``."""
+    return tuple(_mul(x, s) for x in v)  # type: ignore[return-value]
+
+
+def safe_unit(v: Sequence[Tensor], fallback: Sequence[Scalar]) -> tuple[Vec3, Tensor]:
+    """``(v / |v|, |v|)``, with ``fallback`` (unit; tensors or constants) where ``|v| <= 1e-9``."""
+    n = norm(v)
+    inv_ok = n > _EPS
+    safe = n.clamp(min=_EPS)
+    return tuple(torch.where(inv_ok, c / safe, f) for c, f in zip(v, fallback, strict=True)), n  # type: ignore[return-value]
+
+
+def ball_flight_step(
+    pos: Vec3, vel: Vec3, params: BallParams, dt: float, gravity: float = GRAVITY
+) -> tuple[Vec3, Vec3]:
+    """Gravity and quadratic drag over ``dt`` by Strang splitting (:func:`sim.physics.ball.ball_flight_step`)."""
+    half_kdt = 0.5 * params.drag_k * dt
+    damp = 1.0 + half_kdt * norm(vel)
+    vel = tuple(v / damp for v in vel)
+    px, py, pz = (p + dt * v for p, v in zip(pos, vel, strict=True))
+    pz = pz - 0.5 * gravity * dt * dt
+    vel = (vel[0], vel[1], vel[2] - gravity * dt)
+    damp = 1.0 + half_kdt * norm(vel)
+    return (px, py, pz), tuple(v / damp for v in vel)  # type: ignore[return-value]
+
+
+def closest_point_on_disc(p: Sequence[Tensor], center: Vec3, normal: Vec3, radius: Scalar) -> Vec3:
+    """Closest point to ``p`` on a flat disc, edges included (:func:`sim.physics.ball.closest_point_on_disc`).
+
+    ``normal`` must be unit: a rotation matrix column, used as it is where the row-major function renormalises
+    it (the two differ by round-off)."""
+    d = sub(p, center)
+    along = dot(d, normal)
+    in_plane = tuple(c - along * n for c, n in zip(d, normal, strict=True))
+    rho = norm(in_plane)
+    s = (radius / rho.clamp(min=_EPS)).clamp(max=1.0)
+    return tuple(c + s * q for c, q in zip(center, in_plane, strict=True))  # type: ignore[return-value]
+
+
+def closest_point_on_rect(
+    p: Sequence[Tensor], center: ConstVec3, axis_u: ConstVec3, axis_v: ConstVec3, half_u: Scalar, half_v: Scalar
+) -> ConstVec3:
+    """Closest point to ``p`` on the rectangle ``center + a u + b v``, ``|a| <= half_u``, ``|b| <= half_v``
+    (:func:`sim.physics.ball.closest_point_on_rect`). Constant axes (the net: world y and z) drop their zero
+    terms, so a component may come back as the constant 0.0."""
+    d = sub(p, center)
+    a = lincomb(axis_u, d).clamp(min=-half_u, max=half_u)
+    b = lincomb(axis_v, d).clamp(min=-half_v, max=half_v)
+    return add(add(center, scale(axis_u, a)), scale(axis_v, b))
+
+
+def resolve_sphere_contact(
+    pos: Vec3,
+    vel: Vec3,
+    contact_point: Sequence[Scalar],
+    surface_vel: Sequence[Scalar],
+    radius: float,
+    restitution: Scalar,
+    friction: Scalar = 0.0,
+    fallback_normal: Sequence[Scalar] = (0.0, 0.0, 1.0),
+) -> tuple[Vec3, Vec3, Tensor]:
+    """Bounce spheres off an infinitely heavy surface point (:func:`sim.physics.ball.resolve_sphere_contact`):
+    ``(pos, vel, hit)``. ``contact_point``, ``surface_vel`` and ``fallback_normal`` may hold constants (a fixed
+    net: a surface velocity of 0.0); a ``friction`` of the constant 0 skips the Coulomb term (it removes nothing)."""
+    normal, dist = safe_unit(sub(pos, contact_point), fallback_normal)  # type: ignore[arg-type]
+    depth = radius - dist
+    v_rel = sub(vel, surface_vel)
+    v_n = dot(v_rel, normal)
+    hit = (depth > 0) & (v_n < 0)
+    j_n = -(1.0 + restitution) * v_n
+    new_vel = tuple(v + j_n * n for v, n in zip(vel, normal, strict=True))
+    if not (_is_const(friction) and friction == 0):
+        v_t = tuple(r - v_n * n for r, n in zip(v_rel, normal, strict=True))
+        speed_t = norm(v_t)
+        slip_cut = torch.minimum(friction * j_n, speed_t) / speed_t.clamp(min=_EPS)
+        new_vel = tuple(v - slip_cut * t for v, t in zip(new_vel, v_t, strict=True))
+    out_pos = tuple(torch.where(hit, p + depth * n, p) for p, n in zip(pos, normal, strict=True))
+    out_vel = tuple(torch.where(hit, nv, v) for nv, v in zip(new_vel, vel, strict=True))
+    return out_pos, out_vel, hit  # type: ignore[return-value]
+
+
+def ground_contact_ball(pos: Vec3, vel: Vec3, params: BallParams, ground_z: float = 0.0) -> tuple[Vec3, Vec3, Tensor]:
+    """Bounce balls on the plane ``z = ground_z`` (:func:`sim.physics.ball.ground_contact_ball`)."""
+    z, vz = pos[2], vel[2]
+    top = ground_z + params.radius
+    hit = (z < top) & (vz < 0)
+    z = torch.where(hit, top, z)
+    vz = torch.where(hit, -params.restitution_ground * vz, vz)
+    return (pos[0], pos[1], z), (vel[0], vel[1], vz), hit
+
+
+def paddle_surface(body: Body, rot: Mat3, offset_body: ConstVec3) -> tuple[Vec3, Vec3, Vec3]:
+    """Drones' hitting discs (:func:`sim.physics.ball.paddle_surface`): centre ``p + R r``, normal ``R e_z`` (the
+    matrix's third column) and the centre's velocity ``v + R (omega x r)``."""
+    center, velocity = point_velocity(body, rot, offset_body)
+    return center, (rot[0][2], rot[1][2], rot[2][2]), velocity
+
+
+def ball_drone_contact(
+    ball_pos: Vec3,
+    ball_vel: Vec3,
+    center: Vec3,
+    normal: Vec3,
+    disc_radius: Scalar,
+    point_velocity: Vec3,
+    params: BallParams,
+) -> tuple[Vec3, Vec3, Tensor]:
+    """Hit balls with drone paddles (:func:`sim.physics.ball.ball_drone_contact` without ``ang_vel_world``): per
+    ball-paddle pair, broadcast (e.g. balls ``[E, 1]`` against paddles ``[E, D]``), ``(pos, vel, hit)``."""
+    point = closest_point_on_disc(ball_pos, center, normal, disc_radius)
+    v_rel = sub(ball_vel, point_velocity)
+    away = dot(v_rel, normal) > 0
+    facing = tuple(torch.where(away, -n, n) for n in normal)
+    return resolve_sphere_contact(
+        ball_pos,
+        ball_vel,
+        point,
+        point_velocity,
+        params.radius,
+        params.restitution_drone,
+        params.friction_drone,
+        fallback_normal=facing,
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sim.core.config import at_least, bounded, fraction, non_negative, positive
+from sim.physics.components import check_layout
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,10 @@ class ObsNoiseCfg:
 
 
 FAULT_CABLE_MODES = ("attached", "released")
-# How the control loop holds vectors: "rows" ([..., 3] tensors, the reference maths of sim.physics) or
-# "components" (one tensor per x/y/z component, sim.physics.components; the same physics, faster in large
-# batches); "auto": components when compiled or from COMPONENTS_MIN_ENVS envs, rows below (eager small batches,
-# e.g. the one-env ROS bridge, pay for the components' twice as many small ops).
-LAYOUTS = ("auto", "rows", "components")
-COMPONENTS_MIN_ENVS = 1024
+# How the control loop holds vectors (sim.physics.components.LAYOUTS): "rows" ([..., 3] tensors, the reference
+# maths of sim.physics) or "components" (one tensor per x/y/z component; the same physics, faster in large batches);
+# "auto": components when compiled or from COMPONENTS_MIN_ENVS envs, rows below (eager small batches, e.g. the
+# one-env ROS bridge, pay for the components' twice as many small ops).
 
 
 @dataclass(frozen=True)
@@ -140,9 +139,9 @@ class CableLoadCfg:
     control_dt: float = positive(0.01)
     decimation: int = at_least(1, 3)  # INDI controller 300 Hz
     physics_substeps: int = at_least(1, 1)  # 300 Hz physics, the paper's sim.dt; stable for these cables
-    # Memory layout of the control loop (INDI + physics), see LAYOUTS; observations and rewards always use rows.
+    # Memory layout of the control loop (INDI + physics), see the note above; observations and rewards use rows.
     # "components" agrees with "rows" to float32 round-off (tests/test_cable_load_components.py) and steps faster
-    # from ~1k envs eager and at every size compiled (benchmarks/cable_load_layout.py); below that, eager, "rows" is.
+    # from ~1k envs eager and at every size compiled (benchmarks/layout_compare.py); below that, eager, "rows" is.
     layout: str = "auto"
     episode_length_s: float = positive(20.0)
     # Start and goals (goal offsets relative to the start pose of the load).
@@ -181,8 +180,7 @@ class CableLoadCfg:
     def __post_init__(self) -> None:
         if not 2 <= self.num_mavs <= 6:
             raise ValueError(f"num_mavs must be in [2, 6], got {self.num_mavs}")
-        if self.layout not in LAYOUTS:
-            raise ValueError(f"layout must be one of {LAYOUTS}, got {self.layout!r}")
+        check_layout(self.layout)
 
 
 def evaluation_overrides() -> dict:

@@ -36,7 +36,7 @@ from sim.physics.quaternion import (
     quat_yaw,
 )
 from sim.physics.rigid_body import GRAVITY, RigidBodyState, point_velocity, rigid_body_step, wrench_at_point
-from sim.tasks.cable_load.config import COMPONENTS_MIN_ENVS, CableLoadCfg, evaluation_overrides
+from sim.tasks.cable_load.config import CableLoadCfg, evaluation_overrides
 from sim.tasks.cable_load.geometry import box_inertia, hover_equilibrium, load_attach_points
 
 GROUP = "mavs"
@@ -162,8 +162,7 @@ class CableLoadEnv(MultiAgentEnv):
         self.ctrl_dt = cfg.control_dt / cfg.decimation
         self.phys_dt = self.ctrl_dt / cfg.physics_substeps
         self.indi = INDIController(self.model, (E, N), self.ctrl_dt)
-        auto = "components" if compile or num_envs >= COMPONENTS_MIN_ENVS else "rows"
-        self.layout = auto if cfg.layout == "auto" else cfg.layout  # of the control loop (config.LAYOUTS)
+        self._layout = soa.ResolvedLayout(cfg.layout, num_envs, self.compiled)  # of the control loop
         # Constants of the component-major control loop (layout "components"); its memory stays in self.indi.
         self.indi_components = soa.INDI(self.indi)
         self.attach = load_attach_points(N, cfg.load_attach_radius, cfg.load_size[2], dev)  # [N, 3]
@@ -396,6 +395,11 @@ class CableLoadEnv(MultiAgentEnv):
         self.prev_action = self.last_action
         self.last_action = act
         self.cmd = self.delay.push(act) * self.action_scale
+
+    @property
+    def layout(self) -> str:
+        """The control loop's layout, ``cfg.layout`` resolved: "rows" or "components"."""
+        return self._layout.name
 
     def _control_step(self) -> None:
         if self.layout == "components":

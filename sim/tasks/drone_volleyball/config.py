@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from sim.core.config import at_least, bounded, fraction, non_negative, positive
 from sim.physics.ball import BallParams
+from sim.physics.components import check_layout
 from sim.tasks.drone_volleyball.court import CourtCfg
 from sim.tasks.drone_volleyball.rules import RulesCfg
 
@@ -105,6 +106,12 @@ class VolleyballCfg:
     # Timing: VolleyBots runs the policy at 50 Hz (sim.dt 0.02); our rate loop and physics at 200 Hz.
     control_dt: float = positive(0.02)
     decimation: int = at_least(1, 4)  # rate loop and physics 200 Hz
+    # Memory layout of the control loop (rate PID, physics, ball contacts; sim.physics.components.LAYOUTS):
+    # "rows" ([..., 3] tensors, the reference), "components" (one tensor per vector component: the same physics to
+    # float32 round-off, tests/test_volleyball_components.py, and faster steps from ~1k envs eager and compiled,
+    # benchmarks/layout_compare.py) or "auto" (components when compiled or from COMPONENTS_MIN_ENVS envs).
+    # Observations, rules and rewards always use rows.
+    layout: str = "auto"
     episode_length_s: float = positive(10.0)
     action: str = "ctbr"  # "ctbr": collective thrust + body rates (rate PID) | "rotor": normalised rotor speeds
     max_body_rate: float = positive(6.0)  # rad/s at |action| = 1 (roll, pitch); yaw uses half
@@ -134,6 +141,7 @@ class VolleyballCfg:
             raise ValueError(f"opening_server must be 'first' or 'random', got {self.opening_server!r}")
         if self.action not in ("ctbr", "rotor"):
             raise ValueError(f"action must be 'ctbr' or 'rotor', got {self.action!r}")
+        check_layout(self.layout)
 
     @property
     def is_match(self) -> bool:

@@ -5,7 +5,9 @@ Bodies: ``D`` quadrotors (``iris``, 1.52 kg) with a hitting disc on top (body +z
 control step (50 Hz) the rate loop and physics run ``decimation`` times (200 Hz): rate PID ->
 rotors (first-order lag) -> Newton-Euler; ball flight, then at most one contact per substep (the
 nearest paddle, else the net, else the ground). :class:`~sim.tasks.drone_volleyball.rules.RallyRules`
-turns the step's contacts into touches, faults and points.
+turns the step's contacts into touches, faults and points. That loop runs on ``[..., 3]`` rows or, with
+``cfg.layout`` "components" (the default "auto" picks it when compiled or from 1024 envs), on one tensor
+per vector component (:mod:`sim.physics.components`): the same physics to float32 round-off, faster.
 
 ``sim.make("drone_volleyball", mode=...)`` builds :class:`DroneVolleyballEnv`, whose ``cfg.mode``
 picks the env (``DroneVolleyballEnv(cfg, ...)`` returns it):
@@ -38,6 +40,7 @@ from torch import Tensor
 from sim.core.env import MultiAgentEnv, Obs
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
 from sim.core.teams import MatchTeams
+from sim.physics import components as soa
 from sim.physics.ball import (
     ball_drone_contact,
     ball_flight_step,
@@ -76,6 +79,27 @@ def skill_terms() -> tuple[ObsTerm, ...]:
     )
 
 
+class LoopLayout:
+    """Which layout the control loop runs (``cfg.layout`` resolved), and the constants of the component-major one
+    as Python floats and small index tensors. Configuration, not episode state: outside
+    :meth:`~sim.core.env.MultiAgentEnv.state_snapshot`, so restoring a snapshot keeps the env's own layout."""
+
+    snapshot_constant = True
+
+    def __init__(self, env: DroneVolleyballEnv, layout: str) -> None:
+        self.layout = layout
+        self.rate_pid = soa.RatePID(env.rate_ctrl)  # its memory stays in env.rate_ctrl
+        self.rotors = self.rate_pid.rotors
+        self.motor_decay = float(env.model.motor_decay(env.phys_dt))  # the float32 factor motor_step computes
+        self.rate_scale: tuple[float, ...] = tuple(env.rate_scale.tolist())
+        self.paddle_offset = (0.0, 0.0, float(env.paddle_offset[2]))
+        # The net rectangle: centre, in-plane axes (the rows path's float32 constants) and half extents.
+        self.net = tuple(tuple(row) for row in env._net_frame.tolist())
+        self.net_half = (env.cfg.court.antenna_y, env.cfg.court.net_height / 2)
+        self.drone_ids = torch.arange(env.num_drones, device=env.device)
+        self.not_self = ~torch.eye(env.num_drones, dtype=torch.bool, device=env.device)
+
+
 class DroneVolleyballEnv(MultiAgentEnv):
     """Batched multi-drone volleyball; see the module docstring. Abstract: the mode's subclass
     implements the episode start (``_reset_idx``), ``_after_rules``, ``_policy_obs``, rewards,
@@ -92,6 +116,11 @@ class DroneVolleyballEnv(MultiAgentEnv):
 
             cls = VolleyballMatchEnv if cfg.is_match else VolleyballSkillEnv
         return super().__new__(cls)
+
+    @property
+    def layout(self) -> str:
+        """The control loop's memory layout, "rows" or "components" (``cfg.layout`` with "auto" resolved)."""
+        return self._loop.layout
 
     @classmethod
     def evaluation_overrides(cls) -> dict:
@@ -153,6 +182,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self.drone_out = torch.zeros(E, D, dtype=torch.bool, device=dev)  # this step's DRONE_OUT flags
         self.final_counters = {name: torch.zeros(E, device=dev) for name in R.COUNTER_NAMES}  # last episode's
         self.hover_thrust_action = 2.0 * self.params.mass * GRAVITY / self.params.max_thrust - 1.0
+        self._loop = LoopLayout(self, soa.resolve_layout(cfg.layout, num_envs, self.compiled))  # see _control_loop
 
     # ----------------------------------------------------------------- spec
     def _build_spec(self) -> EnvSpec:
@@ -309,6 +339,103 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self.hits = self.hits | hit_one
         self.ball_net = self.ball_net | net_hit
         self.ball_ground = self.ball_ground | ground_hit
+
+    # ----------------------------------------------------------------- step, component-major layout
+    def _control_loop(self) -> None:
+        if self.layout == "components":
+            self._control_loop_components()
+        else:
+            super()._control_loop()
+
+    def _control_loop_components(self) -> None:
+        """The ``decimation`` ticks of :meth:`_control_step` with one tensor per vector component
+        (:mod:`sim.physics.components`, layout "components").
+
+        The same rate PID, motors, Newton-Euler, crash checks and ball contacts as the rows path (to float32
+        round-off): the state is split into ``[E, D]`` / ``[E]`` components once per control step and written back
+        as rows at its end (drones, rotor speeds, the rate-PID memory, ball, landing point and the step's contact
+        and crash flags), so observations, rules, rewards, resets and the rows path read the same attributes as
+        ever. One rotation matrix per substep serves its paddles and the next substep's forces. No host sync:
+        compiles and runs on cuda.
+        """
+        cfg, dt, const = self.cfg, self.phys_dt, self._loop
+        pid, rotors = const.rate_pid, const.rotors
+        body = soa.Body.from_rows(self.drones)
+        speed = soa.split(self.rotor_speed)
+        cmd = soa.split(self.cmd)
+        ctbr = cfg.action == "ctbr"
+        if ctbr:  # the commands hold over the control step: scaled once
+            thrust_cmd = (cmd[0] + 1.0) * 0.5 * self.params.max_thrust
+            rate_cmd = tuple(c * s for c, s in zip(cmd[1:], const.rate_scale, strict=True))
+            mem = soa.RatePID.load(self.rate_ctrl)
+        else:
+            speed_cmd = tuple((c + 1.0) * 0.5 * self.params.rotor_speed_max for c in cmd)
+        ball = (soa.split(self.ball_pos), soa.split(self.ball_vel), soa.split(self.landed_at))
+        flags = (self.hits, self.ball_net, self.ball_ground)
+        crash = self.drone_crash
+        rot = soa.quat_to_matrix(body.quat)
+        for _ in range(self.decimation):
+            if ctbr:
+                speed_cmd, mem = pid.step(mem, thrust_cmd, rate_cmd, body.ang_vel, dt)
+            speed = rotors.motor_step(speed, speed_cmd, const.motor_decay)
+            thrust, torque = rotors.body_wrench(speed)
+            drag = soa.drag_force(rot, body.vel, rotors.drag_coeff)
+            force = tuple(rot[k][2] * thrust + drag[k] for k in range(3))
+            body = soa.rigid_body_step(body, force, torque, rotors.mass, rotors.inertia, dt)
+            rot = soa.quat_to_matrix(body.quat)
+            crash = crash | self._crashes_components(body.pos)
+            ball, flags = self._ball_substep_components(ball, flags, body, rot, dt)
+
+        self.drones = body.to_rows()
+        self.rotor_speed = soa.join(speed)
+        if ctbr:
+            soa.RatePID.store(self.rate_ctrl, mem)
+        self.drone_crash = crash
+        self.ball_pos, self.ball_vel, self.landed_at = (soa.join(v) for v in ball)
+        self.hits, self.ball_net, self.ball_ground = flags
+
+    def _crashes_components(self, pos: soa.Vec3) -> Tensor:
+        """``[E, D]``: drones on the ground, in the net or within one collision radius of another drone."""
+        r, court = self.params.collision_radius, self.cfg.court
+        x, y, z = pos
+        ground = z < r * 0.5
+        at_net = (x.abs() < r) & (z < court.net_height) & (y.abs() < court.antenna_y)
+        # Pairwise centre distances [E, D, D] (torch.cdist's, computed directly); a drone is no collision of its own.
+        gap = soa.norm(tuple(c.unsqueeze(-1) - c.unsqueeze(-2) for c in pos))
+        collide = ((gap < r) & self._loop.not_self).any(-1)
+        return ground | at_net | collide
+
+    def _ball_substep_components(
+        self,
+        ball: tuple[soa.Vec3, soa.Vec3, soa.Vec3],
+        flags: tuple[Tensor, Tensor, Tensor],
+        body: soa.Body,
+        rot: soa.Mat3,
+        dt: float,
+    ) -> tuple[tuple[soa.Vec3, soa.Vec3, soa.Vec3], tuple[Tensor, Tensor, Tensor]]:
+        """:meth:`_ball_substep` on components: ``ball`` = (pos, vel, landed_at) ``[E]`` each, ``flags`` = (hits
+        ``[E, D]``, net ``[E]``, ground ``[E]``) so far this step, ``body`` / ``rot`` the drones after this substep."""
+        cfg, bp, const = self.cfg, self.cfg.ball, self._loop
+        pos, vel, landed = ball
+        hits, ball_net, ball_ground = flags
+        pos, vel = soa.ball_flight_step(pos, vel, bp, dt)
+        center, normal, pvel = soa.paddle_surface(body, rot, const.paddle_offset)
+        new_pos, new_vel, hit = soa.ball_drone_contact(
+            soa.unsqueeze(pos), soa.unsqueeze(vel), center, normal, cfg.paddle_radius, pvel, bp
+        )  # [E, D] each
+        # At most one paddle per substep: the first drone in contact.
+        first = hit.long().argmax(-1, keepdim=True)  # [E, 1]
+        any_hit = hit.any(-1)
+        hit_one = (const.drone_ids == first) & any_hit.unsqueeze(-1)
+        pos = tuple(torch.where(any_hit, n.gather(-1, first).squeeze(-1), p) for n, p in zip(new_pos, pos, strict=True))
+        vel = tuple(torch.where(any_hit, n.gather(-1, first).squeeze(-1), v) for n, v in zip(new_vel, vel, strict=True))
+        # The net: a rectangle in the plane x = 0.
+        point = soa.closest_point_on_rect(pos, *const.net, *const.net_half)
+        pos, vel, net_hit = soa.resolve_sphere_contact(pos, vel, point, (0.0, 0.0, 0.0), bp.radius, bp.restitution_net)
+        pos, vel, ground_hit = soa.ground_contact_ball(pos, vel, bp)
+        first_landing = ground_hit & ~ball_ground
+        landed = tuple(torch.where(first_landing, p, q) for p, q in zip(pos, landed, strict=True))
+        return (pos, vel, landed), (hits | hit_one, ball_net | net_hit, ball_ground | ground_hit)
 
     # ----------------------------------------------------------------- after the physics
     def _update_observation_buffers(self) -> None:
