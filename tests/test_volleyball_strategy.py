@@ -224,12 +224,12 @@ def test_a_scripted_opponent_is_the_rule_based_team_in_every_rotation() -> None:
     assert not rotated[in_order].any() and bool(rotated[~in_order].all())  # the constant choice: right only there
     other = plain.clone()
     other[:, 1] = torch.tensor((0, 1, 8, 1))  # team B's actions say: attack at once, to a corner, deep
-    env.set_scripted_opponent(torch.ones(E, dtype=torch.bool))
+    env.set_scripted_opponent("team_b", torch.ones(E, dtype=torch.bool))
     env.skill_step(other)
     assert torch.equal(seen["skill"][:, b], skill[:, b])
     torch.testing.assert_close(seen["target"][:, b], target[:, b], rtol=0, atol=1e-6)
     plan_a = seen["target"][:, ~b].clone()
-    env.set_scripted_opponent(None)
+    env.set_scripted_opponent("team_b", None)
     env.skill_step(other)
     torch.testing.assert_close(seen["target"][:, ~b], plan_a)  # team A's plan, unchanged
     assert not torch.allclose(seen["target"][:, b], target[:, b])  # team B follows its choices again
@@ -244,29 +244,35 @@ def test_the_selfplay_runner_plays_the_envs_scripted_team_where_the_scripted_sna
     from training.selfplay_runner import SelfPlayRunner
 
     root = Path(__file__).resolve().parents[1]
-    with initialize_config_dir(config_dir=str(root / "configs"), version_base=None):
-        cfg = compose(
-            config_name="config",
-            overrides=[
-                "task=drone_volleyball",
-                "algo=hcsp",
-                "stage=strategy",
-                "device=cpu",
-                "torch_threads=1",
-                "wandb.mode=disabled",
-                "train.progress=false",
-                "num_envs=8",
-                "train.eval_envs=4",
-                "league.opponents_per_iteration=4",
-                f"runs_dir={tmp_path}",
-            ],
-        )
-    runner = SelfPlayRunner(OmegaConf.to_container(cfg, resolve=True))
+
+    def build(*extra: str) -> SelfPlayRunner:
+        with initialize_config_dir(config_dir=str(root / "configs"), version_base=None):
+            cfg = compose(
+                config_name="config",
+                overrides=[
+                    "task=drone_volleyball",
+                    "algo=hcsp",
+                    "stage=strategy",
+                    "device=cpu",
+                    "torch_threads=1",
+                    "wandb.mode=disabled",
+                    "train.progress=false",
+                    "num_envs=8",
+                    "train.eval_envs=4",
+                    "league.opponents_per_iteration=4",
+                    f"runs_dir={tmp_path}",
+                    *extra,
+                ],
+            )
+        return SelfPlayRunner(OmegaConf.to_container(cfg, resolve=True))
+
+    assert build("league.learner_group=team_b").env.scripted[0] == 0  # the opponent's team, never the learner's
+    runner = build()
     scripted = next(i for i, name in runner.league.pool.names.items() if name == "scripted")
     for _ in range(3):  # a few draws of opponents: the mask follows them
-        assert torch.equal(runner.env.scripted_b, runner.opp_ids == scripted)
+        assert runner.env.scripted[0] == 1 and torch.equal(runner.env.scripted[1], runner.opp_ids == scripted)
         runner._draw_opponents()
     assert runner.league.pool.ids[0] == scripted
     eval_env = runner._get_eval_env()
     runner.eval_other_actions(eval_env)
-    assert bool(eval_env.scripted_b.all())
+    assert eval_env.scripted[0] == 1 and bool(eval_env.scripted[1].all())

@@ -13,8 +13,8 @@ snapshot of the learner joins the pool every ``league.snapshot_every`` iteration
 
 Evaluation plays the deterministic learner against the pool's first snapshot (the initial policy,
 or the scripted team of ``league.scripted_choice``; protected) and logs ``eval/metrics/win_a``;
-``checkpoints/best.pt`` keeps the best of it. A task whose env offers ``set_scripted_opponent(mask [E])``
-plays its own scripted team where that snapshot is drawn (the constant choice only stands in for it).
+``checkpoints/best.pt`` keeps the best of it. A task whose env offers ``set_scripted_opponent
+(group, mask [E])`` plays its own scripted team where that snapshot is drawn (the constant choice only stands in).
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class SelfPlayRunner(Runner):
     def _play_scripted(self, env, mask: Tensor | None) -> None:
         """Where ``mask [E]`` is set, the env's own scripted team plays the opponent group (if it offers one)."""
         if self._scripted_id is not None and hasattr(env, "set_scripted_opponent"):
-            env.set_scripted_opponent(mask)
+            env.set_scripted_opponent(self.opponent_group, mask)
 
     # ----------------------------------------------------------------- runner hooks
     def other_actions(self, obs: dict) -> dict[str, Tensor]:

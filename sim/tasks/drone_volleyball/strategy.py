@@ -198,7 +198,7 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         self.rules_layer = RuleBasedStrategy(self.match)
         self.skills = ScriptedSkills(self.match)
         self.skill_policy: Callable[[Tensor], Tensor] | None = None  # learned skills (set_skills)
-        self.scripted_b: Tensor | None = None  # [E] bool: team B is the rule-based team there
+        self.scripted: tuple[int, Tensor] | None = None  # (team, [E] bool): that team is the rule-based team there
         super().__init__(cfg, num_envs, device, seed, compile=False)
         E = num_envs
         self.choices = default_choices(self.match)
@@ -252,21 +252,23 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         ``strategy.team_b_skills=scripted``; None: the scripted ones."""
         self.skill_policy = skill_policy
 
-    def set_scripted_opponent(self, mask: Tensor | None) -> None:
-        """Where ``mask [E]`` (bool) is set, team B is the rule-based team of ``evaluate.py``'s ``scripted``
-        (its strategy, each drone at its own home, on the skills of ``strategy.team_b_skills``), whatever
-        team B's actions say; None: nowhere. The self-play runner sets it where the league's scripted
-        snapshot plays (``league.scripted_choice``): :data:`RULE_BASED_CHOICE` is that team only until
-        the serve rotates (a strategy won 79% of games to 5 against the constant choice, 41% against the
-        scripted team)."""
-        self.scripted_b = None if mask is None else mask.to(device=self.device, dtype=torch.bool)
+    def set_scripted_opponent(self, group: str, mask: Tensor | None) -> None:
+        """Where ``mask [E]`` (bool) is set, ``group`` is the rule-based team of ``evaluate.py``'s ``scripted``
+        (its strategy, each drone at its own home, on the skills it flies here), whatever the group's actions
+        say; None: nowhere. The self-play runner sets it where the league's scripted snapshot plays
+        (``league.scripted_choice``): :data:`RULE_BASED_CHOICE` is that team only until the serve rotates
+        (a strategy won 79% of games to 5 against the constant choice, 41% against the scripted team)."""
+        if group not in GROUPS:
+            raise ValueError(f"group must be one of {GROUPS}, got {group!r}")
+        self.scripted = None if mask is None else (GROUPS.index(group), mask.to(device=self.device, dtype=torch.bool))
 
     def skill_step(self, choices: Tensor) -> dict[str, Tensor]:
         """Commands from ``choices [E, 2, 4]`` set on the match; returns every drone's skill action."""
         skill, target = self.rules_layer(plan=plan_from_choices(self.match, choices))
-        if self.scripted_b is not None:
+        if self.scripted is not None:
+            team, mask = self.scripted
             rule_skill, rule_target = self.rules_layer()
-            b = self.scripted_b.unsqueeze(-1) & (self.match.team_of == 1)  # [E, D]
+            b = mask.unsqueeze(-1) & (self.match.team_of == team)  # [E, D]
             skill = torch.where(b, rule_skill, skill)
             target = torch.where(b.unsqueeze(-1), rule_target, target)
         self.match.set_skill_commands(skill, target, team_frame=False)
