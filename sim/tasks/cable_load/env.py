@@ -407,15 +407,19 @@ class CableLoadEnv(MultiAgentEnv):
             return
         d = self.drones
         speed_cmd = self.indi(self.cmd[..., :3], self.cmd[..., 3:], d.quat, d.vel, d.ang_vel, self.rotor_speed)
-        failed = (self.time >= self.fault_time).unsqueeze(-1) & (
-            torch.arange(self.n, device=self.device) == self.fault_agent.unsqueeze(-1)
-        )
+        failed = self._failed_mavs()
         self.failed = failed
         self.rotor_alive = (~failed).float().unsqueeze(-1)
         speed_cmd = torch.minimum(speed_cmd, self.rotor_speed_max) * self.rotor_alive
         for _ in range(self.cfg.physics_substeps):
             self._physics_step(speed_cmd)
         self.time = self.time + self.ctrl_dt
+
+    def _failed_mavs(self) -> Tensor:
+        """``[E, N]`` bool: the MAV whose rotors have stopped by now (none before its episode's fault time)."""
+        return (self.time >= self.fault_time).unsqueeze(-1) & (
+            torch.arange(self.n, device=self.device) == self.fault_agent.unsqueeze(-1)
+        )
 
     def _physics_step(self, speed_cmd: Tensor) -> None:
         """Motors, cables, Newton-Euler for MAVs and load, ground contact. One ``phys_dt``."""
@@ -465,9 +469,7 @@ class CableLoadEnv(MultiAgentEnv):
         cmd = soa.split(self.cmd)
         rot = soa.quat_to_matrix(drones.quat)  # serves the INDI tick and the first substep
         speed_cmd, mem = ctrl.step(soa.INDI.load(self.indi), cmd[:3], cmd[3:], rot, drones.vel, drones.ang_vel, speed)
-        failed = (self.time >= self.fault_time).unsqueeze(-1) & (
-            torch.arange(self.n, device=self.device) == self.fault_agent.unsqueeze(-1)
-        )
+        failed = self._failed_mavs()
         alive = (~failed).float()  # [E, N]
         speed_max = self.rotor_speed_max[..., 0]
         speed_cmd = tuple(torch.minimum(c, speed_max) * alive for c in speed_cmd)
