@@ -79,15 +79,13 @@ def skill_terms() -> tuple[ObsTerm, ...]:
     )
 
 
-class LoopLayout:
-    """Which layout the control loop runs (``cfg.layout`` resolved), and the constants of the component-major one
-    as Python floats and small index tensors. Configuration, not episode state: outside
+class LoopLayout(soa.ResolvedLayout):
+    """Which layout the control loop runs (``cfg.layout`` resolved, ``name``), and the constants of the
+    component-major one as Python floats and small index tensors. Configuration, not episode state: outside
     :meth:`~sim.core.env.MultiAgentEnv.state_snapshot`, so restoring a snapshot keeps the env's own layout."""
 
-    snapshot_constant = True
-
-    def __init__(self, env: DroneVolleyballEnv, layout: str) -> None:
-        self.layout = layout
+    def __init__(self, env: DroneVolleyballEnv) -> None:
+        super().__init__(env.cfg.layout, env.num_envs, env.compiled)
         self.rate_pid = soa.RatePID(env.rate_ctrl)  # its memory stays in env.rate_ctrl
         self.rotors = self.rate_pid.rotors
         self.motor_decay = float(env.model.motor_decay(env.phys_dt))  # the float32 factor motor_step computes
@@ -120,7 +118,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
     @property
     def layout(self) -> str:
         """The control loop's memory layout, "rows" or "components" (``cfg.layout`` with "auto" resolved)."""
-        return self._loop.layout
+        return self._loop.name
 
     @classmethod
     def evaluation_overrides(cls) -> dict:
@@ -182,7 +180,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self.drone_out = torch.zeros(E, D, dtype=torch.bool, device=dev)  # this step's DRONE_OUT flags
         self.final_counters = {name: torch.zeros(E, device=dev) for name in R.COUNTER_NAMES}  # last episode's
         self.hover_thrust_action = 2.0 * self.params.mass * GRAVITY / self.params.max_thrust - 1.0
-        self._loop = LoopLayout(self, soa.resolve_layout(cfg.layout, num_envs, self.compiled))  # see _control_loop
+        self._loop = LoopLayout(self)  # see _control_loop
 
     # ----------------------------------------------------------------- spec
     def _build_spec(self) -> EnvSpec:
