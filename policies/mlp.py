@@ -9,14 +9,69 @@ applied in one ``einsum`` (no Python loop over agents, and the graph is a plain 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+# Inputs of at least this many elements take the compiled ELU (when on): below it, calling compiled code costs more
+# than the kernel saves (a one-env ROS policy step, small tests).
+COMPILED_ELU_MIN_NUMEL = 65_536
+_compiled_elu: Callable[[Tensor], Tensor] | None = None
+
+
+def set_compiled_cpu_elu(on: bool) -> None:
+    """Run :class:`ELU` through a compiled kernel on large float32 CPU inputs (process-wide; the training runner
+    turns it on where it compiles the env on a CPU). torch's own CPU ``elu`` costs ~2 ns per element on the 2-core
+    reference machine, 2.6x the compiled kernel, and the [128, 128] MLPs' PPO update spends ~20% of its time in
+    it (benchmarks/README.md). The first call compiles (~8 s, then from torch's compile cache)."""
+    global _compiled_elu
+    _compiled_elu = torch.compile(_flat_elu, dynamic=True) if on else None
+
+
+def _flat_elu(x: Tensor) -> Tensor:
+    return F.elu(x)
+
+
+class _CompiledELU(torch.autograd.Function):
+    """ELU forward by the compiled kernel; backward by aten's ``elu_backward`` from the output, as autograd's."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, x: Tensor) -> Tensor:
+        y = _compiled_elu(x.reshape(-1)).view(x.shape)  # 1-D: one dynamic-shape kernel for every batch size
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return torch.ops.aten.elu_backward(grad, 1.0, 1, 1, True, y)
+
+
+class ELU(nn.ELU):
+    """``nn.ELU`` (alpha 1) that takes the compiled kernel of :func:`set_compiled_cpu_elu` where it pays: large
+    float32 CPU inputs with gradients (the PPO update), outside ONNX export, tracing and compiled code. The same
+    function to float32 round-off (6e-8); the same module in checkpoints and exports (no parameters, ``Elu`` in
+    ONNX)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if (
+            _compiled_elu is not None
+            and x.device.type == "cpu"
+            and x.dtype == torch.float32
+            and x.numel() >= COMPILED_ELU_MIN_NUMEL
+            and torch.is_grad_enabled()  # updates; rollouts' small batches gained nothing measurable
+            and self.alpha == 1.0
+            and not self.inplace
+            and not (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export() or torch.compiler.is_compiling())
+        ):
+            return _CompiledELU.apply(x)
+        return super().forward(x)
+
+
 ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "elu": nn.ELU,
+    "elu": ELU,
     "relu": nn.ReLU,
     "tanh": nn.Tanh,
     "silu": nn.SiLU,

@@ -51,7 +51,7 @@ class RunningNorm(nn.Module):
             if n == 0:
                 return
             b_mean = x.mean(0)
-            b_var = x.var(0, unbiased=False)
+            b_var = squared_deviations(x, b_mean) / n
         total = self.count + n
         delta = b_mean - self.mean
         # Chan: M2 = M2_a + M2_b + delta^2 * n_a * n_b / (n_a + n_b)
@@ -89,5 +89,25 @@ def reduced_moments(x: Tensor, reduce_sum: Callable[[Tensor], Tensor]) -> tuple[
     if n == 0:
         return 0, x.new_zeros(x.shape[1]), x.new_zeros(x.shape[1])
     mean = head[1:] / n
-    m2 = reduce_sum((x - mean).square().sum(0))
+    m2 = reduce_sum(squared_deviations(x, mean))
     return n, mean, m2 / n
+
+
+# Rows per block of squared_deviations: ~4 MB of float32 at 128 features, a block that stays in cache.
+_MOMENT_ROWS = 8192
+
+
+def squared_deviations(x: Tensor, mean: Tensor) -> Tensor:
+    """``sum_i (x_i - mean)^2`` over the rows of ``x: [n, dim]``, ``[dim]`` (the two-pass M2).
+
+    Summed block by block of rows: each block's deviations stay in cache and one small buffer is reused.
+    On the CPU this is ~5x faster than ``x.var(0)`` (Welford, one row at a time) for a rollout's
+    observations (196,608 x 150: 30 ms against 144 ms with 2 threads, benchmarks/README.md), and as accurate
+    as float32 sums allow.
+    """
+    if x.shape[0] <= _MOMENT_ROWS:
+        return (x - mean).square().sum(0)
+    out = torch.zeros_like(mean)
+    for block in x.split(_MOMENT_ROWS):
+        out += (block - mean).square_().sum(0)
+    return out

@@ -58,17 +58,32 @@ def test_update_threads_follow_the_faster_count_as_the_load_changes():
     try:
         work = _FakeWork()
         tuner = threads.ThreadTuner([1, 2], probe_every=5, clock=lambda: work.now)
-        used = [work.run(tuner) for _ in range(12)]
+        used = [work.run(tuner) for _ in range(17)]
         assert torch.get_num_threads() == 1  # the rollout's count is back after every update
         assert used[:2] == [2, 1]  # each count timed once, the largest first
-        assert used[2:] == [2] * 3 + [1] + [2] * 4 + [1] + [2]  # the faster, re-trying the other every 5
+        # The faster; the other tried again after 5 runs, then (confirmed) after 10, the longest wait.
+        assert used[2:] == [2] * 3 + [1] + [2] * 9 + [1] + [2]
         work.seconds = {1: 6.6, 2: 8.5}  # another process takes a core: 2 threads now lose
-        used = [work.run(tuner) for _ in range(6)]
-        assert used == [2, 1, 1, 2, 1, 1]  # one slow run shows it; then 1 thread, 2 only as the probe
+        used = [work.run(tuner) for _ in range(8)]
+        assert used == [2, 1, 1, 1, 1, 2, 1, 1]  # one slow run shows it; then 1 thread, 2 probed 5 runs later
         assert tuner.current == 1
         work.seconds = {1: 6.4, 2: 4.0}  # the other process ends: the next probe of 2 takes it back
-        used = [work.run(tuner) for _ in range(10)]
-        assert used[-1] == 2
+        used = [work.run(tuner) for _ in range(11)]
+        assert used == [1] * 7 + [2] * 4  # the probe 10 runs after the last one
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_no_probe_in_the_last_runs_of_a_known_length():
+    """A probe only pays off in the runs after it: none in the last probe_every // 2 runs."""
+    before = torch.get_num_threads()
+    try:
+        work = _FakeWork()
+        tuner = threads.ThreadTuner([1, 2], probe_every=10, clock=lambda: work.now, total_runs=31)
+        used = [work.run(tuner) for _ in range(31)]
+        # The main job's 31 updates: the first two tries and one probe (run 10); the next (run 30) is skipped.
+        assert [i for i, c in enumerate(used) if c == 1] == [1, 10]
+        assert tuner.probes == 1
     finally:
         torch.set_num_threads(before)
 

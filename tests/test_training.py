@@ -64,6 +64,47 @@ def test_running_norm_merges_batches_like_one_batch() -> None:
     torch.testing.assert_close(norm.denormalize(norm.normalize(x)), x, atol=1e-4, rtol=1e-5)
 
 
+def test_running_norm_of_a_rollout_sized_batch_matches_float64_moments() -> None:
+    """A batch longer than one block of rows (summed block by block) keeps the float64 moments, offsets and a
+    constant feature included."""
+    gen = torch.Generator().manual_seed(0)
+    scale, offset = torch.tensor([1.0, 0.01, 3.0, 0.0]), torch.tensor([0.0, 50.0, -2.0, 7.0])
+    x = torch.randn(20_000, 4, generator=gen) * scale + offset
+    norm = RunningNorm(4)
+    norm.update(x)
+    ref = x.double()
+    torch.testing.assert_close(norm.mean.double(), ref.mean(0), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(norm.var.double(), ref.var(0, unbiased=False), rtol=1e-4, atol=1e-9)
+
+
+def test_the_compiled_cpu_elu_is_elu_forward_and_backward() -> None:
+    """The ELU of compiled runs on a CPU (policies.mlp.set_compiled_cpu_elu) computes torch's ELU and its gradient,
+    takes the compiled kernel only on large inputs, and is switched off again by False."""
+    from policies.mlp import COMPILED_ELU_MIN_NUMEL, ELU, set_compiled_cpu_elu
+    from training.config import cpu_compiler_available
+
+    if not cpu_compiler_available():
+        pytest.skip("no C++ compiler for torch.compile")
+    gen = torch.Generator().manual_seed(0)
+    x = (3 * torch.randn(COMPILED_ELU_MIN_NUMEL // 128 + 1, 128, generator=gen)).requires_grad_()
+    grad = torch.randn(x.shape, generator=gen)
+    act = ELU()
+    set_compiled_cpu_elu(True)
+    try:
+        y = act(x)
+        small = act(x[:2])
+    finally:
+        set_compiled_cpu_elu(False)
+    assert type(y.grad_fn).__name__ == "_CompiledELUBackward"
+    assert type(small.grad_fn).__name__ == "EluBackward0"  # a small input stays with torch's kernel
+    assert type(act(x).grad_fn).__name__ == "EluBackward0"  # off again
+    (dx,) = torch.autograd.grad(y, x, grad)
+    ref = torch.nn.functional.elu(x)
+    (ref_dx,) = torch.autograd.grad(ref, x, grad)
+    torch.testing.assert_close(y, ref, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(dx, ref_dx, rtol=1e-6, atol=1e-6)
+
+
 def test_agent_linear_is_one_linear_per_agent() -> None:
     layer = AgentLinear(3, 4, 2)
     x = torch.randn(7, 3, 4)

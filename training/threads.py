@@ -64,15 +64,24 @@ class ThreadTuner:
     Measured on the 2-core reference machine (cable_load, 1024 envs, benchmarks/README.md): the update's
     matrix products run 1.6x faster with 2 threads than with 1 on a quiet machine, and 1.3x slower beside
     another busy process. Neither count is right everywhere, and the load changes during a run, so the
-    tuner times every run of the job, keeps the count with the shortest latest time, and tries each other
-    count again every ``probe_every`` runs. The caller's thread count is restored after each run, so
-    rollouts keep ``torch_threads`` (small ops, where a second thread gains little and collapses first).
+    tuner times every run of the job and keeps the count with the shortest latest time. A count that slows
+    down (another process took a core) loses at once to the others' older times; a count that would speed up
+    again (the other process ended) shows it only when tried, so the tuner probes the other counts, first
+    after ``probe_every`` runs. A probe costs the difference (~1.7 s of a 2.3 s cable_load update), so each
+    probe that confirms the choice doubles the wait for the next, up to ``2 * probe_every``; a change of choice
+    starts over. No probe in the last ``probe_every // 2`` runs of ``total_runs`` (when given): nothing would
+    be left to gain from it. The caller's thread count is restored after each run, so rollouts keep
+    ``torch_threads`` (small ops, where a second thread gains little and collapses first).
 
     Use: ``with tuner: update()``; ``tuner.current`` is the count of the last run.
     """
 
     def __init__(
-        self, candidates: Sequence[int], probe_every: int = 10, clock: Callable[[], float] = time.perf_counter
+        self,
+        candidates: Sequence[int],
+        probe_every: int = 10,
+        clock: Callable[[], float] = time.perf_counter,
+        total_runs: int | None = None,
     ) -> None:
         counts = sorted({int(c) for c in candidates})
         if not counts or counts[0] < 1:
@@ -81,38 +90,62 @@ class ThreadTuner:
             raise ValueError(f"probe_every must be >= 2, got {probe_every}")
         self.candidates = counts
         self.probe_every = probe_every
+        self.total_runs = total_runs
         self.seconds: dict[int, float] = {}  # latest time of each count
         self.runs = 0
+        self.probes = 0
         self.current = counts[-1]
+        self._interval = probe_every  # runs from one probe to the next
+        self._next_probe = probe_every  # the run index of the next probe
+        self._probing = False
+        self._chosen = counts[-1]  # the fastest count after the last run
         self._clock = clock
         self._started = 0.0
         self._outer = 0
 
+    def _best(self) -> int:
+        return min(self.candidates, key=self.seconds.__getitem__)
+
     def choose(self) -> int:
         """The count for the next run: each untried one first (the largest first: the faster one on a machine
-        that is idle, the usual case), then the fastest, with a periodic probe."""
+        that is idle, the usual case), then the fastest, with the probes."""
         for c in reversed(self.candidates):
             if c not in self.seconds:
                 return c
-        best = min(self.candidates, key=self.seconds.__getitem__)
+        best = self._best()
         others = [c for c in self.candidates if c != best]
-        if others and self.runs % self.probe_every == 0:
-            # The longest-unmeasured other count: round-robin over the probes.
-            return others[(self.runs // self.probe_every) % len(others)]
+        left = None if self.total_runs is None else self.total_runs - self.runs
+        if others and self.runs >= self._next_probe and (left is None or left > self.probe_every // 2):
+            return others[self.probes % len(others)]  # round-robin over the other counts
         return best
 
     def __enter__(self) -> ThreadTuner:
         self._outer = torch.get_num_threads()
         self.current = self.choose()
+        self._probing = len(self.seconds) == len(self.candidates) and self.current != self._best()
         torch.set_num_threads(self.current)
         self._started = self._clock()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if exc[0] is None:
-            self.seconds[self.current] = self._clock() - self._started
-            self.runs += 1
         torch.set_num_threads(self._outer)
+        if exc[0] is not None:
+            return
+        self.seconds[self.current] = self._clock() - self._started
+        self.runs += 1
+        if len(self.seconds) < len(self.candidates):
+            return
+        best = self._best()
+        if self._probing:
+            self.probes += 1
+            confirmed = best == self._chosen
+            self._interval = min(2 * self._interval, 2 * self.probe_every) if confirmed else self.probe_every
+            self._next_probe = self.runs - 1 + self._interval  # counted from this run
+        elif best != self._chosen and self.runs > len(self.candidates):
+            # The choice changed without a probe (the chosen count slowed down): the load moves, probe sooner.
+            self._interval = self.probe_every
+            self._next_probe = self.runs - 1 + self._interval
+        self._chosen = best
 
     def describe(self) -> str:
         return "fixed" if len(self.candidates) == 1 else f"timed among {self.candidates}"
@@ -136,4 +169,4 @@ def update_thread_tuner(requested: int, device: torch.device, iterations: int, r
     current = torch.get_num_threads()
     if device.type != "cpu" or iterations < TUNED_UPDATE_MIN_ITERATIONS:
         return ThreadTuner([current])
-    return ThreadTuner([current, max(current, usable_cores() // max(1, ranks))])
+    return ThreadTuner([current, max(current, usable_cores() // max(1, ranks))], total_runs=iterations)
