@@ -103,3 +103,14 @@ def test_a_fixed_update_thread_count_is_never_tuned(monkeypatch):
             threads.ThreadTuner([0, 2])
     finally:
         torch.set_num_threads(before)
+
+
+def test_glibc_accepts_the_allocator_settings_of_training_runs():
+    """glibc takes every setting of training.allocator (mallopt answers 0 for a value it refuses)."""
+    import platform
+
+    from training.allocator import keep_freed_memory
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+    assert keep_freed_memory() == "allocator: freed memory kept (glibc)"

@@ -41,6 +41,7 @@ from policies import GroupDims, InputSpec, build_actor_critics, reset_memory
 from policies.mlp import set_compiled_cpu_elu
 from sim.core.config import at_least, build_config, deep_merge, non_negative, positive, resolve_device
 from sim.core.registry import evaluation_overrides, task_class
+from training.allocator import keep_freed_memory
 from training.checkpoint import (
     FORMAT,
     NoCheckpointError,
@@ -219,6 +220,8 @@ class Runner:
         # After the device and the ranks are known: 0 = training.threads' default (1 core left free).
         local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", 1)) if self.dist is not None else 1
         self.threads_why = set_torch_threads(int(cfg.get("torch_threads", 0)), self.device, local_ranks)
+        # On a CPU the update's activations are freed and allocated again every minibatch (training.allocator).
+        self.allocator_why = keep_freed_memory() if self.device.type == "cpu" else ""
         self.seed = int(cfg.get("seed", 0)) + (self.dist.rank if self.dist is not None else 0)
         torch.manual_seed(self.seed)
         self.task_cfg: dict[str, Any] = dict(cfg["task"])
@@ -807,6 +810,7 @@ class Runner:
             f"covey train: task={self.task} algo={self.ppo_cfg.name} ({self.ppo_cfg.policy.sharing}) "
             f"num_envs={self.env.num_envs}{ranks} device={self.device} threads={torch.get_num_threads()} "
             f"({self.threads_why}), update {self.update_threads.describe()} (update_threads) "
+            f"{self.allocator_why + ' ' if self.allocator_why else ''}"
             f"compile={self.env.compiled} ({self.compile_why}"
             f"{'; networks: compiled ELU' if self.env.compiled and self.device.type == 'cpu' else ''})\n"
             f"  groups {groups}; {n_params:,} parameters; {self.num_iterations} iterations of "
