@@ -124,7 +124,8 @@ class CoveyCfg:
     # current load, at least 1: 2 threads collapse 5-100x when another process wants a core; GPU: torch's)
     torch_threads: int = non_negative(0)
     # The PPO update's threads: 0 = timed on a CPU in runs of 20 iterations or more (torch_threads against all
-    # of this process's cores, the faster kept, the other re-tried every 10 updates: 2 threads update 1.6x
+    # of this process's cores, the faster kept, the other re-tried after 10 updates, then after 20 while it loses,
+    # never in the last 5 (training.threads.ThreadTuner): 2 threads update 1.6x
     # faster on an idle 2-core machine, 1.3x slower beside another busy process; the choice follows the
     # timings, so such a run does not repeat bit for bit), else torch_threads; N = always N. Rollouts keep
     # torch_threads.
