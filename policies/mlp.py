@@ -24,8 +24,8 @@ _compiled_elu: Callable[[Tensor], Tensor] | None = None
 def set_compiled_cpu_elu(on: bool) -> None:
     """Run :class:`ELU` through a compiled kernel on large float32 CPU inputs (process-wide; the training runner
     turns it on where it compiles the env on a CPU). torch's own CPU ``elu`` costs ~2 ns per element on the 2-core
-    reference machine, 2.6x the compiled kernel, and the [128, 128] MLPs' PPO update spends ~20% of its time in
-    it (benchmarks/README.md). The first call compiles (~8 s, then from torch's compile cache)."""
+    reference machine, 2.6x the compiled kernel: ~20% of the [128, 128] MLPs' PPO update and a third of a rollout's
+    policy step were in it (benchmarks/README.md). The first call compiles (~8 s, then from torch's compile cache)."""
     global _compiled_elu
     _compiled_elu = torch.compile(_flat_elu, dynamic=True) if on else None
 
@@ -51,7 +51,8 @@ class _CompiledELU(torch.autograd.Function):
 
 class ELU(nn.ELU):
     """``nn.ELU`` (alpha 1) that takes the compiled kernel of :func:`set_compiled_cpu_elu` where it pays: large
-    float32 CPU inputs with gradients (the PPO update), outside ONNX export, tracing and compiled code. The same
+    float32 CPU inputs (a PPO update's minibatches, a rollout's batch of agents), outside ONNX export, tracing and
+    compiled code. The same
     function to float32 round-off (6e-8); the same module in checkpoints and exports (no parameters, ``Elu`` in
     ONNX)."""
 
@@ -61,7 +62,6 @@ class ELU(nn.ELU):
             and x.device.type == "cpu"
             and x.dtype == torch.float32
             and x.numel() >= COMPILED_ELU_MIN_NUMEL
-            and torch.is_grad_enabled()  # updates; rollouts' small batches gained nothing measurable
             and self.alpha == 1.0
             and not self.inplace
             and not (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export() or torch.compiler.is_compiling())

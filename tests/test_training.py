@@ -93,6 +93,8 @@ def test_the_compiled_cpu_elu_is_elu_forward_and_backward() -> None:
     try:
         y = act(x)
         small = act(x[:2])
+        with torch.inference_mode():  # a rollout's policy step takes it too
+            rollout = act(x.detach())
     finally:
         set_compiled_cpu_elu(False)
     assert type(y.grad_fn).__name__ == "_CompiledELUBackward"
@@ -102,6 +104,7 @@ def test_the_compiled_cpu_elu_is_elu_forward_and_backward() -> None:
     ref = torch.nn.functional.elu(x)
     (ref_dx,) = torch.autograd.grad(ref, x, grad)
     torch.testing.assert_close(y, ref, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rollout, ref.detach(), rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(dx, ref_dx, rtol=1e-6, atol=1e-6)
 
 
