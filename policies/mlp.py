@@ -52,9 +52,8 @@ class _CompiledELU(torch.autograd.Function):
 class ELU(nn.ELU):
     """``nn.ELU`` (alpha 1) that takes the compiled kernel of :func:`set_compiled_cpu_elu` where it pays: large
     float32 CPU inputs (a PPO update's minibatches, a rollout's batch of agents), outside ONNX export, tracing and
-    compiled code. The same
-    function to float32 round-off (6e-8); the same module in checkpoints and exports (no parameters, ``Elu`` in
-    ONNX)."""
+    compiled code. The same function to float32 round-off (6e-8); the same module in checkpoints and exports (no
+    parameters, ``Elu`` in ONNX)."""
 
     def forward(self, x: Tensor) -> Tensor:
         if (

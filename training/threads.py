@@ -128,10 +128,11 @@ class ThreadTuner:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        elapsed = self._clock() - self._started
         torch.set_num_threads(self._outer)
         if exc[0] is not None:
             return
-        self.seconds[self.current] = self._clock() - self._started
+        self.seconds[self.current] = elapsed
         self.runs += 1
         if len(self.seconds) < len(self.candidates):
             return
