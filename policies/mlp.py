@@ -18,7 +18,8 @@ from torch import Tensor, nn
 # Inputs of at least this many elements take the compiled ELU (when on): below it, calling compiled code costs more
 # than the kernel saves (a one-env ROS policy step, small tests).
 COMPILED_ELU_MIN_NUMEL = 65_536
-_compiled_elu: Callable[[Tensor], Tensor] | None = None
+_compiled_elu: Callable[[Tensor], Tensor] | None = None  # made once: each Runner of a process reuses its compiled code
+_use_compiled_elu = False
 
 
 def set_compiled_cpu_elu(on: bool) -> None:
@@ -26,8 +27,15 @@ def set_compiled_cpu_elu(on: bool) -> None:
     turns it on where it compiles the env on a CPU). torch's own CPU ``elu`` costs ~2 ns per element on the 2-core
     reference machine, 2.6x the compiled kernel: ~20% of the [128, 128] MLPs' PPO update and a third of a rollout's
     policy step were in it (benchmarks/README.md). The first call compiles (~8 s, then from torch's compile cache)."""
-    global _compiled_elu
-    _compiled_elu = torch.compile(_flat_elu, dynamic=True) if on else None
+    global _compiled_elu, _use_compiled_elu
+    if on and _compiled_elu is None:
+        _compiled_elu = torch.compile(_flat_elu, dynamic=True)
+    _use_compiled_elu = bool(on)
+
+
+def compiled_cpu_elu() -> bool:
+    """Whether :func:`set_compiled_cpu_elu` is on."""
+    return _use_compiled_elu
 
 
 def _flat_elu(x: Tensor) -> Tensor:
@@ -57,7 +65,7 @@ class ELU(nn.ELU):
 
     def forward(self, x: Tensor) -> Tensor:
         if (
-            _compiled_elu is not None
+            _use_compiled_elu
             and x.device.type == "cpu"
             and x.dtype == torch.float32
             and x.numel() >= COMPILED_ELU_MIN_NUMEL

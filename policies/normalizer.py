@@ -105,8 +105,6 @@ def squared_deviations(x: Tensor, mean: Tensor) -> Tensor:
     observations (196,608 x 150: 30 ms against 144 ms with 2 threads, benchmarks/README.md), and as accurate
     as float32 sums allow.
     """
-    if x.shape[0] <= _MOMENT_ROWS:
-        return (x - mean).square().sum(0)
     out = torch.zeros_like(mean)
     for block in x.split(_MOMENT_ROWS):
         out += (block - mean).square_().sum(0)

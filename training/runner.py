@@ -38,7 +38,7 @@ from torch import Tensor
 
 import sim
 from policies import GroupDims, InputSpec, build_actor_critics, reset_memory
-from policies.mlp import set_compiled_cpu_elu
+from policies.mlp import compiled_cpu_elu, set_compiled_cpu_elu
 from sim.core.config import at_least, build_config, deep_merge, non_negative, positive, resolve_device
 from sim.core.registry import evaluation_overrides, task_class
 from training.allocator import keep_freed_memory
@@ -812,7 +812,7 @@ class Runner:
             f"({self.threads_why}), update {self.update_threads.describe()} (update_threads) "
             f"{self.allocator_why + ' ' if self.allocator_why else ''}"
             f"compile={self.env.compiled} ({self.compile_why}"
-            f"{'; networks: compiled ELU' if self.env.compiled and self.device.type == 'cpu' else ''})\n"
+            f"{'; networks: compiled ELU' if compiled_cpu_elu() else ''})\n"
             f"  groups {groups}; {n_params:,} parameters; {self.num_iterations} iterations of "
             f"{self.steps_per_iter:,} steps from step {self.state.global_step:,}\n  run dir {self.run_dir}"
         )
