@@ -14,6 +14,10 @@ all cores (one ``MjData`` per thread), ``nbatch`` = the reference size (4096). I
 physics steps/s / (``control_dt / physics_dt``). No controller, observations or rewards run there,
 so the comparison favours MuJoCo; see benchmarks/README.md.
 
+On a CPU the process first keeps freed memory (``--allocator kept``, what every CPU training run sets:
+``training/allocator.py``); with glibc's defaults each step's fresh observation and state tensors fault their
+pages in again (drone_volleyball compiled at 4096 envs: ~57 ms a step against ~42 ms).
+
 The ratio at the reference size (4096) is measured by alternation: torch, MuJoCo, torch, MuJoCo, ...
 (``--repeats`` rounds, one env built once), at 1 thread on each side and at all threads
 (``--ratio-threads``); the table gives each side's median and the ratio of the medians, so that the
@@ -281,6 +285,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--mujoco-threads", type=_positive_int, default=None, help="rollout threads (default: os.cpu_count())"
     )
     p.add_argument("--mujoco-chunk", type=_positive_int, default=60, help="physics steps per rollout call")
+    p.add_argument(
+        "--allocator",
+        choices=("kept", "default"),
+        default="kept",
+        help="kept (default): glibc keeps freed memory, as every CPU training run sets it (training/allocator.py); "
+        "default: glibc's own settings, where each step's fresh outputs fault their pages in again",
+    )
     p.add_argument("--no-mujoco", action="store_true", help="skip the MuJoCo side (ratio prints as nan)")
     p.add_argument(
         "--repeats", type=_positive_int, default=5, help="alternations of torch and MuJoCo for the ratio (default: 5)"
@@ -313,6 +324,11 @@ def run(args: argparse.Namespace) -> float:
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     device = resolve_device(args.device)
+    allocator = "allocator: glibc's defaults"
+    if args.allocator == "kept" and device.type == "cpu":
+        from training.allocator import keep_freed_memory
+
+        allocator = keep_freed_memory()
     probe = sim.make(args.task, num_envs=1, device="cpu", seed=0)
     control_ratio = round(probe.spec.control_dt / probe.spec.physics_dt)
     sizes = list(dict.fromkeys(args.num_envs))
@@ -323,7 +339,7 @@ def run(args: argparse.Namespace) -> float:
 
     print(
         f"task={args.task} device={device} torch={torch.__version__} torch_threads={torch.get_num_threads()} "
-        f"mujoco={mujoco.__version__} cpu_count={os.cpu_count()}"
+        f"mujoco={mujoco.__version__} cpu_count={os.cpu_count()} {allocator}"
     )
     print(
         f"control_dt={probe.spec.control_dt:g} s, physics_dt={probe.spec.physics_dt:.6g} s "
