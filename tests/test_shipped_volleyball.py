@@ -89,20 +89,27 @@ def test_shipped_stage3_team_beats_the_rule_based_team_on_the_same_skills() -> N
     assert score >= 0.6, score
 
 
+def _games_team(name: str, num_envs: int, single_rally: bool = False) -> tuple:
+    """``(env, team)``: the strategy ``<name>.pt`` trained in games to 5, over the balanced-DAgger skills, in its own
+    match (``single_rally``: one rally per episode instead of a game)."""
+    loaded = load_policy(SHIPPED / f"{name}.pt")
+    assert loaded.task_cfg["rules"]["points_to_win"] == 5  # trained on games
+    cfg = {**loaded.task_cfg, "name": "drone_volleyball"}
+    if single_rally:
+        cfg = {**cfg, "episode_length_s": 10.0, "rules": {**cfg["rules"], "points_to_win": 0}}
+    env = sim.make(cfg, num_envs=num_envs, seed=0)
+    steps = loaded.task_cfg["strategy"]["decision_steps"]
+    skills = skills_policy(SHIPPED / "stage3_balanced_skills.pt", "cpu", "drone_volleyball_coplay")
+    return env, strategy_team(env, loaded.actors["team_a"], steps, skills)
+
+
 @pytest.mark.parametrize(("name", "bound"), [("stage3_games_strategy", 0.35), ("games_strategy", 0.5)])
 def test_shipped_games_team_plays_the_scripted_team_level_in_single_rallies(name: str, bound: float) -> None:
     """Issue 21: the strategies trained in games to 5 (over the balanced-DAgger skills; 41% and 86% of 200 games to 5
     against the scripted team, the README) still play their rallies: single rallies against the rule-based strategy
     on the scripted skills, random servers (52% and 71.5% of 200: the README; 32 here, where games to 5 take minutes:
     the slow test below). A team at 71.5% scores under 0.5 here 0.3% of the time."""
-    loaded = load_policy(SHIPPED / f"{name}.pt")
-    assert loaded.task_cfg["rules"]["points_to_win"] == 5  # trained on games
-    cfg = {**loaded.task_cfg, "name": "drone_volleyball", "episode_length_s": 10.0}
-    cfg["rules"] = {**cfg["rules"], "points_to_win": 0}
-    env = sim.make(cfg, num_envs=32, seed=0)
-    steps = loaded.task_cfg["strategy"]["decision_steps"]
-    skills = skills_policy(SHIPPED / "stage3_balanced_skills.pt", "cpu", "drone_volleyball_coplay")
-    team = strategy_team(env, loaded.actors["team_a"], steps, skills)
+    env, team = _games_team(name, 32, single_rally=True)
     res = play_matches(env, team, scripted_team(env), games=32, seed=3)
     score = float(res.result.mean())
     assert score >= bound, score
@@ -114,12 +121,7 @@ def test_shipped_games_team_wins_games_to_5_against_the_scripted_team() -> None:
     games to 5 points against the rule-based strategy on the scripted skills (the README); 24 games here (~3 min of
     one core: ``pytest -m slow``): a team at 80% wins fewer than 14 of them 0.4% of the time, the previous games team
     (41%) 14 or more 7% of the time."""
-    loaded = load_policy(SHIPPED / "games_strategy.pt")
-    assert loaded.task_cfg["rules"]["points_to_win"] == 5  # trained on games
-    env = sim.make({**loaded.task_cfg, "name": "drone_volleyball"}, num_envs=24, seed=0)
-    steps = loaded.task_cfg["strategy"]["decision_steps"]
-    skills = skills_policy(SHIPPED / "stage3_balanced_skills.pt", "cpu", "drone_volleyball_coplay")
-    team = strategy_team(env, loaded.actors["team_a"], steps, skills)
+    env, team = _games_team("games_strategy", 24)
     res = play_matches(env, team, scripted_team(env), games=24, seed=3)
     wins = int((res.result == 1.0).sum())
     assert wins >= 14, res.result.tolist()
