@@ -230,3 +230,43 @@ def test_volleyball_coplay_strata_are_the_commanded_skills() -> None:
     # At a rally's start exactly one drone per match is commanded to serve; the others fly to their places.
     assert ((strata == SKILL_IDS["serve"]).sum(1) == 1).all(), strata
     assert ((strata == SKILL_IDS["goto"]).sum(1) == strata.shape[1] - 1).all(), strata
+
+
+def test_volleyball_match_strata_are_the_scripted_teams_commands() -> None:
+    """In a 3v3 match the expert (two scripted teams) commands the server to serve: after it labelled the opening
+    step, the strata name that drone, and only it, as serving (what a flat student's balanced fit draws on)."""
+    from sim.tasks.drone_volleyball.config import SKILL_IDS
+
+    env = sim.make("drone_volleyball", num_envs=6, seed=0, opening_server="random")
+    obs = env.reset(seed=0)
+    env.expert_policy()(obs)
+    strata = env.imitation_strata()
+    assert set(strata) == {"team_a", "team_b"} and strata["team_a"].shape == (6, 3)
+    both = torch.cat((strata["team_a"], strata["team_b"]), 1)
+    assert ((both == SKILL_IDS["serve"]).sum(1) == 1).all(), both
+    assert (both.gather(1, env.rules.server.unsqueeze(1)) == SKILL_IDS["serve"]).all()
+
+
+def test_self_play_after_imitation_starts_its_league_from_the_imitated_policy(tmp_path: Path) -> None:
+    """Flat volleyball self-play warm-started by DAgger: the league's protected first snapshot is the imitated policy
+    (not the random weights it started from), and it is the opponent evaluation plays."""
+    from training.selfplay_runner import SelfPlayRunner
+
+    over = ["task=drone_volleyball", "task.mode=1v1", "algo=selfplay", "imitation.expert=task", "imitation.rounds=1",
+            "imitation.steps=4", "imitation.balance=true", "num_envs=8", "train.rollout_steps=4",
+            "train.total_steps=32", "train.eval_every=0", "train.progress=false", "device=cpu", "torch_threads=1",
+            "wandb.mode=disabled", f"runs_dir={tmp_path}"]  # fmt: skip
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base=None):
+        cfg = OmegaConf.to_container(compose(config_name="config", overrides=over), resolve=True)
+    runner = SelfPlayRunner(cfg)
+    assert len(runner.league.pool) == 0  # nothing is seeded before the imitation
+    runner.learn()
+    pool = runner.league.pool
+    first = pool.ids[0]
+    assert pool.names[first] == "imitation" and "initial" not in pool.names.values()
+    assert runner._eval_opponent() == first
+    imitated = torch.load(runner.ckpt_dir / "imitation.pt", weights_only=False)["model"]
+    snapshot = pool.get(first)
+    assert all(torch.equal(snapshot[k], imitated[f"team_a.{k}"]) for k in snapshot)
+    trained = runner.models["team_a"].state_dict()
+    assert any(not torch.equal(snapshot[k], trained[k]) for k in snapshot)  # PPO moved on from it

@@ -166,6 +166,57 @@ def test_advantages_are_normalised_per_agent() -> None:
     torch.testing.assert_close(adv.std((0, 1)), torch.ones(3), atol=1e-4, rtol=0)
 
 
+def test_stratified_advantages_normalise_each_stratum_and_weigh_them_equally() -> None:
+    store = RolloutStorage(4, 50, 2, {"policy": ((1,), torch.float32)}, 1, torch.device("cpu"), strata=True)
+    g = torch.Generator().manual_seed(0)
+    store.strata = torch.where(torch.rand(4, 50, 2, generator=g) < 0.1, 3, 0)  # strata 1 and 2 absent
+    rare = store.strata == 3
+    store.advantages = torch.where(rare, 100.0 + 50.0 * torch.randn(4, 50, 2, generator=g), torch.randn(4, 50, 2))
+    adv = store.stratified_advantages(max_weight=1e9)
+    n, n_rare = rare.numel(), int(rare.sum())
+    w_common, w_rare = n / (2 * (n - n_rare)), n / (2 * n_rare)
+    for mask, w in ((~rare, w_common), (rare, w_rare)):
+        torch.testing.assert_close(adv[mask].mean(), torch.tensor(0.0), atol=1e-4, rtol=0)
+        torch.testing.assert_close(adv[mask].std(), torch.tensor(w), atol=1e-4, rtol=1e-4)
+    # Equal total weight per stratum present: sum of |w| over a stratum is N / K for both.
+    torch.testing.assert_close(torch.tensor(w_common * (n - n_rare)), torch.tensor(w_rare * n_rare))
+    capped = store.stratified_advantages(max_weight=2.0)
+    torch.testing.assert_close(capped[rare].std(), torch.tensor(min(w_rare, 2.0)), atol=1e-4, rtol=1e-4)
+    z = torch.zeros(50, 2)
+    with pytest.raises(ValueError, match="stratum"):  # a stratified storage refuses a step without its strata
+        store.add({"policy": z.unsqueeze(-1)}, z.unsqueeze(-1), z, z, z, torch.zeros(50, dtype=torch.bool))
+
+
+def test_stratified_ppo_moves_a_rare_stratum_that_plain_ppo_drowns() -> None:
+    """One step, 400 envs: 95% of the agent states (stratum 0) reward lower actions, 5% (stratum 1, told apart by
+    the observation) reward higher ones. Plain PPO's shared network follows the majority and pulls the rare
+    states' action down too; stratified PPO weighs both strata equally, so the rare states' action rises."""
+    E = 400
+    rare = torch.zeros(E, 1, dtype=torch.long)
+    rare[::20] = 1
+    obs = {"team": {"policy": torch.cat((1.0 - rare, rare, torch.ones(E, 1)), -1).float().unsqueeze(1)}}
+    obs["team"]["state"] = torch.cat((obs["team"]["policy"], torch.zeros(E, 1, 2)), -1)
+    moved = {}
+    for stratify in (False, True):
+        torch.manual_seed(0)
+        cfg = PPOCfg(policy=PolicyCfg(actor_hidden=(16,), critic_hidden=(8,)), stratify=stratify, epochs=3,
+                     minibatches=1, lr=3e-3, schedule="constant", clip=10.0, normalize_obs=False)  # fmt: skip
+        models = torch.nn.ModuleDict({"team": ActorCritic(GroupDims(1, 3, 5, 1), cfg.policy)})
+        ppo = PPO(models, cfg, E, 1, torch.device("cpu"), torch.Generator().manual_seed(0))
+        probe = {"policy": torch.tensor([[[0.0, 1.0, 1.0]]])}
+        mean = torch.no_grad()(models["team"].action_mean)
+        before = float(mean(probe))
+        with torch.inference_mode():
+            act = ppo.act(obs, {"team": rare})["team"]
+            ppo.process_env_step({"team": torch.zeros(E, 1)}, *(torch.zeros(E, dtype=torch.bool),) * 2, {})
+            ppo.compute_returns(obs)
+        store = ppo.storage["team"]
+        store.advantages = torch.where(rare.bool(), act[..., 0], -act[..., 0]).unsqueeze(0)
+        ppo.update()
+        moved[stratify] = float(mean(probe)) - before
+    assert moved[False] < 0 < moved[True], moved
+
+
 def test_rollout_finite_check_names_the_bad_buffer_and_ignores_a_sum_overflow() -> None:
     store = RolloutStorage(
         4, 8, 3, {"policy": ((5,), torch.float32), "state": ((2,), torch.float32)}, 1, torch.device("cpu")

@@ -61,6 +61,11 @@ class PPOCfg:
     normalize_value: bool = True  # running mean/std of value targets (PopArt-lite)
     policy: PolicyCfg = field(default_factory=PolicyCfg)
     teacher: TeacherCfg = field(default_factory=TeacherCfg)  # a KL term towards trained experts (training.teacher)
+    # Stratified PPO: advantages normalised within each stratum of the agent states (the task's
+    # imitation_strata(), e.g. the skill each volleyball drone is commanded) and the policy loss weighted
+    # so each stratum present counts equally (RolloutStorage.stratified_advantages), weights capped here.
+    stratify: bool = False
+    stratum_max_weight: float = positive(10.0)
 
     def __post_init__(self) -> None:
         if self.critic_input not in CRITIC_INPUTS:
@@ -98,6 +103,7 @@ class PPO:
             name: self._make_storage(ac, num_envs, num_steps, name in taught) for name, ac in models.items()
         }
         self._pending: dict[str, tuple[Any, ...]] = {}
+        self._strata: dict[str, Tensor] | None = None  # the current step's (stratify), from act()
         # Truncation bootstrap deferred to the end of the rollout (groups whose critic is feed-forward on vector
         # inputs): each step's final critic observations [T, E, ...] and truncation flags [T, E].
         self._final_obs: dict[str, tuple[list[Tensor], Tensor]] = {
@@ -123,7 +129,9 @@ class PPO:
             memory["actor"] = ac.actor_memory.state_shape
         if ac.critic_memory is not None:
             memory["critic"] = ac.critic_memory.state_shape
-        return RolloutStorage(num_steps, num_envs, ac.dims.n_agents, entries, ac.dims.action_dim, self.device, memory)
+        return RolloutStorage(
+            num_steps, num_envs, ac.dims.n_agents, entries, ac.dims.action_dim, self.device, memory, self.cfg.stratify
+        )
 
     def _final_obs_buffers(self, ac: nn.Module, num_envs: int, num_steps: int) -> tuple[list[Tensor], Tensor]:
         T, E, A = num_steps, num_envs, ac.dims.n_agents
@@ -142,8 +150,14 @@ class PPO:
             group["lr"] = lr
 
     # ----------------------------------------------------------------- rollout verbs
-    def act(self, obs: dict[str, dict[str, Tensor]]) -> dict[str, Tensor]:
-        """Sample actions for every group; returns ``{group: [E, A, act_dim]}`` clamped to [-1, 1]."""
+    def act(self, obs: dict[str, dict[str, Tensor]], strata: dict[str, Tensor] | None = None) -> dict[str, Tensor]:
+        """Sample actions for every group; returns ``{group: [E, A, act_dim]}`` clamped to [-1, 1].
+
+        ``strata``: each agent's stratum ``{group: [E, A]}`` for these observations (``cfg.stratify``).
+        """
+        if self.cfg.stratify and strata is None:
+            raise ValueError("algo.stratify: act() needs the strata of the agents' states (env.imitation_strata())")
+        self._strata = strata
         actions = {}
         for name, ac in self.models.items():
             group_obs = obs[name]
@@ -198,7 +212,8 @@ class PPO:
                 final_value = ac.value(info["final_obs"][name], critic_mem)
                 trunc = truncated.view(-1, *([1] * (final_value.dim() - 1)))
                 reward = reward + torch.where(trunc, self.cfg.gamma * final_value, 0.0)
-            self.storage[name].add(stored, action, log_prob, value, reward, done)
+            strata = self._strata[name] if self.cfg.stratify else None
+            self.storage[name].add(stored, action, log_prob, value, reward, done, strata)
             if new_memory is not None:
                 self.memory[name] = {side: zero_done(m, done) for side, m in new_memory.items()}
 
@@ -247,7 +262,10 @@ class PPO:
             store = self.storage[name]
             if cfg.normalize_value:
                 ac.value_norm.update(store.returns.unsqueeze(-1))
-            advantages[name] = store.normalized_advantages()
+            if cfg.stratify:
+                advantages[name] = store.stratified_advantages(cfg.stratum_max_weight)
+            else:
+                advantages[name] = store.normalized_advantages()
             explained[name] = _explained_variance(store.values, store.returns)
 
         sums: dict[str, float] = {}

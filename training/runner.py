@@ -512,8 +512,11 @@ class Runner:
         self.env.defer_action_checks = True
         try:
             with torch.inference_mode():
+                stratify = getattr(self.alg.cfg, "stratify", False)
+                if stratify and not callable(getattr(self.env, "imitation_strata", None)):
+                    raise ValueError(f"algo.stratify: task {self.env.spec.task!r} defines no imitation_strata()")
                 for _ in range(self.train_cfg.rollout_steps):
-                    actions = self.alg.act(obs)
+                    actions = self.alg.act(obs, self.env.imitation_strata()) if stratify else self.alg.act(obs)
                     actions.update(self.other_actions(obs))
                     obs, reward, terminated, truncated, info = self.env.step(actions)
                     reward = {name: reward[name] for name in self.models}
@@ -620,8 +623,13 @@ class Runner:
         save(stats)
         self._value_only_until = cfg.critic_warmup
         self.alg.freeze_obs_normalizers = True
+        self.after_imitation()
         if self.train_cfg.eval_every > 0:
             self._evaluate_and_select(bar)
+
+    def after_imitation(self) -> None:
+        """Work once DAgger has fitted the actors, before the evaluation that follows it (self-play: seed
+        the league with the imitated policy)."""
 
     def end_iteration(self) -> dict[str, Any]:
         """Work at the end of an iteration, after the update (self-play: record results, snapshot,

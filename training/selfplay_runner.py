@@ -11,8 +11,11 @@ Every finished game is recorded (``env.game_result``: 1 learner won, 0 lost, 0.5
 snapshot of the learner joins the pool every ``league.snapshot_every`` iterations. The league
 (pool files and ratings) is saved next to the checkpoints, in ``<run>/league/``.
 
-Evaluation plays the deterministic learner against the pool's first snapshot (the initial policy,
-or the scripted team of ``league.scripted_choice``; protected) and logs ``eval/metrics/win_a``;
+With ``imitation.expert`` set, DAgger fits the learner first (team_b follows the expert meanwhile) and
+the imitated policy joins the pool as the protected snapshot ``imitation``.
+
+Evaluation plays the deterministic learner against a protected snapshot (the scripted team of
+``league.scripted_choice``, else ``imitation``, else the initial policy) and logs ``eval/metrics/win_a``;
 ``checkpoints/best.pt`` keeps the best of it. A task whose env offers ``set_scripted_opponent
 (group, mask [E])`` plays its own scripted team where that snapshot is drawn (the constant choice only stands in).
 """
@@ -78,9 +81,8 @@ class SelfPlayRunner(Runner):
                 scripted = copy.deepcopy(self.models[self.learner])
                 scripted.set_constant_choice(self.sp_cfg.scripted_choice)
                 self.league.add_snapshot(scripted.state_dict(), 0, name="scripted", protected=True, from_learner=None)
-            self.league.add_snapshot(
-                self.models[self.learner].state_dict(), 0, name="initial", protected=True, from_learner=None
-            )
+            if self.imitation_cfg.expert == "none":  # else the imitated policy seeds it (after_imitation)
+                self._seed_league()
         k = self.sp_cfg.opponents_per_iteration
         self.opponents = [copy.deepcopy(self.models[self.learner]).eval().requires_grad_(False) for _ in range(k)]
         self.opp_ids = torch.zeros(self.env.num_envs, dtype=torch.long, device=self.device)
@@ -95,6 +97,18 @@ class SelfPlayRunner(Runner):
         names = self.league.pool.names
         self._scripted_id = next((i for i in self.league.pool.ids if names[i] == "scripted"), None)
         self._results: list[tuple[Tensor, Tensor]] = []
+        if len(self.league.pool) > 0:
+            self._draw_opponents()
+
+    def _seed_league(self, name: str = "initial") -> None:
+        """The learner's starting policy joins the pool, protected (evaluation may play it: :meth:`_eval_opponent`)."""
+        weights = self.models[self.learner].state_dict()
+        self.league.add_snapshot(weights, 0, name=name, protected=True, from_learner=None)
+
+    def after_imitation(self) -> None:
+        # The policy PPO starts from is the imitated one: it joins the league (as the opponent evaluation plays
+        # where no scripted snapshot leads the pool), so self-play measures progress from it, not from random weights.
+        self._seed_league("imitation")
         self._draw_opponents()
 
     def trained_groups(self) -> list[str]:
@@ -165,8 +179,15 @@ class SelfPlayRunner(Runner):
         self._draw_opponents()
         return row
 
+    def _eval_opponent(self) -> int:
+        """The snapshot evaluation plays: the scripted one, else the imitated policy, else the initial one."""
+        ids, names = self.league.pool.ids, self.league.pool.names
+        if self._scripted_id is not None:
+            return self._scripted_id
+        return next((i for i in ids if names[i] == "imitation"), ids[0])
+
     def eval_other_actions(self, env) -> Any:
-        first = self.league.pool.ids[0]
+        first = self._eval_opponent()
         scripted = first == self._scripted_id
         self._play_scripted(env, torch.full((env.num_envs,), scripted, dtype=torch.bool, device=env.device))
         actor = copy.deepcopy(self.models[self.learner]).eval().requires_grad_(False)

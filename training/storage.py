@@ -12,6 +12,7 @@ Shapes: T = rollout steps, E = envs, A = agents in the group.
     returns      [T, E, A]              GAE targets: advantages + values
     advantages   [T, E, A]
     memory0[side] [E, A, L, S]          recurrent policies: the state at the rollout's first step
+    strata       [T, E, A] long         stratified PPO only: each agent state's stratum (e.g. its skill)
 
 Everything lives on the env's device. Feed-forward minibatches keep the agent axis whole (an item
 is one env at one step with all its agents), so per-agent weights and statistics stay aligned.
@@ -47,6 +48,7 @@ class RolloutStorage:
         action_dim: int,
         device: torch.device,
         memory_shapes: Mapping[str, tuple[int, ...]] | None = None,
+        strata: bool = False,
     ) -> None:
         T, E, A = num_steps, num_envs, n_agents
         self.num_steps, self.num_envs, self.n_agents = T, E, A
@@ -63,6 +65,7 @@ class RolloutStorage:
         self.returns = z(T, E, A)
         self.advantages = z(T, E, A)
         self.memory0 = {side: z(E, A, *shape) for side, shape in (memory_shapes or {}).items()}
+        self.strata = torch.zeros(T, E, A, dtype=torch.long, device=device) if strata else None
         self.step = 0
 
     def add(
@@ -73,12 +76,17 @@ class RolloutStorage:
         values: Tensor,
         rewards: Tensor,
         dones: Tensor,
+        strata: Tensor | None = None,
     ) -> None:
         """Store one transition: ``obs[entry] [E, A, *shape]``, ``actions [E, A, d]``, ``log_probs``,
-        ``values``, ``rewards`` ``[E, A]``, ``dones [E]``."""
+        ``values``, ``rewards`` ``[E, A]``, ``dones [E]``; ``strata [E, A]`` where the storage keeps them."""
         if self.step >= self.num_steps:
             raise RuntimeError(f"rollout storage is full ({self.num_steps} steps); call clear() after an update")
         t = self.step
+        if self.strata is not None:
+            if strata is None:
+                raise ValueError("this storage is stratified: add() needs each agent's stratum [E, A]")
+            self.strata[t].copy_(strata)
         for name, buf in self.obs.items():
             buf[t].copy_(obs[name])
         self.actions[t].copy_(actions)
@@ -141,6 +149,30 @@ class RolloutStorage:
         mean = adv.mean(dim=(0, 1), keepdim=True)
         std = adv.std(dim=(0, 1), keepdim=True)
         return (adv - mean) / (std + eps)
+
+    def stratified_advantages(self, max_weight: float, eps: float = 1e-8) -> Tensor:
+        """Advantages normalised within each stratum, then weighted so that every stratum present in the
+        rollout carries the same total weight, ``[T, E, A]``.
+
+        Stratum ``k`` with ``n_k`` of the ``N`` samples (``K`` strata present) gets the weight
+        ``N / (K n_k)``, capped at ``max_weight``. Scaling a sample's advantage by ``w > 0`` scales its
+        clipped surrogate by ``w`` (``max(-w A r, -w A clip(r)) = w max(-A r, -A clip(r))``), so this is a
+        loss weighted by stratum. Without it, a stratum with 1% of the states (an attack in a match)
+        gets 1% of every policy gradient, and one with a different return scale is normalised by the
+        common strata's spread.
+        """
+        if self.strata is None:
+            raise RuntimeError("stratified_advantages needs a storage built with strata=True")
+        adv, s = self.advantages.flatten(), self.strata.flatten()
+        k = int(s.max()) + 1 if s.numel() else 1
+        ones = torch.ones_like(adv)
+        count = torch.zeros(k, device=adv.device).index_add_(0, s, ones)
+        mean = torch.zeros(k, device=adv.device).index_add_(0, s, adv) / count.clamp(min=1)
+        var = torch.zeros(k, device=adv.device).index_add_(0, s, (adv - mean[s]).square()) / (count - 1).clamp(min=1)
+        present = count > 0
+        weight = torch.where(present, adv.numel() / (present.sum() * count.clamp(min=1)), 0.0).clamp(max=max_weight)
+        out = (adv - mean[s]) / (var[s].sqrt() + eps) * weight[s]
+        return out.view_as(self.advantages)
 
     def minibatch_indices(self, num_minibatches: int, generator: torch.Generator) -> list[Tensor]:
         """A random split of the ``T * E`` (step, env) items into ``num_minibatches`` index sets."""

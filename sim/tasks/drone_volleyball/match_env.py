@@ -104,6 +104,14 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         teams = [scripted_team(self), scripted_team(self)]
         return lambda obs: {g: teams[i](self, obs, i) for i, g in enumerate(self.spec.groups)}
 
+    def imitation_strata(self) -> dict[str, Tensor]:
+        """The skill each drone was last commanded, per group ``[E, n]`` (ids of ``SKILLS``), for
+        ``imitation.balance``. Read after the expert (:meth:`expert_policy`) labelled the step, so these are
+        the scripted teams' commands for it; a flat student imitating them sees serves in a few percent of
+        its states only (the server's drop), so plain MSE would barely fit them."""
+        n = self.n
+        return {"team_a": self.skill_id[:, :n], "team_b": self.skill_id[:, n:]}
+
     def _extra_policy_terms(self) -> tuple[ObsTerm, ...]:
         return match_terms(self.n)
 
