@@ -234,12 +234,17 @@ def test_volleyball_coplay_strata_are_the_commanded_skills() -> None:
 
 def test_volleyball_match_strata_are_the_scripted_teams_commands() -> None:
     """In a 3v3 match the expert (two scripted teams) commands the server to serve: after it labelled the opening
-    step, the strata name that drone, and only it, as serving (what a flat student's balanced fit draws on)."""
+    step, the strata name that drone, and only it, as serving (what a flat student's balanced fit draws on),
+    while the env's own commands, which every drone observes, are left as they were."""
     from sim.tasks.drone_volleyball.config import SKILL_IDS
 
     env = sim.make("drone_volleyball", num_envs=6, seed=0, opening_server="random")
     obs = env.reset(seed=0)
+    commands = env.skill_id.clone(), env.skill_target.clone()
     env.expert_policy()(obs)
+    # The expert's commands do not stay in what the drones observe (a flat student would read its teacher's
+    # decisions while learning and miss them when it plays alone).
+    assert torch.equal(env.skill_id, commands[0]) and torch.equal(env.skill_target, commands[1])
     strata = env.imitation_strata()
     assert set(strata) == {"team_a", "team_b"} and strata["team_a"].shape == (6, 3)
     both = torch.cat((strata["team_a"], strata["team_b"]), 1)

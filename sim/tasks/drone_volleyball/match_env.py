@@ -91,6 +91,8 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         # Result of each env's last finished game: 1 team A won, 0 team B won, 0.5 neither
         # (a timeout or a truncated game); NaN before the first one. Kept across the auto-reset.
         self.game_result = torch.full((num_envs,), math.nan, device=dev)
+        # The skills the expert (expert_policy) commanded in the step it labelled last, [E, D]: imitation strata.
+        self.expert_skill = torch.zeros_like(self.skill_id)
         self.reset()
 
     def attach(self, hooks: MatchHooks) -> None:
@@ -98,19 +100,33 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         self.hooks = hooks
 
     def expert_policy(self):
-        """Two rule-based scripted teams, ``obs -> {"team_a": [E, n, 4], "team_b": [E, n, 4]}``."""
+        """Two rule-based scripted teams, ``obs -> {"team_a": [E, n, 4], "team_b": [E, n, 4]}``.
+
+        The teams' skill commands are the expert's own: they are kept in ``expert_skill`` (the strata) and
+        the env's commands, which every drone observes (``skill``, ``target_rel``), are put back as they
+        were. A flat student imitating the expert would otherwise read the expert's decisions in its own
+        observation while learning, and miss them when it plays alone (its serve then flew backwards).
+        """
         from sim.tasks.drone_volleyball.teams import scripted_team
 
         teams = [scripted_team(self), scripted_team(self)]
-        return lambda obs: {g: teams[i](self, obs, i) for i, g in enumerate(self.spec.groups)}
+
+        def act(obs: dict) -> dict[str, Tensor]:
+            skill_id, target = self.skill_id, self.skill_target  # set_skill_commands replaces, never writes into
+            out = {g: teams[i](self, obs, i) for i, g in enumerate(self.spec.groups)}
+            self.expert_skill = self.skill_id
+            self.skill_id, self.skill_target = skill_id, target
+            return out
+
+        return act
 
     def imitation_strata(self) -> dict[str, Tensor]:
-        """The skill each drone was last commanded, per group ``[E, n]`` (ids of ``SKILLS``), for
-        ``imitation.balance``. Read after the expert (:meth:`expert_policy`) labelled the step, so these are
-        the scripted teams' commands for it; a flat student imitating them sees serves in a few percent of
-        its states only (the server's drop), so plain MSE would barely fit them."""
+        """The skill the expert (:meth:`expert_policy`) commanded each drone in the step it labelled last,
+        per group ``[E, n]`` (ids of ``SKILLS``), for ``imitation.balance``: a flat student imitating the
+        scripted teams sees a serve in a few percent of its states only (the server's drop), so plain MSE
+        would barely fit it."""
         n = self.n
-        return {"team_a": self.skill_id[:, :n], "team_b": self.skill_id[:, n:]}
+        return {"team_a": self.expert_skill[:, :n], "team_b": self.expert_skill[:, n:]}
 
     def _extra_policy_terms(self) -> tuple[ObsTerm, ...]:
         return match_terms(self.n)
