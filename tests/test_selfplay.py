@@ -419,3 +419,46 @@ def test_self_play_runs_a_recurrent_image_policy_against_its_snapshots(tmp_path)
     obs = runner.env.observe()
     runner.other_actions(obs)
     assert runner.opp_memory is not None and runner.opp_memory.abs().sum() > 0
+
+
+def test_a_match_plays_its_scripted_team_where_the_league_draws_it(tmp_path) -> None:
+    """``league.env_scripted``: the env's rule-based team joins the pool as the protected snapshot ``scripted``, and
+    in the envs where it is drawn it flies the opponent group whatever the snapshot's actions say; elsewhere the
+    snapshot's actions stand, and the drones' observed skill commands stay untouched (a flat opponent reads them)."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from sim.tasks.drone_volleyball.teams import scripted_team
+    from training.selfplay_runner import SelfPlayRunner
+
+    over = ["task=drone_volleyball", "task.mode=1v1", "algo=selfplay", "league.env_scripted=true",
+            "league.opponents_per_iteration=2", "num_envs=8", "train.rollout_steps=4", "train.total_steps=64",
+            "train.eval_every=0", "train.progress=false", "device=cpu", "torch_threads=1", "wandb.mode=disabled",
+            f"runs_dir={tmp_path}"]  # fmt: skip
+    root = Path(__file__).resolve().parents[1]
+    with initialize_config_dir(config_dir=str(root / "configs"), version_base=None):
+        cfg = OmegaConf.to_container(compose(config_name="config", overrides=over), resolve=True)
+    runner = SelfPlayRunner(cfg)
+    pool = runner.league.pool
+    assert [pool.names[i] for i in pool.ids] == ["scripted", "initial"] and runner._eval_opponent() == pool.ids[0]
+    runner.learn()
+    with torch.inference_mode():  # the env's buffers are the rollout's inference tensors
+        env = runner.env
+        mask = torch.zeros(8, dtype=torch.bool)
+        mask[:4] = True
+        env.set_scripted_opponent("team_b", mask)
+        reference = scripted_team(env)  # a second scripted team, fresh like the env's was at its first call
+        env.reset(seed=1)
+        commands = env.skill_id.clone(), env.skill_target.clone()
+        env._scripted_team = scripted_team(env)
+        want = reference(env, None, 1)
+        env.skill_id, env.skill_target = commands
+        given = torch.full((8, 1, 4), 0.3)
+        env._apply_actions({"team_a": torch.zeros(8, 1, 4), "team_b": given})
+        torch.testing.assert_close(env.cmd[:4, 1], want[:4, 0])
+        torch.testing.assert_close(env.cmd[4:, 1], given[4:, 0])
+        assert torch.equal(env.skill_id, commands[0]) and torch.equal(env.skill_target, commands[1])
+    with pytest.raises(ValueError, match="group"):
+        env.set_scripted_opponent("team_c", mask)

@@ -15,7 +15,8 @@ With ``imitation.expert`` set, DAgger fits the learner first (team_b follows the
 the imitated policy joins the pool as the protected snapshot ``imitation``.
 
 Evaluation plays the deterministic learner against a protected snapshot (the scripted team of
-``league.scripted_choice``, else ``imitation``, else the initial policy) and logs ``eval/metrics/win_a``;
+``league.scripted_choice`` or ``league.env_scripted``, else ``imitation``, else the initial policy) and logs
+``eval/metrics/win_a``;
 ``checkpoints/best.pt`` keeps the best of it. A task whose env offers ``set_scripted_opponent
 (group, mask [E])`` plays its own scripted team where that snapshot is drawn (the constant choice only stands in).
 """
@@ -45,6 +46,9 @@ class SelfPlayCfg(LeagueCfg):
     # Discrete-choice tasks: a protected snapshot that always plays this choice (e.g. the volleyball
     # strategy's rule-based team) enters the pool first; evaluation then plays against it.
     scripted_choice: tuple[int, ...] = non_negative(())
+    # Tasks whose env plays its own scripted team (``env.set_scripted_opponent``): that team joins the pool as the
+    # protected snapshot ``scripted``, a fixed anchor among the learner's snapshots (evaluation then plays it).
+    env_scripted: bool = False
 
     @property
     def league(self) -> LeagueCfg:
@@ -81,6 +85,12 @@ class SelfPlayRunner(Runner):
                 scripted = copy.deepcopy(self.models[self.learner])
                 scripted.set_constant_choice(self.sp_cfg.scripted_choice)
                 self.league.add_snapshot(scripted.state_dict(), 0, name="scripted", protected=True, from_learner=None)
+            elif self.sp_cfg.env_scripted:
+                if not callable(getattr(self.env, "set_scripted_opponent", None)):
+                    raise ValueError(f"league.env_scripted: task {self.env.spec.task!r} has no set_scripted_opponent")
+                # The weights only fill the slot: where this snapshot is drawn the env's scripted team plays.
+                weights = self.models[self.learner].state_dict()
+                self.league.add_snapshot(weights, 0, name="scripted", protected=True, from_learner=None)
             if self.imitation_cfg.expert == "none":  # else the imitated policy seeds it (after_imitation)
                 self._seed_league()
         k = self.sp_cfg.opponents_per_iteration

@@ -93,6 +93,9 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         self.game_result = torch.full((num_envs,), math.nan, device=dev)
         # The skills the expert (expert_policy) commanded in the step it labelled last, [E, D]: imitation strata.
         self.expert_skill = torch.zeros_like(self.skill_id)
+        # set_scripted_opponent: (team index, mask [E]) where the rule-based team plays a group, and that team.
+        self.scripted: tuple[int, Tensor] | None = None
+        self._scripted_team = None
         self.reset()
 
     def attach(self, hooks: MatchHooks) -> None:
@@ -119,6 +122,33 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
             return out
 
         return act
+
+    def set_scripted_opponent(self, group: str, mask: Tensor | None) -> None:
+        """Where ``mask [E]`` (bool) is set, ``group`` is played by the rule-based team (``evaluate.py``'s
+        ``scripted``), whatever the group's actions say; None: nowhere. The self-play runner sets it where the
+        league's ``scripted`` snapshot plays (``league.env_scripted``): a fixed anchor among the learner's own
+        snapshots. The team's commands are not left in the drones' observations (see :meth:`expert_policy`)."""
+        groups = list(self.spec.groups)
+        if group not in groups:
+            raise ValueError(f"group must be one of {groups}, got {group!r}")
+        if mask is None:
+            self.scripted = None
+            return
+        if self._scripted_team is None:
+            from sim.tasks.drone_volleyball.teams import scripted_team
+
+            self._scripted_team = scripted_team(self)
+        self.scripted = (groups.index(group), mask.to(device=self.device, dtype=torch.bool))
+
+    def _apply_actions(self, actions: dict[str, Tensor]) -> None:
+        if self.scripted is not None:
+            team, mask = self.scripted
+            group = list(self.spec.groups)[team]
+            skill_id, target = self.skill_id, self.skill_target
+            rule = self._scripted_team(self, None, team)
+            self.skill_id, self.skill_target = skill_id, target
+            actions = {**actions, group: torch.where(mask.view(-1, 1, 1), rule, actions[group])}
+        super()._apply_actions(actions)
 
     def imitation_strata(self) -> dict[str, Tensor]:
         """The skill the expert (:meth:`expert_policy`) commanded each drone in the step it labelled last,
