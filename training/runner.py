@@ -249,6 +249,10 @@ class Runner:
         self.generator.manual_seed(self.seed + 1)
         tc = self.train_cfg
         self.alg = self.make_algorithm(num_envs)
+        # Stratified PPO reads each agent state's stratum from the task at every rollout step.
+        self._stratify = getattr(self.alg.cfg, "stratify", False)
+        if self._stratify and not callable(getattr(self.env, "imitation_strata", None)):
+            raise ValueError(f"algo.stratify: task {self.env.spec.task!r} defines no imitation_strata()")
         self.steps_per_iter = num_envs * tc.rollout_steps  # env steps per iteration, every rank's
         if self.dist is not None:
             self.alg.dist = self.dist
@@ -512,11 +516,8 @@ class Runner:
         self.env.defer_action_checks = True
         try:
             with torch.inference_mode():
-                stratify = getattr(self.alg.cfg, "stratify", False)
-                if stratify and not callable(getattr(self.env, "imitation_strata", None)):
-                    raise ValueError(f"algo.stratify: task {self.env.spec.task!r} defines no imitation_strata()")
                 for _ in range(self.train_cfg.rollout_steps):
-                    actions = self.alg.act(obs, self.env.imitation_strata()) if stratify else self.alg.act(obs)
+                    actions = self.alg.act(obs, self.env.imitation_strata()) if self._stratify else self.alg.act(obs)
                     actions.update(self.other_actions(obs))
                     obs, reward, terminated, truncated, info = self.env.step(actions)
                     reward = {name: reward[name] for name in self.models}

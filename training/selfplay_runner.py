@@ -84,15 +84,14 @@ class SelfPlayRunner(Runner):
             if self.sp_cfg.scripted_choice:
                 scripted = copy.deepcopy(self.models[self.learner])
                 scripted.set_constant_choice(self.sp_cfg.scripted_choice)
-                self.league.add_snapshot(scripted.state_dict(), 0, name="scripted", protected=True, from_learner=None)
+                self._seed_league("scripted", scripted)
             elif self.sp_cfg.env_scripted:
                 if not callable(getattr(self.env, "set_scripted_opponent", None)):
                     raise ValueError(f"league.env_scripted: task {self.env.spec.task!r} has no set_scripted_opponent")
                 # The weights only fill the slot: where this snapshot is drawn the env's scripted team plays.
-                weights = self.models[self.learner].state_dict()
-                self.league.add_snapshot(weights, 0, name="scripted", protected=True, from_learner=None)
+                self._seed_league("scripted")
             if self.imitation_cfg.expert == "none":  # else the imitated policy seeds it (after_imitation)
-                self._seed_league()
+                self._seed_league("initial")
         k = self.sp_cfg.opponents_per_iteration
         self.opponents = [copy.deepcopy(self.models[self.learner]).eval().requires_grad_(False) for _ in range(k)]
         self.opp_ids = torch.zeros(self.env.num_envs, dtype=torch.long, device=self.device)
@@ -110,9 +109,10 @@ class SelfPlayRunner(Runner):
         if len(self.league.pool) > 0:
             self._draw_opponents()
 
-    def _seed_league(self, name: str = "initial") -> None:
-        """The learner's starting policy joins the pool, protected (evaluation may play it: :meth:`_eval_opponent`)."""
-        weights = self.models[self.learner].state_dict()
+    def _seed_league(self, name: str, model: torch.nn.Module | None = None) -> None:
+        """A protected snapshot ``name`` of ``model`` (default: the learner as it is now) joins the pool, rated from
+        scratch (evaluation may play it: :meth:`_eval_opponent`)."""
+        weights = (self.models[self.learner] if model is None else model).state_dict()
         self.league.add_snapshot(weights, 0, name=name, protected=True, from_learner=None)
 
     def after_imitation(self) -> None:

@@ -15,6 +15,8 @@ one and hook into its step through :class:`MatchHooks` (:meth:`VolleyballMatchEn
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -115,13 +117,21 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         teams = [scripted_team(self), scripted_team(self)]
 
         def act(obs: dict) -> dict[str, Tensor]:
-            skill_id, target = self.skill_id, self.skill_target  # set_skill_commands replaces, never writes into
-            out = {g: teams[i](self, obs, i) for i, g in enumerate(self.spec.groups)}
-            self.expert_skill = self.skill_id
-            self.skill_id, self.skill_target = skill_id, target
+            out, self.expert_skill = self._commands_kept(
+                lambda: {g: teams[i](self, obs, i) for i, g in enumerate(self.spec.groups)}
+            )
             return out
 
         return act
+
+    def _commands_kept(self, play: Callable[[], Any]) -> tuple[Any, Tensor]:
+        """Run ``play`` (scripted teams, which set skill commands on the env) and put the env's commands, which
+        every drone observes, back as they were; returns ``play``'s result and the skills it commanded ``[E, D]``."""
+        skill_id, target = self.skill_id, self.skill_target  # set_skill_commands replaces, never writes into
+        out = play()
+        commanded = self.skill_id
+        self.skill_id, self.skill_target = skill_id, target
+        return out, commanded
 
     def set_scripted_opponent(self, group: str, mask: Tensor | None) -> None:
         """Where ``mask [E]`` (bool) is set, ``group`` is played by the rule-based team (``evaluate.py``'s
@@ -144,9 +154,7 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         if self.scripted is not None:
             team, mask = self.scripted
             group = list(self.spec.groups)[team]
-            skill_id, target = self.skill_id, self.skill_target
-            rule = self._scripted_team(self, None, team)
-            self.skill_id, self.skill_target = skill_id, target
+            rule, _ = self._commands_kept(lambda: self._scripted_team(self, None, team))
             actions = {**actions, group: torch.where(mask.view(-1, 1, 1), rule, actions[group])}
         super()._apply_actions(actions)
 
