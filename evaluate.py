@@ -39,7 +39,9 @@ checkpoint, e.g. an HCSP strategy, plays on the match it controls).
 game, and where the task counts rallies (games to N points) team A's share of the rallies beside its
 game win rate, split by who served; ``video=<file.gif|mp4>`` draws the first game of env 0. How games are played:
 :mod:`training.matches`. ``league=A,B,C,...`` plays every pair and fits Elo ratings to all results
-(its JSON has ``elo`` and ``pairs``).
+(its JSON has ``elo`` and ``pairs``); ``league_reuse=<earlier league report>`` takes the pairs that report
+played under the same task config, games and seed instead of replaying them (a pair's games are
+reproducible), so a team joins a league for the cost of its own pairs.
 """
 
 from __future__ import annotations
@@ -104,6 +106,13 @@ class EvalArgs:
     games: int = field(default=200, metadata={"help": "games of a match (league: of every pair)"})
     league: str | None = field(
         default=None, metadata={"help": "round-robin 'A,B,C,...' (teams as in match): pairwise win rates and Elo"}
+    )
+    league_reuse: str | None = field(
+        default=None,
+        metadata={
+            "help": "a league report (report=) played with the same task, games and seed: its pairs are taken "
+            "as they are instead of replayed (a league grows by its new teams' pairs)"
+        },
     )
 
     def __post_init__(self) -> None:
@@ -316,6 +325,8 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
 
     if args.match is not None and args.league is not None:
         raise EvalError("give match=A,B or league=A,B,C,..., not both")
+    if args.league_reuse is not None and args.league is None:
+        raise EvalError("league_reuse= takes the pairs of an earlier league=: give league=A,B,C,...")
     if args.scenario is not None and (args.match is not None or args.league is not None):
         raise EvalError("scenario= applies to episode evaluations, not to match= or league=")
     if args.match is not None:
@@ -451,21 +462,26 @@ def evaluate_league(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[s
     if len(names) < 2 or not all(names) or len(set(names)) != len(names):
         raise EvalError(f"league must name two or more distinct teams 'A,B,...', got {args.league!r}")
     env, teams, task_cfg = _match_env_and_teams(names, args, task_overrides)
+    reuse = _reusable_pairs(args, env.task_name, task_cfg) if args.league_reuse else {}
     P = len(names)
     scores, games = np.full((P, P), np.nan), np.zeros((P, P), dtype=int)
     pairs = []
     start = time.perf_counter()
     for i in range(P):
         for j in range(i + 1, P):
-            try:
-                summary = summarize_matches(play_matches(env, teams[i], teams[j], args.games, args.seed))
-            except ValueError as err:
-                raise EvalError(str(err)) from err
+            summary = reuse.get((names[i], names[j]))
+            if summary is None:
+                try:
+                    summary = summarize_matches(play_matches(env, teams[i], teams[j], args.games, args.seed))
+                except ValueError as err:
+                    raise EvalError(str(err)) from err
             scores[i, j], scores[j, i] = summary["win_rate_a"], 1.0 - summary["win_rate_a"]
             games[i, j] = games[j, i] = summary["games"]
             pairs.append({"team_a": names[i], "team_b": names[j], **summary})
-            _log(f"{names[i]} vs {names[j]}: {summary['win_rate_a']:.3f} ({summary['games']} games)")
-    _log(f"{len(pairs)} matches in {time.perf_counter() - start:.1f} s")
+            how = "reused" if (names[i], names[j]) in reuse else "played"
+            _log(f"{names[i]} vs {names[j]}: {summary['win_rate_a']:.3f} ({summary['games']} games, {how})")
+    played = sum((p["team_a"], p["team_b"]) not in reuse for p in pairs)
+    _log(f"{played} matches played ({len(pairs) - played} reused) in {time.perf_counter() - start:.1f} s")
     elo = fit_elo(scores, games)
     order = np.argsort(-elo)
     print(f"task {env.task_name} ({task_cfg.get('mode')}), {args.games} games per pair, seed {args.seed}")
@@ -484,6 +500,29 @@ def evaluate_league(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[s
         "task": env.task_name,
         "task_cfg": task_cfg,
     }
+
+
+def _reusable_pairs(args: EvalArgs, task: str, task_cfg: Mapping[str, Any]) -> dict[tuple[str, str], dict]:
+    """``{(team_a, team_b): summary}`` of the earlier league report ``args.league_reuse``; it must have been
+    played under this league's task, task config, games per pair and seed, or its results would not be
+    comparable (the games of a pair are reproducible: same seed, same env)."""
+    path = Path(str(args.league_reuse))
+    try:
+        old = json.loads(path.read_text())
+        old_pairs = old["pairs"]
+        setting = {"task": old["task"], "games": old["games"], "seed": old["seed"]}
+        old_cfg = old["task_cfg"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise EvalError(f"league_reuse={path}: not a league report ({err})") from err
+    want = {"task": task, "games": args.games, "seed": args.seed}
+    for key, val in want.items():
+        if setting[key] != val:
+            raise EvalError(f"league_reuse={path}: played with {key}={setting[key]!r}, this league {key}={val!r}")
+    now = json.loads(json.dumps(task_cfg, default=str))  # as the report stores it
+    differ = sorted(k for k in set(now) | set(old_cfg) if now.get(k) != old_cfg.get(k))
+    if differ:
+        raise EvalError(f"league_reuse={path}: its task config differs from this league's in {', '.join(differ)}")
+    return {(p["team_a"], p["team_b"]): p for p in old_pairs}
 
 
 def evaluate_match(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -148,6 +148,30 @@ def test_evaluate_cli_league_rates_the_scripted_team_above_hovering() -> None:
     assert report["elo"]["scripted"] > report["elo"]["hover"] + 100
 
 
+def test_a_league_reuses_the_pairs_of_an_earlier_report_only_under_the_same_setting(tmp_path, capsys) -> None:
+    import evaluate
+
+    base = ["task=drone_volleyball", "games=4", "task.mode=1v1", "task.episode_length_s=1.0"]
+    first = tmp_path / "league.json"
+    assert evaluate.main([*base, "league=hover,scripted", f"report={first}"]) == 0
+    old = json.loads(first.read_text())
+    old["pairs"][0]["win_rate_a"] = 0.875  # a mark: a reused pair keeps it, a replayed one would not
+    first.write_text(json.dumps(old))
+    capsys.readouterr()
+    learned = f"rulebased:{ROOT / 'assets/policies/drone_volleyball'}"  # the rule-based team on the solo skills
+    assert evaluate.main([*base, f"league=hover,scripted,{learned}", f"league_reuse={first}"]) == 0
+    out = capsys.readouterr()
+    report = json.loads(out.out.strip().splitlines()[-1])
+    by_pair = {(p["team_a"], p["team_b"]): p for p in report["pairs"]}
+    assert by_pair[("hover", "scripted")]["win_rate_a"] == 0.875
+    assert len(by_pair) == 3 and "2 matches played (1 reused)" in out.err
+    # Another number of games or another task config: the old results are not comparable.
+    assert evaluate.main([*base[:1], "games=2", *base[2:], "league=hover,scripted", f"league_reuse={first}"]) == 2
+    assert "played with games=4, this league games=2" in capsys.readouterr().err
+    assert evaluate.main([*base, "task.rules.points_to_win=3", "league=hover,scripted", f"league_reuse={first}"]) == 2
+    assert "differs from this league's in rules" in capsys.readouterr().err
+
+
 def test_rule_based_team_flies_learned_skills_where_given_and_scripted_elsewhere() -> None:
     from sim.tasks.drone_volleyball.teams import rule_based_team
 
