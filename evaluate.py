@@ -7,6 +7,7 @@
     python evaluate.py checkpoint=assets/policies/cable_load/policy.pt scenario=mav_loss task.num_mavs=4
     python evaluate.py task=drone_volleyball match=scripted,hover games=200       # two-team matches
     python evaluate.py task=drone_volleyball league=hover,scripted,<a.pt> games=200   # round-robin + Elo
+    python evaluate.py checkpoint=<skills.pt> commander=<strategy.pt> expert=true eval_mode=true   # HCSP skills
 
 Arguments are ``key=value`` pairs parsed as train.py's (hydra's override grammar: ``true``,
 ``1e-3``, ``[1, 2]``, ``null``; a text argument such as a path is taken verbatim);
@@ -17,7 +18,9 @@ The task config is the one the policy was trained with (checkpoint, else the ONN
 ``covey`` -> ``task_cfg``, else the task config's defaults), noise and randomisation as trained;
 ``eval_mode=true`` applies the task's ``evaluation_overrides()`` (both off). ``scenario=<name>`` then
 applies one of the task's named evaluation cases (its env class's ``scenarios()``: config overrides and
-success thresholds). Then ``task.*``.
+success thresholds). Then ``task.*``. ``commander=<strategy.pt>`` commands both teams of a hierarchy's skills level
+(e.g. drone_volleyball_coplay) by a strategy checkpoint, for the policy and the expert alike; outcomes the task
+counts per attempt (a skill's touches) come pooled over attempts (``<x>_success_pooled``, Wilson interval).
 
 Output: a table (policy and baseline side by side), and as the last line one JSON object: every
 metric with ``<name>_ci95`` (cable_load: ``pos_err_m``, ``ori_err_deg``, ``mean_tension_n``,
@@ -71,6 +74,13 @@ class EvalArgs:
     policy: str = field(default="auto", metadata={"help": "auto (checkpoint or onnx) | zero (the baseline alone)"})
     expert: bool = field(
         default=False, metadata={"help": "also run the task's scripted expert (env.expert_policy()) as a baseline"}
+    )
+    commander: str | None = field(
+        default=None,
+        metadata={
+            "help": "a hierarchy's skills level (an env with set_strategy, e.g. drone_volleyball_coplay): both teams "
+            "commanded by this strategy checkpoint instead of the task's rule-based commands (policy and expert alike)"
+        },
     )
     task: str | None = field(
         default=None, metadata={"help": "task name when neither checkpoint nor ONNX metadata gives one"}
@@ -341,6 +351,8 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         scenario = resolve_scenario(env.task_name, args.scenario)
         criteria = {**success_criteria(env.task_name), **(scenario.success if scenario else {}), **success}
         policy = source.make_policy(env) if source.make_policy is not None else zero_policy(env)
+        if args.commander is not None:
+            _command_both_teams(env, args.commander, args.device)
     except ValueError as err:
         raise EvalError(str(err)) from err
     on_step, finish = _video_hook(env, args) if args.video else (None, None)
@@ -403,10 +415,30 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         "success_criteria": criteria,
         "source": source.kind,
         "checkpoint": args.checkpoint,
+        "commander": args.commander,
         "onnx": args.onnx,
         "policy_meta": source.meta,
         "task_cfg": task_cfg,
     }
+
+
+def _command_both_teams(env: Any, path: str, device: str) -> None:
+    """Both teams of a skills level (HCSP: the strategy task's ``skills_task``) commanded by the strategy checkpoint
+    ``path``, as in co-self-play's skills phase (:mod:`training.coselfplay`)."""
+    from training.coselfplay import hcsp_levels, strategy_policy
+
+    if not callable(getattr(env, "set_strategy", None)):
+        raise EvalError(f"commander= commands a skills level (an env with set_strategy); {env.task_name!r} is not one")
+    name = str(load_trained_policy(path, device).task_cfg.get("name"))
+    try:
+        levels = hcsp_levels(name)
+    except ValueError as err:
+        raise EvalError(f"commander={path}: {err}") from err
+    if levels[1] != env.task_name:
+        raise EvalError(f"commander={path}: a strategy over {levels[1]!r}, this env is {env.task_name!r}")
+    strategy = strategy_policy(path, device, name)
+    for team in (0, 1):
+        env.set_strategy(team, strategy)
 
 
 def _match_env_and_teams(names: list[str], args: EvalArgs, task_overrides: Mapping[str, Any]) -> tuple:

@@ -211,6 +211,39 @@ def test_window_means_and_terminated_episodes_hold_their_terminal_sample() -> No
         summarize(res, {"nope": 1.0})
 
 
+class TallyEnv(ClockEnv):
+    """A ClockEnv whose episodes report touch outcomes as drone_volleyball's skills in matches do: the successes over
+    the ended episodes' attempts and the attempts per ended episode. Env ``i``'s every episode has ``tries[i]``
+    attempts of which ``wins[i]`` succeed."""
+
+    def __init__(self, die_at: list[int], steps: int, tries: list[float], wins: list[float]) -> None:
+        super().__init__(die_at, steps)
+        self.tries, self.wins = torch.tensor(tries), torch.tensor(wins)
+        self.ended = torch.zeros(len(die_at))
+
+    def _episode_metrics(self, env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        self.ended[env_ids] += 1
+        tried = self.tries[env_ids]
+        return {
+            "metrics/hit_success": self.wins[env_ids].sum() / tried.sum().clamp(min=1.0),
+            "metrics/hit_attempts": tried.mean(),
+        }
+
+
+def test_touch_outcomes_are_pooled_over_every_ended_episode() -> None:
+    # Per-step rates would weigh a step where one env ended like one where two did; pooling counts each attempt once.
+    env = TallyEnv(die_at=[2, 3, 9], steps=10, tries=[4.0, 2.0, 10.0], wins=[1.0, 2.0, 9.0])
+    summary = summarize(run_episodes(env, zero_policy(env), episodes=3, seed=0), {})
+    won, tried = (env.ended * env.wins).sum().item(), (env.ended * env.tries).sum().item()
+    assert env.ended.tolist()[2] == 1 and env.ended[0] > 1  # env 0 ended several episodes in the round
+    assert summary["hit_attempts_pooled"] == round(tried)
+    assert summary["hit_success_pooled"] == pytest.approx(won / tried, rel=1e-5)
+    lo, hi = summary["hit_success_pooled_ci95"]
+    assert lo < won / tried < hi
+    plain = ClockEnv(die_at=[2], steps=4)  # no outcomes reported, none pooled
+    assert "hit_success_pooled" not in summarize(run_episodes(plain, zero_policy(plain), episodes=1, seed=0), {})
+
+
 # --------------------------------------------------------------------------- cable_load
 def test_zero_actor_reproduces_the_zero_baseline_exactly() -> None:
     env = cable_env(num_envs=3)
@@ -329,6 +362,7 @@ def test_zero_policy_alone(capsys) -> None:
         (["policy=zero", "task=cable_load", "success.pos_err=0.1", *SHORT_ARGS], "pos_err"),
         (["checkpoint=does/not/exist.pt"], "checkpoint not found: does/not/exist.pt"),
         (["onnx=does/not/exist.onnx"], "ONNX file not found"),
+        (["policy=zero", "task=cable_load", "commander=x.pt", *SHORT_ARGS], "'cable_load' is not one"),
     ],
 )
 def test_bad_arguments_fail_with_a_clear_message(capsys, argv: list[str], message: str) -> None:

@@ -26,6 +26,11 @@ How an episode is measured (task-generic; the task supplies ``env.step_metrics()
   position error < 0.1 m and mean orientation error < 10 deg over the last ``window_s``).
 - ``episode_return``: sum over the survived steps of the step reward averaged over agents and
   groups; ``survival_s``: time until termination (the full episode length when none).
+- Pooled outcomes: a task whose ``info["episode"]`` carries ``metrics/<x>_success`` (successes over
+  the ended episodes' attempts) beside ``metrics/<x>_attempts`` (attempts per ended episode), e.g.
+  drone_volleyball's skills scored in matches, gets ``<x>_success_pooled``: successes over attempts
+  summed over every episode that ends while a round runs (the envs' later episodes included), with a
+  Wilson interval over the attempts, and ``<x>_attempts_pooled``, their number.
 
 Confidence intervals (95%): ``mean +- 1.96 sd / sqrt(n)`` (sample sd, ``n - 1``) for metrics,
 Wilson score intervals for rates. Everything runs batched on the env's device under
@@ -224,6 +229,7 @@ class EpisodeResults:
     survival_s: Tensor  # float64 [n], time until termination, else the episode length (s)
     window_steps: int  # W, samples per window
     episode_steps: int  # T, control steps per episode
+    pooled: dict[str, tuple[float, float]] | None = None  # x -> (successes, attempts) over the rounds' episodes
 
     @property
     def episodes(self) -> int:
@@ -270,8 +276,14 @@ def run_episodes(
         for r in range(math.ceil(episodes / env.num_envs)):
             keep = min(env.num_envs, episodes - r * env.num_envs)
             out = _run_round(env, policy, round_seed(seed, r), steps, win, on_step if r == 0 else None)
-            chunks.append(_to_cpu(out, keep))
+            pooled_round = out.pop("pooled")  # every env's episodes, the surplus envs' too: pooled over the rounds
+            chunks.append({**_to_cpu(out, keep), "pooled": pooled_round})
     cat = lambda key: torch.cat([c[key] for c in chunks])  # noqa: E731
+    pooled: dict[str, tuple[float, float]] = {}
+    for c in chunks:
+        for name, (won, tried) in c.pop("pooled").items():
+            old = pooled.get(name, (0.0, 0.0))
+            pooled[name] = (old[0] + float(won), old[1] + float(tried))
     return EpisodeResults(
         metrics={k: torch.cat([c["metrics"][k] for c in chunks]) for k in chunks[0]["metrics"]},
         terminated=cat("terminated"),
@@ -280,6 +292,7 @@ def run_episodes(
         survival_s=cat("length").double() * env.spec.control_dt,
         window_steps=win,
         episode_steps=steps,
+        pooled=pooled,
     )
 
 
@@ -298,6 +311,7 @@ def _run_round(
     last: dict[str, Tensor] = {}  # latest sample of each metric, held after termination
     window_sum: dict[str, Tensor] = {}
     reasons: dict[str, Tensor] = {}
+    pooled: dict[str, list[Tensor]] = {}  # x -> [successes, attempts], summed on the device
     for t in range(steps):
         for key, val in env.step_metrics().items():
             last[key] = torch.where(alive, val, last[key]) if key in last else val.clone()
@@ -316,6 +330,8 @@ def _run_round(
             last[key] = torch.where(ended, val, last[key])
         for key, flag in info["termination_reasons"].items():
             reasons[key] = reasons.get(key, torch.zeros_like(ended)) | (flag & ended)
+        if "episode" in info:
+            _pool_outcomes(pooled, info["episode"])
         alive = alive & ~term
         if t % 100 == 99 and not bool(alive.any()):  # every episode over: the held samples fill the window
             remaining = steps - max(t + 1, steps - win)
@@ -323,7 +339,30 @@ def _run_round(
                 window_sum[key] = window_sum.get(key, 0.0) + last[key] * max(remaining, 0)
             break
     metrics = {key: val / win for key, val in window_sum.items()}
-    return {"metrics": metrics, "terminated": terminated, "reasons": reasons, "returns": returns, "length": length}
+    return {
+        "metrics": metrics,
+        "terminated": terminated,
+        "reasons": reasons,
+        "returns": returns,
+        "length": length,
+        "pooled": {k: (float(v[0]), float(v[1])) for k, v in pooled.items()},
+    }
+
+
+def _pool_outcomes(pooled: dict[str, list[Tensor]], episode: Mapping[str, Tensor]) -> None:
+    """Add the successes and attempts of this step's ended episodes (``info["episode"]``: means over ``count``
+    episodes) to ``pooled``; see the module docstring."""
+    for key, rate in episode.items():
+        if not (key.startswith("metrics/") and key.endswith("_success")):
+            continue
+        name = key[len("metrics/") : -len("_success")]
+        per_episode = episode.get(f"metrics/{name}_attempts")
+        if per_episode is None:
+            continue
+        tried = per_episode * episode["count"]
+        sums = pooled.setdefault(name, [torch.zeros((), device=tried.device), torch.zeros((), device=tried.device)])
+        sums[0] = sums[0] + rate * tried
+        sums[1] = sums[1] + tried
 
 
 def _to_cpu(out: dict[str, Any], keep: int) -> dict[str, Any]:
@@ -367,6 +406,10 @@ def summarize(results: EpisodeResults, success: Mapping[str, float]) -> dict[str
     out["termination"] = {key: _r(flag.double().mean().item()) for key, flag in results.reasons.items()}
     put("episode_return", mean_ci95(results.returns))
     put("survival_s", mean_ci95(results.survival_s))
+    for name, (won, tried) in sorted((results.pooled or {}).items()):
+        if tried > 0:  # counts from means: round to whole outcomes
+            put(f"{name}_success_pooled", wilson_ci95(round(won), round(tried)))
+            out[f"{name}_attempts_pooled"] = round(tried)
     out["episodes"] = n
     return out
 
