@@ -175,12 +175,13 @@ def test_evaluate_commands_a_skills_level_by_a_strategy_checkpoint_and_pools_its
 
 
 @pytest.mark.slow
-def test_shipped_games_skills_pass_and_attack_beat_the_scripted_ones_under_the_same_commands(capsys) -> None:
+def test_shipped_games_skills_attack_beats_the_scripted_attack_under_the_same_commands(capsys) -> None:
     """Issue 21's third bar: under the games strategy's commands, in games to 5, the skills DAgger-trained in games
-    pass and attack better than the scripted skills they were taught by (the README: 128 games of 120 s, pass 89% vs
-    85%, attack 79% vs 57%, intervals apart). 32 envs x 20 s here (~3 min of one core: ``pytest -m slow``): only the
-    attack's lead is wide enough for this sample (~150 attacks a side)."""
-    report = _skills_vs_scripted(capsys, envs=32, seconds=20.0)
+    attack better than the scripted skills they were taught by (the README: 128 games, 77-78% against 54-55% on two
+    seeds; 83-85% against 53-55% with mixed teams, so the lead is the attack's own; the pass's lead in these
+    same-skills games comes from the balls it meets). 64 envs x 30 s here (~3 min of one core: ``pytest -m slow``;
+    ~300 attacks a side; at 32 x 20 s the learned attack led 78% to 64%, intervals touching)."""
+    report = _skills_vs_scripted(capsys, envs=64, seconds=30.0)
     learned, scripted = report, report["expert_baseline"]
     assert learned["attack_attempts_pooled"] >= 80 and scripted["attack_attempts_pooled"] >= 80
     assert learned["attack_success_pooled_ci95"][0] > scripted["attack_success_pooled_ci95"][1], (learned, scripted)
