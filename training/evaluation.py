@@ -272,18 +272,16 @@ def run_episodes(
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     steps, win = env.max_episode_steps, window_steps(env, window_s)
     chunks: list[dict[str, Any]] = []
+    pooled: dict[str, tuple[float, float]] = {}
     with torch.inference_mode():
         for r in range(math.ceil(episodes / env.num_envs)):
             keep = min(env.num_envs, episodes - r * env.num_envs)
             out = _run_round(env, policy, round_seed(seed, r), steps, win, on_step if r == 0 else None)
-            pooled_round = out.pop("pooled")  # every env's episodes, the surplus envs' too: pooled over the rounds
-            chunks.append({**_to_cpu(out, keep), "pooled": pooled_round})
+            for name, (won, tried) in out.pop("pooled").items():  # every env's episodes, the surplus envs' too
+                old = pooled.get(name, (0.0, 0.0))
+                pooled[name] = (old[0] + won, old[1] + tried)
+            chunks.append(_to_cpu(out, keep))
     cat = lambda key: torch.cat([c[key] for c in chunks])  # noqa: E731
-    pooled: dict[str, tuple[float, float]] = {}
-    for c in chunks:
-        for name, (won, tried) in c.pop("pooled").items():
-            old = pooled.get(name, (0.0, 0.0))
-            pooled[name] = (old[0] + float(won), old[1] + float(tried))
     return EpisodeResults(
         metrics={k: torch.cat([c["metrics"][k] for c in chunks]) for k in chunks[0]["metrics"]},
         terminated=cat("terminated"),
@@ -378,7 +376,8 @@ def summarize(results: EpisodeResults, success: Mapping[str, float]) -> dict[str
     """Metrics with 95% CIs: ``{name: mean, name + "_ci95": [low, high], ...}`` (JSON-ready floats).
 
     Keys: every step metric, ``success_rate`` (only when ``success`` names thresholds),
-    ``crash_rate``, ``termination`` (reason -> rate), ``episode_return``, ``survival_s``. A metric
+    ``crash_rate``, ``termination`` (reason -> rate), ``episode_return``, ``survival_s``, and the pooled
+    outcomes ``<x>_success_pooled`` / ``<x>_attempts_pooled`` (module docstring) where the task reports them. A metric
     whose every value is 0 or 1 (e.g. a skill's success) gets a Wilson interval.
     """
     n = results.episodes
