@@ -78,7 +78,7 @@ class EvalArgs:
     commander: str | None = field(
         default=None,
         metadata={
-            "help": "a hierarchy's skills level (an env with set_strategy, e.g. drone_volleyball_coplay): both teams "
+            "help": "a hierarchy's skills level (an env with set_strategy, e.g. HCSP's skills in matches): both teams "
             "commanded by this strategy checkpoint instead of the task's rule-based commands (policy and expert alike)"
         },
     )

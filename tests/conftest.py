@@ -1,6 +1,11 @@
-"""Shared fixtures: one intra-op thread for every test, multirotor models, a float64 angle helper."""
+"""Shared fixtures: one intra-op thread for every test, multirotor models, a float64 angle helper, the
+evaluate.py CLI module."""
 
 from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +22,18 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def evaluate_cli():
+    """``evaluate.py`` as a module (the repository root is not on every test run's import path), loaded once."""
+    name = "covey_evaluate_cli"  # the name test_evaluate.py loads it under
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "evaluate.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while building the class
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 @pytest.fixture(scope="session")

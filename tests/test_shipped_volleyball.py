@@ -9,6 +9,7 @@ reports; the asserted bounds here are conservative for the smaller samples a tes
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -153,21 +154,17 @@ def test_shipped_flat_team_beats_hovering_drones_and_loses_to_the_games_team(nam
     assert float(res.result.mean()) >= 0.6, res.result.tolist()
 
 
-def _skills_vs_scripted(capsys, envs: int, seconds: float) -> dict:
+def _skills_vs_scripted(evaluate, capsys, envs: int, seconds: float) -> dict:
     """``evaluate.py``'s report: the games skills and the scripted skills (``expert=true``) in games to 5, both teams
     commanded by the games strategy (``commander=``), no random commands, observation noise off."""
-    import json
-
-    import evaluate
-
     argv = [f"checkpoint={SHIPPED / 'games_skills.pt'}", f"commander={SHIPPED / 'games_strategy.pt'}", "expert=true"]
     argv += ["baseline=false", f"episodes={envs}", "eval_mode=true", "task.strategy.random_choice_prob=0"]
     assert evaluate.main([*argv, f"task.episode_length_s={seconds}"]) == 0
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
-def test_evaluate_commands_a_skills_level_by_a_strategy_checkpoint_and_pools_its_touches(capsys) -> None:
-    report = _skills_vs_scripted(capsys, envs=4, seconds=4.0)
+def test_evaluate_commands_a_skills_level_by_a_strategy_checkpoint_and_pools_its_touches(evaluate_cli, capsys) -> None:
+    report = _skills_vs_scripted(evaluate_cli, capsys, envs=4, seconds=4.0)
     assert report["commander"].endswith("games_strategy.pt")
     for side in (report, report["expert_baseline"]):
         assert side["serve_attempts_pooled"] >= 4  # every game starts with a serve
@@ -175,13 +172,13 @@ def test_evaluate_commands_a_skills_level_by_a_strategy_checkpoint_and_pools_its
 
 
 @pytest.mark.slow
-def test_shipped_games_skills_attack_beats_the_scripted_attack_under_the_same_commands(capsys) -> None:
+def test_shipped_games_skills_attack_beats_the_scripted_attack_under_the_same_commands(evaluate_cli, capsys) -> None:
     """Issue 21's third bar: under the games strategy's commands, in games to 5, the skills DAgger-trained in games
     attack better than the scripted skills they were taught by (the README: 128 games, 77-78% against 54-55% on two
     seeds; 83-85% against 53-55% with mixed teams, so the lead is the attack's own; the pass's lead in these
     same-skills games comes from the balls it meets). 64 envs x 30 s here (~3 min of one core: ``pytest -m slow``;
     ~300 attacks a side; at 32 x 20 s the learned attack led 78% to 64%, intervals touching)."""
-    report = _skills_vs_scripted(capsys, envs=64, seconds=30.0)
+    report = _skills_vs_scripted(evaluate_cli, capsys, envs=64, seconds=30.0)
     learned, scripted = report, report["expert_baseline"]
     assert learned["attack_attempts_pooled"] >= 80 and scripted["attack_attempts_pooled"] >= 80
     assert learned["attack_success_pooled_ci95"][0] > scripted["attack_success_pooled_ci95"][1], (learned, scripted)

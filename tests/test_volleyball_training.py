@@ -148,9 +148,10 @@ def test_evaluate_cli_league_rates_the_scripted_team_above_hovering() -> None:
     assert report["elo"]["scripted"] > report["elo"]["hover"] + 100
 
 
-def test_a_league_reuses_the_pairs_of_an_earlier_report_only_under_the_same_setting(tmp_path, capsys) -> None:
-    import evaluate
-
+def test_a_league_reuses_the_pairs_of_an_earlier_report_only_under_the_same_setting(
+    evaluate_cli, tmp_path, capsys
+) -> None:
+    evaluate = evaluate_cli
     base = ["task=drone_volleyball", "games=4", "task.mode=1v1", "task.episode_length_s=1.0"]
     first = tmp_path / "league.json"
     assert evaluate.main([*base, "league=hover,scripted", f"report={first}"]) == 0
