@@ -358,9 +358,8 @@ def _pool_outcomes(pooled: dict[str, list[Tensor]], episode: Mapping[str, Tensor
         if per_episode is None:
             continue
         tried = per_episode * episode["count"]
-        sums = pooled.setdefault(name, [torch.zeros((), device=tried.device), torch.zeros((), device=tried.device)])
-        sums[0] = sums[0] + rate * tried
-        sums[1] = sums[1] + tried
+        old = pooled.get(name)
+        pooled[name] = [rate * tried, tried] if old is None else [old[0] + rate * tried, old[1] + tried]
 
 
 def _to_cpu(out: dict[str, Any], keep: int) -> dict[str, Any]:
