@@ -726,3 +726,23 @@ def test_auto_reset_of_one_env_leaves_the_others_observations_untouched():
     others = torch.tensor([1, 2, 3])
     for key in ("policy", "state"):
         assert torch.equal(obs_a[GROUP][key][others], obs_b[GROUP][key][others]), key
+
+
+def test_a_subclass_that_overrides_the_observations_falls_back_to_every_env_after_resets():
+    """A task's subset observations serve only the observations they mirror: a subclass overriding
+    ``_observations`` (or ``_observations_after_reset``) without its own ``_observations_of`` recomputes every env."""
+    from sim.tasks.drone_volleyball.match_env import VolleyballMatchEnv
+
+    class Renamed(VolleyballMatchEnv):
+        def _observations(self):
+            return super()._observations()
+
+    class Mirrored(Renamed):
+        def _observations_of(self, env_ids):
+            return super()._observations_of(env_ids)
+
+    cfg = sim.make("drone_volleyball", num_envs=2).cfg
+    assert VolleyballMatchEnv(cfg, num_envs=2)._observe_some is not None
+    assert Renamed(cfg, num_envs=2)._observe_some is None
+    assert Mirrored(cfg, num_envs=2)._observe_some is not None
+    assert sim.make("cable_load", num_envs=2)._observe_some is None  # no subset hook: every env, as before

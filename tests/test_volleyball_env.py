@@ -134,3 +134,25 @@ def test_the_opening_server_is_any_drone_of_the_serving_team_when_asked() -> Non
     assert servers == {"first": {0}, "random": {0, 1, 2}}
     with pytest.raises(ValueError, match="opening_server"):
         sim.make("drone_volleyball", num_envs=2, mode="3v3", opening_server="last")
+
+
+@pytest.mark.parametrize("mode, overrides", [("3v3", {}), ("3v3", {"rules.points_to_win": 2}), ("attack", {})])
+def test_observations_of_the_reset_envs_only_equal_every_env_recomputed(mode, overrides) -> None:
+    """After an auto-reset the env recomputes only the reset envs' observations: the step's observations and
+    final observations must be those of a twin that recomputes every env, bit for bit, through many resets."""
+    subset, every = (sim.make("drone_volleyball", num_envs=48, seed=5, mode=mode, **overrides) for _ in range(2))
+    assert subset._observe_some is not None
+    every._observe_some = None  # the fallback: every env's observations after the reset
+    for env in (subset, every):
+        env.reset()
+    gen = torch.Generator().manual_seed(1)
+    resets = 0
+    for _ in range(150):
+        actions = subset.sample_actions(gen)
+        (obs, _, term, trunc, info), (ref, _, _, _, ref_info) = subset.step(actions), every.step(actions)
+        resets += int((term | trunc).sum())
+        for group, entries in ref.items():
+            for key, value in entries.items():
+                assert torch.equal(obs[group][key], value), (group, key)
+                assert torch.equal(info["final_obs"][group][key], ref_info["final_obs"][group][key]), (group, key)
+    assert resets >= 10  # random actions crash drones: the subset path ran many times

@@ -66,6 +66,7 @@ _SNAPSHOT_SKIP = frozenset(
         "_advance",
         "_evaluate",
         "_observe",
+        "_observe_some",
         "num_envs",
         "_masked_resets",
         "_masked_reset_checked",
@@ -113,6 +114,11 @@ def _where_envs(mask: Tensor, new: Obs, old: Obs) -> Obs:
     return out
 
 
+def _put_envs(obs: Obs, env_ids: Tensor, rows: Obs) -> Obs:
+    """``obs`` with the envs ``env_ids [k]`` replaced by ``rows`` (entries ``[k, ...]``), as new tensors."""
+    return {g: {k: v.index_copy(0, env_ids, rows[g][k]) for k, v in entries.items()} for g, entries in obs.items()}
+
+
 class MultiAgentEnv(ABC):
     """Base class: seeding, action validation, the step loop, auto-reset and episode statistics."""
 
@@ -153,6 +159,12 @@ class MultiAgentEnv(ABC):
         # The observations of every env after an auto-reset: eager, they cost as much as the compiled physics
         # of a control step where envs reset every step (drone_volleyball at 4096 envs: 29 of 67 ms).
         self._observe = torch.compile(self._observations, dynamic=False) if compile else self._observations
+        # Where the task computes the observations of a subset of envs: after an auto-reset only the envs that
+        # reset (~1% of a volleyball batch per step) are recomputed. Their count changes every step: dynamic.
+        self._observe_some = None
+        if self._observes_subsets():
+            some = self._observations_of
+            self._observe_some = torch.compile(some, dynamic=True) if compile else some
 
     # ----------------------------------------------------------------- public API
     @property
@@ -225,7 +237,10 @@ class MultiAgentEnv(ABC):
             info["final_metrics"] = self.step_metrics()
             info["episode"] = self._episode_stats(done_ids, reasons, truncated)
             self._reset_all_idx(done_ids)
-            obs = self._observations_after_reset()
+            if self._observe_some is None:
+                obs = self._observations_after_reset()
+            else:  # the others keep the observation computed above (a reset changes only its own envs)
+                obs = _put_envs(obs, done_ids, self._observe_some(done_ids))
             if n_bad:
                 info["final_obs"] = _where_envs(bad, obs, info["final_obs"])
                 self._report_nonfinite(bad, n_bad)
@@ -497,6 +512,26 @@ class MultiAgentEnv(ABC):
         whose reset already computed them (e.g. in a compiled pass) returns those. Default:
         :meth:`_observations` (compiled with ``compile``)."""
         return self._observe()
+
+    def _observations_of(self, env_ids: Tensor) -> Obs:
+        """Optional: the observations of the envs ``env_ids [k]`` only, entries ``[k, n_agents, *shape]`` in the
+        order of ``env_ids``, equal to ``_observations()`` indexed at them (a pure read too). A task that has it
+        gets only its reset envs recomputed after an auto-reset (indexed resets; see :meth:`_observes_subsets`)."""
+        raise NotImplementedError
+
+    def _observes_subsets(self) -> bool:
+        """Whether the auto-reset recomputes only the reset envs' observations: the task defines
+        :meth:`_observations_of` in the class that defines :meth:`_observations` and
+        :meth:`_observations_after_reset`, or below it (a subclass that overrides either without its subset
+        version falls back to every env)."""
+
+        def owner(name: str) -> type:
+            return next(k for k in type(self).__mro__ if name in vars(k))
+
+        of = owner("_observations_of")
+        return of is not MultiAgentEnv and all(
+            issubclass(of, owner(name)) for name in ("_observations", "_observations_after_reset")
+        )
 
     @abstractmethod
     def _observations(self) -> Obs:

@@ -51,6 +51,12 @@ class RatePIDController:
             self.integral.mul_(keep)
             self.prev_rate.mul_(keep)
 
+    def reset_rows(self, rows: Tensor) -> None:
+        """Zero the controller memory of the indices ``rows [k]`` of the leading axis (e.g. envs that reset):
+        the same as :meth:`reset` with their mask, without a pass over every row."""
+        self.integral[rows] = 0.0
+        self.prev_rate[rows] = 0.0
+
     def __call__(self, thrust_cmd: Tensor, rate_cmd: Tensor, ang_vel: Tensor, dt: float) -> Tensor:
         """Rotor speed commands ``[..., R]`` (rad/s).
 

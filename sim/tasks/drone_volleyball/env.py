@@ -33,6 +33,7 @@ Shapes: E = num_envs, D = drones (2 n in matches, 1 in skills), R = rotors.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -96,6 +97,11 @@ class LoopLayout(soa.ResolvedLayout):
         self.net_half = (env.cfg.court.antenna_y, env.cfg.court.net_height / 2)
         self.drone_ids = torch.arange(env.num_drones, device=env.device)
         self.not_self = ~torch.eye(env.num_drones, dtype=torch.bool, device=env.device)
+
+
+def _rows(ids: Tensor | None) -> Callable[[Tensor], Tensor]:
+    """Index per-env tensors ``[E, ...]`` at the envs ``ids [k]`` (identity where ``None``): subset observations."""
+    return (lambda x: x) if ids is None else (lambda x: x[ids])
 
 
 class DroneVolleyballEnv(MultiAgentEnv):
@@ -255,8 +261,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
     def _reset_actuators(self, env_ids: Tensor) -> None:
         """Rotors at hover speed, rate-PID memory and previous actions cleared (episode or rally start)."""
         self.rotor_speed[env_ids] = self.model.hover_speed(self.params.mass * GRAVITY)
-        mask = torch.zeros(self.num_envs, self.num_drones, dtype=torch.bool, device=self.device)
-        self.rate_ctrl.reset(mask.index_fill(0, env_ids, True))
+        self.rate_ctrl.reset_rows(env_ids)
         self.last_action[env_ids] = 0.0
         self.cmd[env_ids] = 0.0
 
@@ -460,74 +465,95 @@ class DroneVolleyballEnv(MultiAgentEnv):
         """Drone positions as the rules see them, ``[E, 2n, 3]`` (skills: team B's slot parked in B's half)."""
         return torch.cat((pos, self._parked), 1) if self._parked.shape[1] > 0 else pos
 
-    def _skill_obs(self) -> Tensor:
-        """``[E, D, s]``: every drone's ``skill`` observation in its team frame."""
-        d, flip, E, D = self.drones, self.flip, self.num_envs, self.num_drones
+    def _skill_obs(self, ids: Tensor | None = None) -> Tensor:
+        """``[E, D, s]``: every drone's ``skill`` observation in its team frame (``[k, D, s]`` of the envs
+        ``ids [k]`` only, when given)."""
+        rows = _rows(ids)
+        d, flip, D = self.drones, rows(self.flip), self.num_drones
+        pos, quat, vel = rows(d.pos), rows(d.quat), rows(d.vel)
+        E = pos.shape[0]
         zrot = torch.tensor((0.0, 0.0, 0.0, 1.0), device=self.device)
-        quat_t = torch.where(flip.unsqueeze(-1), quat_mul(zrot.expand_as(d.quat), d.quat), d.quat)
-        center = d.pos + quat_rotate(d.quat, self.paddle_offset.expand_as(d.pos))
-        ball = self.ball_pos.unsqueeze(1)
+        quat_t = torch.where(flip.unsqueeze(-1), quat_mul(zrot.expand_as(quat), quat), quat)
+        center = pos + quat_rotate(quat, self.paddle_offset.expand_as(pos))
+        ball = rows(self.ball_pos).unsqueeze(1)
         return torch.cat(
             (
-                mirror(d.pos, flip),
+                mirror(pos, flip),
                 matrix_to_6d(quat_to_matrix(quat_t)),
-                mirror(d.vel, flip),
-                d.ang_vel,
+                mirror(vel, flip),
+                rows(d.ang_vel),
                 mirror(ball - center, flip),
-                mirror(self.ball_vel.unsqueeze(1).expand(E, D, 3), flip),
-                mirror(self.skill_target - d.pos, flip),
-                torch.nn.functional.one_hot(self.skill_id, len(SKILLS)).float(),
-                self.touched.float().unsqueeze(-1),
-                self.last_action,
+                mirror(rows(self.ball_vel).unsqueeze(1).expand(E, D, 3), flip),
+                mirror(rows(self.skill_target) - pos, flip),
+                torch.nn.functional.one_hot(rows(self.skill_id), len(SKILLS)).float(),
+                rows(self.touched).float().unsqueeze(-1),
+                rows(self.last_action),
             ),
             dim=-1,
         )
 
     @abstractmethod
-    def _policy_obs(self, skill: Tensor) -> Tensor:
-        """``[E, D, p]``: every drone's ``policy`` observation, from its ``skill`` one ``[E, D, s]``."""
+    def _policy_obs(self, skill: Tensor, ids: Tensor | None = None) -> Tensor:
+        """``[E, D, p]``: every drone's ``policy`` observation, from its ``skill`` one ``[E, D, s]`` (the envs
+        ``ids [k]`` only, when given: ``skill`` is then ``[k, D, s]``)."""
 
     def skill_observation(self) -> Tensor:
         """``[E, D, s]``: every drone's ``skill`` observation (team frame), e.g. for learned skills
         flying under commands a strategy just set."""
         return self._skill_obs()
 
-    def _rally_features(self) -> Tensor:
-        """``[E, D, 5]``: my team's touches / max, I touched last, my team is to serve, I serve, ball in my half."""
-        ru, team = self.rules, self.team_of
-        mine = ru.last_team.unsqueeze(-1) == team
-        touches = torch.where(mine, ru.touches.unsqueeze(-1).float() / self.cfg.rules.max_touches, 0.0)
-        me_last = ru.last_toucher.unsqueeze(-1) == torch.arange(self.num_drones, device=self.device)
-        serving = (ru.serving_team.unsqueeze(-1) == team) & ~ru.served.unsqueeze(-1)
-        server = ru.server.unsqueeze(-1) == torch.arange(self.num_drones, device=self.device)
-        my_half = (self.ball_pos[:, 0:1] >= 0).long() == team
+    def _rally_features(self, ids: Tensor | None = None) -> Tensor:
+        """``[E, D, 5]``: my team's touches / max, I touched last, my team is to serve, I serve, ball in my half
+        (``[k, D, 5]`` of the envs ``ids [k]`` only, when given)."""
+        ru, team, rows = self.rules, self.team_of, _rows(ids)
+        drone = torch.arange(self.num_drones, device=self.device)
+        mine = rows(ru.last_team).unsqueeze(-1) == team
+        touches = torch.where(mine, rows(ru.touches).unsqueeze(-1).float() / self.cfg.rules.max_touches, 0.0)
+        me_last = rows(ru.last_toucher).unsqueeze(-1) == drone
+        serving = (rows(ru.serving_team).unsqueeze(-1) == team) & ~rows(ru.served).unsqueeze(-1)
+        server = rows(ru.server).unsqueeze(-1) == drone
+        my_half = (rows(self.ball_pos)[:, 0:1] >= 0).long() == team
         return torch.stack((touches, me_last.float(), serving.float(), server.float(), my_half.float()), -1)
 
     def _observations(self) -> Obs:
-        skill = self._skill_obs()
-        policy = self._policy_obs(skill)
-        state = self._state()
+        return self._observations_of(None)
+
+    def _observations_of(self, env_ids: Tensor | None) -> Obs:
+        """The observations of the envs ``env_ids [k]`` (every env where ``None``); see the core's hook."""
+        skill = self._skill_obs(env_ids)
+        policy = self._policy_obs(skill, env_ids)
+        state = self._state(env_ids)
         out = {}
         for g_i, g in enumerate(self.spec.groups):
             sl = slice(g_i * self.n, (g_i + 1) * self.n)
             out[g] = {"policy": policy[:, sl], "skill": skill[:, sl], "state": state[:, sl]}
         return out
 
-    def _state(self) -> Tensor:
-        """Critic state per drone ``[E, D, state_dim]``: the whole scene in the drone's team frame."""
-        d, E, D, n = self.drones, self.num_envs, self.num_drones, self.n
+    def _state(self, ids: Tensor | None = None) -> Tensor:
+        """Critic state per drone ``[E, D, state_dim]``: the whole scene in the drone's team frame (``[k, D,
+        state_dim]`` of the envs ``ids [k]`` only, when given)."""
+        d, D, n, rows = self.drones, self.num_drones, self.n, _rows(ids)
+        pos, vel, ball_pos, ball_vel, target = (
+            rows(d.pos),
+            rows(d.vel),
+            rows(self.ball_pos),
+            rows(self.ball_vel),
+            rows(self.skill_target),
+        )
+        rot6 = matrix_to_6d(quat_to_matrix(rows(d.quat)))
+        E = pos.shape[0]
         parts = []
         for flip_team in (False, True):
             f = torch.full((E, D), flip_team, device=self.device)
             own = (self.team_of == int(flip_team)).float().expand(E, D).unsqueeze(-1)
-            drones = torch.cat((mirror(d.pos, f), matrix_to_6d(quat_to_matrix(d.quat)), mirror(d.vel, f), own), -1)
+            drones = torch.cat((mirror(pos, f), rot6, mirror(vel, f), own), -1)
             fb = torch.full((E,), flip_team, device=self.device)
-            ball = torch.cat((mirror(self.ball_pos, fb), mirror(self.ball_vel, fb)), -1)
-            parts.append(torch.cat((drones.flatten(1), ball, mirror(self.skill_target, f).flatten(1)), -1))
-        glob = torch.where(self.flip.unsqueeze(-1), parts[1].unsqueeze(1), parts[0].unsqueeze(1))  # [E, D, g]
-        time_left = (1.0 - self.episode_step.float() / self.max_episode_steps).view(E, 1, 1).expand(E, D, 1)
+            ball = torch.cat((mirror(ball_pos, fb), mirror(ball_vel, fb)), -1)
+            parts.append(torch.cat((drones.flatten(1), ball, mirror(target, f).flatten(1)), -1))
+        glob = torch.where(rows(self.flip).unsqueeze(-1), parts[1].unsqueeze(1), parts[0].unsqueeze(1))  # [E, D, g]
+        time_left = (1.0 - rows(self.episode_step).float() / self.max_episode_steps).view(E, 1, 1).expand(E, D, 1)
         agent_id = torch.eye(n, device=self.device).repeat(D // n, 1).expand(E, D, n)
-        return torch.cat((glob, self._rally_features(), time_left, agent_id), -1)
+        return torch.cat((glob, self._rally_features(ids), time_left, agent_id), -1)
 
     def _event_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
         """The rules' event counts of the episodes ``env_ids`` that ended (popped; kept per env in

@@ -178,8 +178,7 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         if self.cfg.opening_server == "random":  # drawn only then, so "first" keeps its random stream
             slot = torch.randint(0, self.n, (env_ids.numel(),), generator=self.rng, device=self.device)
         self.rules.reset(env_ids, serving_team=team, server=team * self.n + slot)
-        self._start_rally(env_ids)
-        self._reset_actuators(env_ids)
+        self._start_rally(env_ids)  # resets the actuators too
         self.landed_at[env_ids] = 0.0
         self.hooks.after_reset(self, env_ids)
 
@@ -198,7 +197,7 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         ya = (slot - (n - 1) / 2) * (W / max(n, 1)) * 0.8
         base = torch.stack((xa, ya, torch.full((n,), cfg.serve_height, device=dev)), -1)
         places = torch.stack((base, mirror(base, torch.ones(n, dtype=torch.bool, device=dev))))  # [2, n, 3]
-        order = self.rules.rotation_order()[env_ids]  # [k, 2, n]: drone slot in each place
+        order = self.rules.rotation_order(env_ids)  # [k, 2, n]: drone slot in each place
         index = order.unsqueeze(-1).expand(k, 2, n, 3)
         pos = torch.empty(k, 2, n, 3, device=dev).scatter_(2, index, places.expand(k, 2, n, 3)).flatten(1, 2)
         server = self.rules.server[env_ids]
@@ -226,14 +225,16 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
             self._start_rally(again)
         self.hooks.after_rules(self)
 
-    def _policy_obs(self, skill: Tensor) -> Tensor:
+    def _policy_obs(self, skill: Tensor, ids: Tensor | None = None) -> Tensor:
         """``[E, D, p]``: ``skill`` + teammates and opponents (relative, team frame) + the rally state."""
-        d, flip, E, D = self.drones, self.flip, self.num_envs, self.num_drones
-        rel = d.pos.unsqueeze(1) - d.pos.unsqueeze(2)  # [E, i, j, 3]: drone j minus drone i
+        pos = self.drones.pos if ids is None else self.drones.pos[ids]
+        flip = self.flip if ids is None else self.flip[ids]
+        E, D = pos.shape[:2]
+        rel = pos.unsqueeze(1) - pos.unsqueeze(2)  # [E, i, j, 3]: drone j minus drone i
         rel = mirror(rel, flip.unsqueeze(-1).expand(E, D, D))
         rows = torch.arange(D, device=self.device).unsqueeze(-1)
         others_t = rel[:, rows, self.others_idx].flatten(2)  # teammates then opponents, [E, D, 3 (D - 1)]
-        return torch.cat((skill, others_t, self._rally_features()), -1)
+        return torch.cat((skill, others_t, self._rally_features(ids)), -1)
 
     # ----------------------------------------------------------------- rewards, terminations
     def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:

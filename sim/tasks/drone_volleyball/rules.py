@@ -255,17 +255,21 @@ class RallyRules:
         self.rally_time = put(self.rally_time, 0.0)
         self.in_rally = put(self.in_rally, True)
 
-    def rotation_order(self) -> Tensor:
+    def rotation_order(self, env_ids: Tensor | None = None) -> Tensor:
         """``[E, 2, n]`` long: per team, its slots (0..n-1) in serve-rotation order, starting with the
-        drone that serves the team's next serve (the server, for the serving team).
+        drone that serves the team's next serve (the server, for the serving team); ``[k, 2, n]`` of the
+        envs ``env_ids [k]`` only, when given.
 
         A team that has just lost the serve already counts from its next server (a side-out rotates
         the team that wins the serve). With each team's first drone to serve, as at the start of a
         game, the order is ``0, 1, .., n-1`` for both.
         """
         n = self.drones_per_team
-        serving = torch.nn.functional.one_hot(self.serving_team, 2).bool()
-        lead = torch.where(serving, self.rotation, (self.rotation + 1) % n)  # [E, 2]
+        serving_team, rotation = self.serving_team, self.rotation
+        if env_ids is not None:
+            serving_team, rotation = serving_team[env_ids], rotation[env_ids]
+        serving = torch.nn.functional.one_hot(serving_team, 2).bool()
+        lead = torch.where(serving, rotation, (rotation + 1) % n)  # [E, 2]
         return (lead.unsqueeze(-1) + torch.arange(n, device=self.device)) % n
 
     def pop_counters(self, env_ids: Tensor) -> dict[str, Tensor]:

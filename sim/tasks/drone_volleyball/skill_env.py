@@ -130,7 +130,7 @@ class VolleyballSkillEnv(DroneVolleyballEnv):
             dist = torch.linalg.vector_norm(self.ball_pos - self.skill_target[:, 0], dim=-1)
             self.miss = torch.where(self.touched[:, 0], torch.minimum(self.miss, dist), self.miss)
 
-    def _policy_obs(self, skill: Tensor) -> Tensor:
+    def _policy_obs(self, skill: Tensor, ids: Tensor | None = None) -> Tensor:
         return skill
 
     # ----------------------------------------------------------------- rewards, terminations
