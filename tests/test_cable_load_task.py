@@ -345,3 +345,16 @@ def test_action_prior_is_a_pd_to_the_goal_slot(kp, kd):
     expected = (kp * _newest(env, "own_slot_rel") - kd * env.drones.vel) / scale
     assert torch.allclose(action[..., :3], expected, atol=1e-5)
     assert torch.equal(action[..., 3:], torch.zeros(4, 3, 2))
+
+
+def test_a_reset_frame_of_a_few_envs_equals_those_envs_of_the_whole_batch():
+    """The auto-reset builds the first observation frame of its envs alone (not the whole batch's then indexed):
+    it must be the same frame."""
+    env = sim.make("cable_load", num_envs=32, seed=4)
+    env.reset()
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        env.step(env.sample_actions(gen))
+    ids = torch.tensor([3, 17, 30])
+    torch.testing.assert_close(env._frame(ids), env._frame()[ids], rtol=0, atol=1e-6)
+    torch.testing.assert_close(env._goal_slot(ids), env._goal_slot()[ids], rtol=0, atol=1e-6)

@@ -156,3 +156,25 @@ def test_observations_of_the_reset_envs_only_equal_every_env_recomputed(mode, ov
                 assert torch.equal(obs[group][key], value), (group, key)
                 assert torch.equal(info["final_obs"][group][key], ref_info["final_obs"][group][key]), (group, key)
     assert resets >= 10  # random actions crash drones: the subset path ran many times
+
+
+@pytest.mark.slow
+def test_compiled_subset_observations_match_a_full_recompute_without_recompiling() -> None:
+    """Compiled, the reset envs' observations come from their own graph (dynamic in the number of envs): traced
+    after the first step, it must serve every later count (1 included) without compiling again, and agree with
+    every env's observations recomputed eagerly."""
+    from torch._dynamo.utils import counters
+
+    env = sim.make("drone_volleyball", num_envs=64, seed=2, compile=True)
+    env.reset()
+    gen = torch.Generator().manual_seed(0)
+    env.step(env.sample_actions(gen))  # compiles the step's graphs and the subset's
+    graphs, counts = counters["stats"]["unique_graphs"], set()
+    for _ in range(120):
+        obs, _, term, trunc, _ = env.step(env.sample_actions(gen))
+        counts.add(int((term | trunc).sum()))
+        for group, entries in env._observations().items():
+            for key, value in entries.items():
+                torch.testing.assert_close(obs[group][key], value, rtol=1e-5, atol=1e-5)
+    assert {1, 2} <= counts or len(counts - {0}) >= 3  # several reset counts went through the subset graph
+    assert counters["stats"]["unique_graphs"] == graphs  # nothing compiled after the first step

@@ -67,6 +67,7 @@ _SNAPSHOT_SKIP = frozenset(
         "_evaluate",
         "_observe",
         "_observe_some",
+        "_subset_untraced",
         "num_envs",
         "_masked_resets",
         "_masked_reset_checked",
@@ -119,6 +120,18 @@ def _put_envs(obs: Obs, env_ids: Tensor, rows: Obs) -> Obs:
     return {g: {k: v.index_copy(0, env_ids, rows[g][k]) for k, v in entries.items()} for g, entries in obs.items()}
 
 
+def env_rows(env_ids: Tensor | None) -> Callable[[Tensor], Tensor]:
+    """Index per-env tensors ``[num_envs, ...]`` at the envs ``env_ids [k]`` (the identity where ``None``): for
+    a task's observations (or any pure read) of a subset of its envs, e.g. the few that an auto-reset restarts."""
+    return (lambda x: x) if env_ids is None else (lambda x: x[env_ids])
+
+
+def _two_or_more(env_ids: Tensor) -> Tensor:
+    """``env_ids`` with a single env repeated: compiled with dynamic shapes, sizes 0 and 1 would each get
+    their own graph (compiled in the middle of a run); a repeated env writes the same row twice."""
+    return env_ids if env_ids.numel() > 1 else env_ids.repeat(2)
+
+
 class MultiAgentEnv(ABC):
     """Base class: seeding, action validation, the step loop, auto-reset and episode statistics."""
 
@@ -165,6 +178,8 @@ class MultiAgentEnv(ABC):
         if self._observes_subsets():
             some = self._observations_of
             self._observe_some = torch.compile(some, dynamic=True) if compile else some
+        # Compiled, it is traced after the first step (a state as later steps see it), not inside the first reset.
+        self._subset_untraced = compile and self._observe_some is not None
 
     # ----------------------------------------------------------------- public API
     @property
@@ -226,6 +241,9 @@ class MultiAgentEnv(ABC):
             "actions_out_of_range": out_of_range,
             "nonfinite_reset": bad.long(),
         }
+        if self._subset_untraced:
+            self._subset_untraced = False
+            self._observe_some(_two_or_more(torch.arange(min(2, self.num_envs), device=self.device)))
         if self.masked_resets:
             return self._finish_step_masked(obs, reward, terminated, truncated, done, bad, reasons, info)
         done_ids = done.nonzero().squeeze(-1)
@@ -240,7 +258,8 @@ class MultiAgentEnv(ABC):
             if self._observe_some is None:
                 obs = self._observations_after_reset()
             else:  # the others keep the observation computed above (a reset changes only its own envs)
-                obs = _put_envs(obs, done_ids, self._observe_some(done_ids))
+                rows = _two_or_more(done_ids)
+                obs = _put_envs(obs, rows, self._observe_some(rows))
             if n_bad:
                 info["final_obs"] = _where_envs(bad, obs, info["final_obs"])
                 self._report_nonfinite(bad, n_bad)

@@ -16,7 +16,7 @@ import math
 import torch
 from torch import Tensor
 
-from sim.core.env import MultiAgentEnv, Obs, Scenario
+from sim.core.env import MultiAgentEnv, Obs, Scenario, env_rows
 from sim.core.randomization import DelayBuffer, uniform
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
 from sim.physics import components as soa
@@ -383,7 +383,7 @@ class CableLoadEnv(MultiAgentEnv):
         self.prev_action[env_ids] = 0.0
         self.cmd[env_ids] = 0.0
         self.attach_err_int[env_ids] = 0.0
-        frame = self._frame()[env_ids]
+        frame = self._frame(env_ids)
         if cfg.obs_noise.enabled:
             frame = frame + torch.randn(frame.shape, generator=rng, device=dev) * self._frame_noise_std
         # Out of place: earlier observations (info["final_obs"]) may be views of the old buffer.
@@ -556,31 +556,34 @@ class CableLoadEnv(MultiAgentEnv):
         return RigidBodyState(ld.pos.unsqueeze(1), ld.quat.unsqueeze(1), ld.vel.unsqueeze(1), ld.ang_vel.unsqueeze(1))
 
     # ----------------------------------------------------------------- observations
-    def _frame(self) -> Tensor:
-        """One observation frame per MAV, ``[E, N, frame_size]`` (no noise, no history)."""
-        ld, d, N = self.load, self.drones, self.n
-        load_rot = quat_to_matrix(ld.quat)
-        goal_rel = quat_mul(quat_conj(ld.quat), self.goal_quat)
+    def _frame(self, env_ids: Tensor | None = None) -> Tensor:
+        """One observation frame per MAV, ``[E, N, frame_size]`` (no noise, no history); ``[k, N, frame_size]``
+        of the envs ``env_ids [k]`` only, when given (a reset's few envs)."""
+        rows, N = env_rows(env_ids), self.n
+        load_pos, load_quat, goal_quat = rows(self.load.pos), rows(self.load.quat), rows(self.goal_quat)
+        pos = rows(self.drones.pos)
+        load_rot = quat_to_matrix(load_quat)
+        goal_rel = quat_mul(quat_conj(load_quat), goal_quat)
         per_env = torch.cat(
             (
-                self.goal_pos - ld.pos,
+                rows(self.goal_pos) - load_pos,
                 matrix_to_6d(load_rot),
                 matrix_to_6d(quat_to_matrix(goal_rel)),
-                ld.vel,
-                ld.ang_vel,
+                rows(self.load.vel),
+                rows(self.load.ang_vel),
             ),
             dim=-1,
         )  # [E, 21]
         per_mav = torch.cat(
             (
-                d.pos - ld.pos.unsqueeze(1),
-                d.vel,
-                matrix_to_6d(quat_to_matrix(d.quat)),
-                d.ang_vel,
-                self.attach.expand(self.num_envs, N, 3),
-                self._goal_slot() - d.pos,
-                self.attach_err_int,
-                self.last_action,
+                pos - load_pos.unsqueeze(1),
+                rows(self.drones.vel),
+                matrix_to_6d(quat_to_matrix(rows(self.drones.quat))),
+                rows(self.drones.ang_vel),
+                self.attach.expand(pos.shape[0], N, 3),
+                self._goal_slot(env_ids) - pos,
+                rows(self.attach_err_int),
+                rows(self.last_action),
             ),
             dim=-1,
         )  # [E, N, 29]
@@ -615,9 +618,9 @@ class CableLoadEnv(MultiAgentEnv):
             -cfg.integral_limit, cfg.integral_limit
         )
 
-    def _goal_slot(self) -> Tensor:
+    def _goal_slot(self, env_ids: Tensor | None = None) -> Tensor:
         """Each MAV's nominal hover position with the load at a carrot of the goal pose, world frame,
-        ``[E, N, 3]`` (m).
+        ``[E, N, 3]`` (m); ``[k, N, 3]`` of the envs ``env_ids [k]`` only, when given.
 
         The nominal team formation rigidly moved to the goal pose, with the goal's heading limited to
         ``slot_yaw_lead_deg`` ahead of the load's: MAVs then circle round the load to turn it instead
@@ -625,12 +628,14 @@ class CableLoadEnv(MultiAgentEnv):
         goals (a tilted load hangs from a different formation). Uses only the load and goal poses, so
         a robot computes it onboard.
         """
+        rows = env_rows(env_ids)
+        goal_quat = rows(self.goal_quat)
         lead = math.radians(self.cfg.slot_yaw_lead_deg)
-        yaw_err = torch.remainder(quat_yaw(self.goal_quat) - quat_yaw(self.load.quat) + math.pi, 2 * math.pi) - math.pi
+        yaw_err = torch.remainder(quat_yaw(goal_quat) - quat_yaw(rows(self.load.quat)) + math.pi, 2 * math.pi) - math.pi
         back = yaw_err.clamp(-lead, lead) - yaw_err  # turn the goal back to within `lead` of the load
         zero = torch.zeros_like(back)
-        carrot = quat_mul(quat_from_euler(zero, zero, back), self.goal_quat)
-        return self.goal_pos.unsqueeze(1) + quat_rotate(carrot.unsqueeze(1), self.nominal_offset)
+        carrot = quat_mul(quat_from_euler(zero, zero, back), goal_quat)
+        return rows(self.goal_pos).unsqueeze(1) + quat_rotate(carrot.unsqueeze(1), self.nominal_offset)
 
     def deployment_constants(self, group: str = GROUP) -> dict:
         """Per-MAV geometry behind ``own_attach`` and ``own_slot_rel`` (nominal values, load frame, m)."""

@@ -33,12 +33,11 @@ Shapes: E = num_envs, D = drones (2 n in matches, 1 in skills), R = rotors.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from sim.core.env import MultiAgentEnv, Obs
+from sim.core.env import MultiAgentEnv, Obs, env_rows
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
 from sim.core.teams import MatchTeams
 from sim.physics import components as soa
@@ -97,11 +96,6 @@ class LoopLayout(soa.ResolvedLayout):
         self.net_half = (env.cfg.court.antenna_y, env.cfg.court.net_height / 2)
         self.drone_ids = torch.arange(env.num_drones, device=env.device)
         self.not_self = ~torch.eye(env.num_drones, dtype=torch.bool, device=env.device)
-
-
-def _rows(ids: Tensor | None) -> Callable[[Tensor], Tensor]:
-    """Index per-env tensors ``[E, ...]`` at the envs ``ids [k]`` (identity where ``None``): subset observations."""
-    return (lambda x: x) if ids is None else (lambda x: x[ids])
 
 
 class DroneVolleyballEnv(MultiAgentEnv):
@@ -468,7 +462,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
     def _skill_obs(self, ids: Tensor | None = None) -> Tensor:
         """``[E, D, s]``: every drone's ``skill`` observation in its team frame (``[k, D, s]`` of the envs
         ``ids [k]`` only, when given)."""
-        rows = _rows(ids)
+        rows = env_rows(ids)
         d, flip, D = self.drones, rows(self.flip), self.num_drones
         pos, quat, vel = rows(d.pos), rows(d.quat), rows(d.vel)
         E = pos.shape[0]
@@ -505,7 +499,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
     def _rally_features(self, ids: Tensor | None = None) -> Tensor:
         """``[E, D, 5]``: my team's touches / max, I touched last, my team is to serve, I serve, ball in my half
         (``[k, D, 5]`` of the envs ``ids [k]`` only, when given)."""
-        ru, team, rows = self.rules, self.team_of, _rows(ids)
+        ru, team, rows = self.rules, self.team_of, env_rows(ids)
         drone = torch.arange(self.num_drones, device=self.device)
         mine = rows(ru.last_team).unsqueeze(-1) == team
         touches = torch.where(mine, rows(ru.touches).unsqueeze(-1).float() / self.cfg.rules.max_touches, 0.0)
@@ -532,7 +526,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
     def _state(self, ids: Tensor | None = None) -> Tensor:
         """Critic state per drone ``[E, D, state_dim]``: the whole scene in the drone's team frame (``[k, D,
         state_dim]`` of the envs ``ids [k]`` only, when given)."""
-        d, D, n, rows = self.drones, self.num_drones, self.n, _rows(ids)
+        d, D, n, rows = self.drones, self.num_drones, self.n, env_rows(ids)
         pos, vel, ball_pos, ball_vel, target = (
             rows(d.pos),
             rows(d.vel),
