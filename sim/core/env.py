@@ -27,7 +27,8 @@ A task subclasses :class:`MultiAgentEnv` and implements the hooks ``_build_spec`
 ``_reset_idx``, ``_apply_actions``, ``_control_step``, ``_update_observation_buffers`` (once per
 step: history, noise), ``_observations`` (a pure read, safe to call twice), ``_rewards`` and
 ``_terminations``. ``decimation`` control-loop ticks run per ``step``; with ``compile=True`` that
-loop (controllers and physics, the hot path) runs through ``torch.compile``.
+loop (controllers and physics, the hot path) runs through ``torch.compile``. Optional: ``_observations_of``
+(a subset of envs' observations: after an auto-reset only the reset envs are then recomputed).
 """
 
 from __future__ import annotations
