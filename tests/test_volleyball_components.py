@@ -360,3 +360,18 @@ def test_auto_layout_takes_components_for_large_or_compiled_batches_only():
     assert sim.make("drone_volleyball", num_envs=2, mode="1v1").layout == "rows"
     assert sim.make("drone_volleyball", num_envs=soa.COMPONENTS_MIN_ENVS, mode="1v1").layout == "components"
     assert sim.make("drone_volleyball", num_envs=2, mode="1v1", layout="components").layout == "components"
+
+
+def test_pairwise_drone_collisions_flag_the_same_drones_as_the_distance_matrix():
+    """The compiled loop checks drone-drone collisions pair by pair, the eager one by a distance matrix: the same
+    flags, drones near the radius included."""
+    from sim.tasks.drone_volleyball.env import drones_within
+
+    gen = torch.Generator().manual_seed(0)
+    for D in (1, 2, 6):
+        pos = tuple(torch.rand(512, D, generator=gen) * 0.8 for _ in range(3))  # crowded: many pairs near 0.3 m
+        not_self = ~torch.eye(D, dtype=torch.bool)
+        matrix, pairs = (drones_within(pos, 0.3, not_self, pairwise=p) for p in (False, True))
+        assert torch.equal(matrix, pairs)
+        if D > 1:
+            assert 0.1 < matrix.float().mean() < 0.9  # both kinds of drones present

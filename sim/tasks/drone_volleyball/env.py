@@ -98,6 +98,29 @@ class LoopLayout(soa.ResolvedLayout):
         self.not_self = ~torch.eye(env.num_drones, dtype=torch.bool, device=env.device)
 
 
+def drones_within(pos: soa.Vec3, radius: float, not_self: Tensor, pairwise: bool = False) -> Tensor:
+    """``[E, D]`` bool: drones whose centre is closer than ``radius`` to another's; ``pos`` components ``[E, D]``,
+    ``not_self [D, D]`` the off-diagonal mask.
+
+    Either as one ``[E, D, D]`` distance matrix reduced over its last axis (few ops: eager), or pair by pair on ``[E]``
+    columns (``pairwise``: no reduction, which inductor fuses into the control loop's kernel; 13.1 against 14.9 ms
+    for volleyball's compiled loop at 4096 envs). Both compute the same distances, so the same flags.
+    """
+    if not pairwise:
+        gap = soa.norm(tuple(c.unsqueeze(-1) - c.unsqueeze(-2) for c in pos))  # torch.cdist's, computed directly
+        return ((gap < radius) & not_self).any(-1)
+    D = pos[0].shape[-1]
+    if D == 1:  # a lone drone collides with none
+        return torch.zeros_like(pos[0], dtype=torch.bool)
+    near: list[Tensor | None] = [None] * D
+    for i in range(D):
+        for j in range(i + 1, D):
+            close = soa.norm(tuple(c[..., i] - c[..., j] for c in pos)) < radius
+            near[i] = close if near[i] is None else near[i] | close
+            near[j] = close if near[j] is None else near[j] | close
+    return torch.stack(near, -1)
+
+
 class DroneVolleyballEnv(MultiAgentEnv):
     """Batched multi-drone volleyball; see the module docstring. Abstract: the mode's subclass
     implements the episode start (``_reset_idx``), ``_after_rules``, ``_policy_obs``, rewards,
@@ -397,10 +420,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
         x, y, z = pos
         ground = z < r * 0.5
         at_net = (x.abs() < r) & (z < court.net_height) & (y.abs() < court.antenna_y)
-        # Pairwise centre distances [E, D, D] (torch.cdist's, computed directly); a drone is no collision of its own.
-        gap = soa.norm(tuple(c.unsqueeze(-1) - c.unsqueeze(-2) for c in pos))
-        collide = ((gap < r) & self._loop.not_self).any(-1)
-        return ground | at_net | collide
+        return ground | at_net | drones_within(pos, r, self._loop.not_self, pairwise=torch.compiler.is_compiling())
 
     def _ball_substep_components(
         self,
