@@ -179,7 +179,7 @@ class MultiAgentEnv(ABC):
         if self._observes_subsets():
             some = self._observations_of
             self._observe_some = torch.compile(some, dynamic=True) if compile else some
-        # Compiled, it is traced after the first step (a state as later steps see it), not inside the first reset.
+        # Compiled, it is traced after the first step (a state as later steps see it), not inside a step's reset.
         self._subset_untraced = compile and self._observe_some is not None
 
     # ----------------------------------------------------------------- public API
@@ -242,11 +242,11 @@ class MultiAgentEnv(ABC):
             "actions_out_of_range": out_of_range,
             "nonfinite_reset": bad.long(),
         }
-        if self._subset_untraced:
-            self._subset_untraced = False
-            self._observe_some(_two_or_more(torch.arange(min(2, self.num_envs), device=self.device)))
         if self.masked_resets:
             return self._finish_step_masked(obs, reward, terminated, truncated, done, bad, reasons, info)
+        if self._subset_untraced:  # the first indexed step (masked resets never use the subset)
+            self._subset_untraced = False
+            self._observe_some(_two_or_more(torch.arange(min(2, self.num_envs), device=self.device)))
         done_ids = done.nonzero().squeeze(-1)
         if done_ids.numel() > 0:
             n_bad = int(bad.sum())  # only here: a non-finite env is always a done one

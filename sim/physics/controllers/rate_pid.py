@@ -41,21 +41,15 @@ class RatePIDController:
         self.integral = torch.zeros(*batch_shape, 3, device=dev)
         self.prev_rate = torch.zeros(*batch_shape, 3, device=dev)
 
-    def reset(self, mask: Tensor | None = None) -> None:
-        """Zero the controller memory where ``mask [...]`` is true (everywhere if None)."""
-        if mask is None:
+    def reset(self, rows: Tensor | None = None) -> None:
+        """Zero the controller memory of the indices ``rows [k]`` of the leading axis (e.g. envs that reset;
+        every row if None)."""
+        if rows is None:
             self.integral.zero_()
             self.prev_rate.zero_()
         else:
-            keep = (~mask).unsqueeze(-1).float()
-            self.integral.mul_(keep)
-            self.prev_rate.mul_(keep)
-
-    def reset_rows(self, rows: Tensor) -> None:
-        """Zero the controller memory of the indices ``rows [k]`` of the leading axis (e.g. envs that reset):
-        the same as :meth:`reset` with their mask, without a pass over every row."""
-        self.integral[rows] = 0.0
-        self.prev_rate[rows] = 0.0
+            self.integral[rows] = 0.0
+            self.prev_rate[rows] = 0.0
 
     def __call__(self, thrust_cmd: Tensor, rate_cmd: Tensor, ang_vel: Tensor, dt: float) -> Tensor:
         """Rotor speed commands ``[..., R]`` (rad/s).

@@ -278,7 +278,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
     def _reset_actuators(self, env_ids: Tensor) -> None:
         """Rotors at hover speed, rate-PID memory and previous actions cleared (episode or rally start)."""
         self.rotor_speed[env_ids] = self.model.hover_speed(self.params.mass * GRAVITY)
-        self.rate_ctrl.reset_rows(env_ids)
+        self.rate_ctrl.reset(env_ids)
         self.last_action[env_ids] = 0.0
         self.cmd[env_ids] = 0.0
 

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from sim.core.env import env_rows
 from sim.core.randomization import uniform
 from sim.core.spec import ObsTerm
 from sim.tasks.drone_volleyball.config import SKILL_IDS, VolleyballCfg
@@ -227,8 +228,8 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
 
     def _policy_obs(self, skill: Tensor, ids: Tensor | None = None) -> Tensor:
         """``[E, D, p]``: ``skill`` + teammates and opponents (relative, team frame) + the rally state."""
-        pos = self.drones.pos if ids is None else self.drones.pos[ids]
-        flip = self.flip if ids is None else self.flip[ids]
+        rows = env_rows(ids)
+        pos, flip = rows(self.drones.pos), rows(self.flip)
         E, D = pos.shape[:2]
         rel = pos.unsqueeze(1) - pos.unsqueeze(2)  # [E, i, j, 3]: drone j minus drone i
         rel = mirror(rel, flip.unsqueeze(-1).expand(E, D, D))
