@@ -102,13 +102,13 @@ def make(layout: str, seed: int = 0, **overrides):
     return sim.make("drone_volleyball", num_envs=E, mode="3v3", seed=seed, layout=layout, **overrides)
 
 
-def rollout(*variants: tuple[str, float], seed: int = 0) -> list[tuple[list[dict], torch.Tensor]]:
-    """``FREE_STEPS`` steps of the staged scenario for each ``(layout, perturbation)``, each env flown by its own
-    scripted teams (closed loop), stepped side by side. Per env, every step's record and the done flags
+def rollout(*variants: tuple, seed: int = 0) -> list[tuple[list[dict], torch.Tensor]]:
+    """``FREE_STEPS`` steps of the staged scenario for each ``(layout, perturbation[, compile])``, each env flown by
+    its own scripted teams (closed loop), stepped side by side. Per env, every step's record and the done flags
     ``[FREE_STEPS, E]``."""
     runs = []
-    for layout, perturb in variants:
-        env = make(layout, seed)
+    for layout, perturb, *compiled in variants:
+        env = make(layout, seed, compile=bool(compiled and compiled[0]))
         assert env.layout == layout
         stage(env)
         if perturb:
@@ -154,6 +154,22 @@ def test_components_match_rows_through_hits_net_ground_and_crashes():
     crash = torch.stack([s["drone_crash"] for s in rows])  # [FREE_STEPS, E, D]
     assert crash[:, 5, :2].any(0).all() and crash[:, 6, 2].any() and crash[:, 7, 3].any()
     assert rows_done[:, 3:].any(0).all() and not rows_done[:, :3].any()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_compiled_vectorised_components_loop_matches_eager_rows():
+    """``compile=True`` compiles the loop with inductor's CPU tiling heuristics off (``loop_compile_options``): its
+    kernels run on vectors of envs (vectorised ``sqrt``, divisions, sums in another order). Through the staged
+    hits, net, ground and crashes it stays inside the round-off bounds of the eager rows loop, with the same events
+    (~2-4 min to compile; ``pytest -m slow``)."""
+    (rows, rows_done), (comps, comps_done) = rollout(("rows", 0.0), ("components", 0.0, True))
+    assert torch.equal(rows_done, comps_done)
+    worst, unequal = compare(rows, comps)
+    assert not unequal, f"events differ: {unequal[:5]}"
+    too_far = {k: (v, BOUNDS[k]) for k, v in worst.items() if not v <= BOUNDS[k]}
+    assert not too_far, f"compiled components vs eager rows beyond the round-off bound (difference, bound): {too_far}"
+    assert worst["drones.pos"] > 0.0, "the two loops round differently: zero means one of them ran twice"
 
 
 @pytest.mark.timeout(60)
