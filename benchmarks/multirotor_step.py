@@ -37,7 +37,7 @@ from collections import defaultdict
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from sim.core.env import MultiAgentEnv
+from sim.physics.components import VECTORISED_LOOP
 from sim.physics.contact import ground_contact
 from sim.physics.controllers import RatePIDController
 from sim.physics.multirotor import MultirotorModel, MultirotorParams
@@ -308,8 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         ("component-major, eager", time_steps(args.drones, soa.step, args.steps, args.repeats)),
     ]
     if not args.no_compile:
-        # "vectorised": the options the envs compile their control loops with (inductor's CPU tiling heuristics off).
-        loop_options = MultiAgentEnv.loop_compile_options
+        # "vectorised": inductor's CPU tiling heuristics off, as the envs compile their component-major loops.
+        loop_options = VECTORISED_LOOP
         for name, step, options in (
             ("compiled", drones.step, None),
             ("compiled, vectorised", drones.step, loop_options),

@@ -10,7 +10,7 @@ import torch
 import sim
 from sim.physics import components as soa
 from sim.physics.cable import cable_tension
-from sim.physics.components import COMPONENTS_MIN_ENVS
+from sim.physics.components import COMPONENTS_MIN_ENVS, VECTORISED_LOOP
 from sim.physics.contact import ground_contact
 from sim.physics.controllers import INDIController
 from sim.physics.multirotor import MultirotorModel, MultirotorParams
@@ -129,11 +129,10 @@ def test_components_match_rows_through_a_mav_loss_and_a_load_disturbance(cable):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_compiled_vectorised_components_loop_matches_eager_rows():
-    """``compile=True`` compiles the loop with inductor's CPU tiling heuristics off (``loop_compile_options``): its
-    kernels run on vectors of envs, with vectorised ``sqrt``, ``sin``, divisions, and sums in another order. Through
-    the MAV loss and the disturbance it stays inside the round-off bounds of the eager rows loop (~1-2 min to
-    compile; ``pytest -m slow``)."""
-    assert sim.make("cable_load", num_envs=1).loop_compile_options == {"cpp.enable_tiling_heuristics": False}
+    """``compile=True`` compiles the components loop with inductor's CPU tiling heuristics off
+    (``VECTORISED_LOOP``): its kernels run on vectors of envs, with vectorised ``sqrt``, ``sin``, divisions, and
+    sums in another order. Through the MAV loss and the disturbance it stays inside the round-off bounds of the
+    eager rows loop (~1-2 min to compile; ``pytest -m slow``)."""
     assert_same_episode(FAULT_AND_DISTURBANCE, seed=3, compile=True)
 
 
@@ -244,3 +243,6 @@ def test_auto_layout_takes_components_for_large_or_compiled_batches_only():
     assert sim.make("cable_load", num_envs=2).layout == "rows"
     assert sim.make("cable_load", num_envs=COMPONENTS_MIN_ENVS).layout == "components"
     assert sim.make("cable_load", num_envs=2, layout="components").layout == "components"
+    # Compiled, a components loop vectorises over envs; a rows loop keeps inductor's defaults (3.4x slower otherwise).
+    assert sim.make("cable_load", num_envs=2, layout="components").loop_compile_options() == VECTORISED_LOOP
+    assert sim.make("cable_load", num_envs=2).loop_compile_options() == {}

@@ -159,10 +159,10 @@ def test_components_match_rows_through_hits_net_ground_and_crashes():
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_compiled_vectorised_components_loop_matches_eager_rows():
-    """``compile=True`` compiles the loop with inductor's CPU tiling heuristics off (``loop_compile_options``): its
-    kernels run on vectors of envs (vectorised ``sqrt``, divisions, sums in another order). Through the staged
-    hits, net, ground and crashes it stays inside the round-off bounds of the eager rows loop, with the same events
-    (~2-4 min to compile; ``pytest -m slow``)."""
+    """``compile=True`` compiles the components loop with inductor's CPU tiling heuristics off
+    (``VECTORISED_LOOP``): its kernels run on vectors of envs (vectorised ``sqrt``, divisions, sums in another
+    order). Through the staged hits, net, ground and crashes it stays inside the round-off bounds of the eager rows
+    loop, with the same events (~2-4 min to compile; ``pytest -m slow``)."""
     (rows, rows_done), (comps, comps_done) = rollout(("rows", 0.0), ("components", 0.0, True))
     assert torch.equal(rows_done, comps_done)
     worst, unequal = compare(rows, comps)
@@ -376,6 +376,10 @@ def test_auto_layout_takes_components_for_large_or_compiled_batches_only():
     assert sim.make("drone_volleyball", num_envs=2, mode="1v1").layout == "rows"
     assert sim.make("drone_volleyball", num_envs=soa.COMPONENTS_MIN_ENVS, mode="1v1").layout == "components"
     assert sim.make("drone_volleyball", num_envs=2, mode="1v1", layout="components").layout == "components"
+    # Compiled, a components loop vectorises over envs; a rows loop keeps inductor's defaults (3.4x slower otherwise).
+    options = sim.make("drone_volleyball", num_envs=2, mode="1v1", layout="components").loop_compile_options()
+    assert options == soa.VECTORISED_LOOP
+    assert sim.make("drone_volleyball", num_envs=2, mode="1v1").loop_compile_options() == {}
 
 
 def test_pairwise_drone_collisions_flag_the_same_drones_as_the_distance_matrix():

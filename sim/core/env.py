@@ -140,13 +140,6 @@ class MultiAgentEnv(ABC):
     # Where training's sim.compile=auto compiles this task's loop (train and eval envs): device type -> the
     # smallest train.total_steps from which it was measured to pay (a first compile costs minutes on a CPU).
     auto_compile_min_steps: ClassVar[dict[str, int]] = {}
-    # Inductor options of the compiled control loop. On a CPU, inductor leaves a kernel scalar (one element at a
-    # time) where 35 or more of its loads and stores, or 12% of its ops, are not contiguous ("tiling heuristics").
-    # The loop's fused kernels read and write the [E, N, 3] state rows with strides, so most of them stayed scalar;
-    # vectorised anyway, they run ~2x faster (4096 envs, 1 thread: drone_volleyball's loop 14-16 -> 6.5-7 ms,
-    # cable_load's 8.3 -> 5.4 ms). The post-physics pass keeps the heuristics: its gathers and strided stores of
-    # observations lose with vectors (volleyball 13.9 -> 19.5 ms, cable_load 6.9 -> 14.2 ms). GPU code ignores it.
-    loop_compile_options: ClassVar[dict[str, Any]] = {"cpp.enable_tiling_heuristics": False}
 
     def __init__(
         self, cfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False
@@ -175,8 +168,8 @@ class MultiAgentEnv(ABC):
         # The control loop is pure tensor code with no data-dependent Python branches, so it
         # compiles to a few fused kernels; ~10x fewer kernel launches on CPU and GPU alike.
         self.compiled = bool(compile)
-        loop = self._control_loop
-        self._advance = torch.compile(loop, dynamic=False, options=self.loop_compile_options) if compile else loop
+        # Compiled at its first call, with the options the task gives once its __init__ has run (loop_compile_options).
+        self._advance = self._compile_loop if compile else self._control_loop
         self._evaluate = torch.compile(self._post_physics, dynamic=False) if compile else self._post_physics
         # The observations of every env after an auto-reset: eager, they cost as much as the compiled physics
         # of a control step where envs reset every step (drone_volleyball at 4096 envs: 29 of 67 ms).
@@ -578,6 +571,17 @@ class MultiAgentEnv(ABC):
     def _control_loop(self) -> None:
         for _ in range(self.decimation):
             self._control_step()
+
+    def loop_compile_options(self) -> dict[str, Any]:
+        """Inductor options of the compiled control loop (``compile=True``), asked at its first call: inductor's
+        defaults here. A task whose loop kernels read contiguous memory may vectorise them regardless of inductor's
+        CPU heuristics (:data:`sim.physics.components.VECTORISED_LOOP`, the component-major loops)."""
+        return {}
+
+    def _compile_loop(self) -> None:
+        """The compiled loop's first call: compile it with the task's options, then run it."""
+        self._advance = torch.compile(self._control_loop, dynamic=False, options=self.loop_compile_options() or None)
+        self._advance()
 
     def _post_physics(self) -> tuple[Obs, dict[str, Tensor], dict[str, Tensor], Tensor, dict[str, Tensor], Tensor]:
         """Everything computed once per step after the physics (compiled together with ``compile``):

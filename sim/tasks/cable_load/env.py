@@ -401,6 +401,10 @@ class CableLoadEnv(MultiAgentEnv):
         """The control loop's layout, ``cfg.layout`` resolved: "rows" or "components"."""
         return self._layout.name
 
+    def loop_compile_options(self) -> dict[str, bool]:
+        """Vectorised where the loop runs component-major (:data:`sim.physics.components.VECTORISED_LOOP`)."""
+        return self._layout.compile_options
+
     def _control_step(self) -> None:
         if self.layout == "components":
             self._control_step_components()

@@ -143,6 +143,10 @@ class DroneVolleyballEnv(MultiAgentEnv):
         """The control loop's memory layout, "rows" or "components" (``cfg.layout`` with "auto" resolved)."""
         return self._loop.name
 
+    def loop_compile_options(self) -> dict[str, bool]:
+        """Vectorised where the loop runs component-major (:data:`sim.physics.components.VECTORISED_LOOP`)."""
+        return self._loop.compile_options
+
     @classmethod
     def evaluation_overrides(cls) -> dict:
         """Observation noise off."""
