@@ -130,8 +130,8 @@ def test_components_match_rows_through_a_mav_loss_and_a_load_disturbance(cable):
 @pytest.mark.timeout(600)
 def test_the_compiled_vectorised_components_loop_matches_eager_rows():
     """``compile=True`` compiles the components loop with inductor's CPU tiling heuristics off
-    (``VECTORISED_LOOP``): its kernels run on vectors of envs, with vectorised ``sqrt``, ``sin``, divisions, and
-    sums in another order. Through the MAV loss and the disturbance it stays inside the round-off bounds of the
+    (``VECTORISED_LOOP``): its kernels run on vectors of envs, with vectorised ``sqrt``, divisions and sums
+    in another order. Through the MAV loss and the disturbance it stays inside the round-off bounds of the
     eager rows loop (~1-2 min to compile; ``pytest -m slow``)."""
     assert_same_episode(FAULT_AND_DISTURBANCE, seed=3, compile=True)
 
