@@ -167,7 +167,8 @@ def soak(
                         rss[name].append((now, value))
                 if stepping_from is None and all(t is not None for t in monitor.first_ok.values()):
                     stepping_from = now
-                if stepping_from is not None and now - stepping_from > seconds + 5.0 and not stopping:
+                late = stepping_from is not None and now - stepping_from > seconds + 5.0
+                if late and not stopping and not result_file.is_file():  # (a written result: it is exiting)
                     # Behind real time (a busy CPU): stop after --minutes of wall time; it writes its result.
                     procs["sim_bridge"].send_signal(signal.SIGINT)
                     stopping = True

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -297,6 +298,7 @@ class SimBridge(Node):
         )
         if self.result_file:
             Path(self.result_file).write_text(json.dumps(result))
+        _ignore_stop_signals()
         try:
             self.get_logger().info(f"done: {json.dumps(result)}")
         except Exception:  # noqa: BLE001 - stopping on a signal: the context may be gone already
@@ -306,6 +308,15 @@ class SimBridge(Node):
         stamp = sim_stamp(self.sim_time)
         self.clock_pub.publish(Clock(clock=stamp))
         self.adapter.publish(stamp)
+
+
+def _ignore_stop_signals() -> None:
+    """Ignore SIGINT from here on: the result is written, and a stop signal now (a supervisor ending a run that fell
+    behind real time, as benchmarks/sitl_soak.py does) would only kill the exiting process with -SIGINT."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: nothing to protect there
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -334,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+        if node is not None and node.done:
+            _ignore_stop_signals()  # again: rclpy's shutdown restores the handler it found (KeyboardInterrupt)
     return 1 if node is None or node.failed else 0
 
 
