@@ -309,12 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if not args.no_compile:
         # "vectorised": inductor's CPU tiling heuristics off, as the envs compile their component-major loops.
-        loop_options = VECTORISED_LOOP
         for name, step, options in (
             ("compiled", drones.step, None),
-            ("compiled, vectorised", drones.step, loop_options),
+            ("compiled, vectorised", drones.step, VECTORISED_LOOP),
             ("component-major, compiled", soa.step, None),
-            ("component-major, vectorised", soa.step, loop_options),
+            ("component-major, vectorised", soa.step, VECTORISED_LOOP),
         ):
             compiled = torch.compile(step, options=options)
             compiled()

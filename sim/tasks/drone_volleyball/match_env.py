@@ -228,8 +228,8 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
 
     def _policy_obs(self, skill: Tensor, ids: Tensor | None = None) -> Tensor:
         """``[E, D, p]``: ``skill`` + teammates and opponents (relative, team frame) + the rally state."""
-        rows = env_rows(ids)
-        pos, flip = rows(self.drones.pos), rows(self.flip)
+        take = env_rows(ids)
+        pos, flip = take(self.drones.pos), take(self.flip)
         E, D = pos.shape[:2]
         rel = pos.unsqueeze(1) - pos.unsqueeze(2)  # [E, i, j, 3]: drone j minus drone i
         rel = mirror(rel, flip.unsqueeze(-1).expand(E, D, D))
