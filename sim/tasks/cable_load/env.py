@@ -220,6 +220,8 @@ class CableLoadEnv(MultiAgentEnv):
         self.attach_err_int = zeros(E, N, 3)  # own_attach_err_int, integrated once per control step
         self.history = zeros(E, N, cfg.history_len, self.spec.groups[GROUP].observations["policy"].frame_size)
         self._frame_noise_std = self._noise_std()
+        # The auto-reset's envs: their count changes from step to step, so compiled for any count (dynamic).
+        self._reset_envs_compiled = torch.compile(self._reset_envs, dynamic=False) if self.compiled else None
         self.reset()
 
     # ----------------------------------------------------------------- spec
@@ -282,37 +284,81 @@ class CableLoadEnv(MultiAgentEnv):
 
     # ----------------------------------------------------------------- reset
     def _reset_idx(self, env_ids: Tensor) -> None:
-        cfg, dev, rng, N = self.cfg, self.device, self.rng, self.n
+        # The draws run eagerly from the env's generator (seeding stays exact); the rest is pure tensor code,
+        # compiled with ``compile`` (about 200 small ops: most of an eager reset is their dispatch).
         k = env_ids.numel()
+        draws = self._reset_draws(k)
+        if self._reset_envs_compiled is None or k == self.num_envs:  # every env (reset()): once, eager
+            self._reset_envs(env_ids, draws)
+            return
+        if k == 1:  # one graph for every count: size 1 would get its own; a repeated env writes the same row twice
+            env_ids, draws = env_ids.repeat(2), {name: d.repeat(2, *[1] * (d.dim() - 1)) for name, d in draws.items()}
+        for t in (env_ids, *draws.values()):  # the env axis only: the others are the config's
+            torch._dynamo.mark_dynamic(t, 0)
+        self._reset_envs_compiled(env_ids, draws)
+
+    def _reset_draws(self, k: int) -> dict[str, Tensor]:
+        """Every random number a reset of ``k`` envs uses, drawn from ``self.rng`` in a fixed order (each
+        entry ``[k, ...]``; an entry is drawn only where its config needs it, so other configurations
+        keep their random streams)."""
+        cfg, dev, rng, N = self.cfg, self.device, self.rng, self.n
+        rnd = cfg.randomization
+        draws: dict[str, Tensor] = {}
+        if rnd.enabled:
+            draws["load_mass"] = uniform(*rnd.load_mass, (k,), rng, dev)
+            draws["load_inertia_scale"] = uniform(*rnd.load_inertia_scale, (k, 1), rng, dev)
+            draws["cable_length_scale"] = uniform(*rnd.cable_length_scale, (k, N), rng, dev)
+            draws["thrust_scale"] = uniform(*rnd.motor_thrust_scale, (k, N, 1), rng, dev)
+            draws["tau_scale"] = uniform(*rnd.motor_tau_scale, (k, N, 1), rng, dev)
+            lo, hi = rnd.action_delay_steps
+            draws["delay"] = torch.randint(lo, hi + 1, (k,), generator=rng, device=dev)
+            if rnd.mav_mass_scale[0] != rnd.mav_mass_scale[1]:
+                draws["mav_mass_scale"] = uniform(*rnd.mav_mass_scale, (k, N, 1), rng, dev)
+            if rnd.thrust_limit_scale[0] != rnd.thrust_limit_scale[1]:
+                draws["thrust_limit_scale"] = uniform(*rnd.thrust_limit_scale, (k, N, 1), rng, dev)
+        draws["start_xy"] = uniform(-cfg.start_xy_range, cfg.start_xy_range, (k, 2), rng, dev)
+        draws["goal_xy"] = uniform(-cfg.goal_xy_range, cfg.goal_xy_range, (k, 2), rng, dev)
+        draws["goal_z"] = uniform(*cfg.goal_z_range, (k,), rng, dev)
+        draws["goal_rpy"] = uniform(-1.0, 1.0, (k, 3), rng, dev)
+        if cfg.fault.enabled:
+            draws["fault_hit"] = torch.rand(k, generator=rng, device=dev)
+            draws["fault_time"] = uniform(*cfg.fault.time_range, (k,), rng, dev)
+            draws["fault_agent"] = torch.randint(0, N, (k,), generator=rng, device=dev)
+        if cfg.disturbance.enabled:
+            draws["disturbance_dir"] = torch.randn(k, 3, generator=rng, device=dev)
+            draws["disturbance_frac"] = uniform(0.0, cfg.disturbance.max_fraction, (k, 1), rng, dev)
+            draws["disturbance_phase"] = uniform(0.0, 2 * math.pi, (k,), rng, dev)
+        if cfg.obs_noise.enabled:
+            frame_size = self.history.shape[-1]
+            draws["obs_noise"] = torch.randn((k, N, frame_size), generator=rng, device=dev)
+        return draws
+
+    def _reset_envs(self, env_ids: Tensor, draws: dict[str, Tensor]) -> None:
+        """Reset the envs ``env_ids [k]`` from their ``draws`` (:meth:`_reset_draws`); pure tensor code."""
+        cfg, dev = self.cfg, self.device
+        k = env_ids.shape[0]
         rnd = cfg.randomization
         if rnd.enabled:
-            mass = uniform(*rnd.load_mass, (k,), rng, dev)
-            self.load_inertia[env_ids] = box_inertia(mass, cfg.load_size) * uniform(
-                *rnd.load_inertia_scale, (k, 1), rng, dev
-            )
-            self.cable_length[env_ids] = cfg.cable_length * uniform(*rnd.cable_length_scale, (k, N), rng, dev)
-            self.thrust_scale[env_ids] = uniform(*rnd.motor_thrust_scale, (k, N, 1), rng, dev)
-            self.tau_scale[env_ids] = uniform(*rnd.motor_tau_scale, (k, N, 1), rng, dev)
-            self.motor_decay[env_ids] = self.model.motor_decay(self.phys_dt, self.tau_scale[env_ids])
-            lo, hi = rnd.action_delay_steps
-            self.delay.set_delay(env_ids, torch.randint(lo, hi + 1, (k,), generator=rng, device=dev))
-            # Drawn only when the range is not a point, so nominal teams keep their random streams.
-            if rnd.mav_mass_scale[0] != rnd.mav_mass_scale[1]:
-                scale = uniform(*rnd.mav_mass_scale, (k, N, 1), rng, dev)
+            mass = draws["load_mass"]
+            self.load_inertia[env_ids] = box_inertia(mass, cfg.load_size) * draws["load_inertia_scale"]
+            self.cable_length[env_ids] = cfg.cable_length * draws["cable_length_scale"]
+            self.thrust_scale[env_ids] = draws["thrust_scale"]
+            self.tau_scale[env_ids] = draws["tau_scale"]
+            self.motor_decay[env_ids] = self.model.motor_decay(self.phys_dt, draws["tau_scale"])
+            self.delay.set_delay(env_ids, draws["delay"])
+            if "mav_mass_scale" in draws:
+                scale = draws["mav_mass_scale"]
                 self.mav_mass[env_ids] = self.model.mass * scale
                 self.mav_inertia[env_ids] = self.model.inertia * scale
-            if rnd.thrust_limit_scale[0] != rnd.thrust_limit_scale[1]:
-                scale = uniform(*rnd.thrust_limit_scale, (k, N, 1), rng, dev)
-                self.rotor_speed_max[env_ids] = self.params.rotor_speed_max * scale.sqrt()
+            if "thrust_limit_scale" in draws:
+                self.rotor_speed_max[env_ids] = self.params.rotor_speed_max * draws["thrust_limit_scale"].sqrt()
         else:
             mass = torch.full((k,), cfg.load_mass, device=dev)
             self.load_inertia[env_ids] = box_inertia(mass, cfg.load_size)
         self.load_mass[env_ids] = mass
 
         # Start: a level load with the team in static hover above it.
-        start = torch.zeros(k, 3, device=dev)
-        start[:, :2] = uniform(-cfg.start_xy_range, cfg.start_xy_range, (k, 2), rng, dev)
-        start[:, 2] = cfg.start_height
+        start = torch.cat((draws["start_xy"], torch.full((k, 1), cfg.start_height, device=dev)), dim=-1)
         mav_mass = self.mav_mass[env_ids]
         eq = hover_equilibrium(
             self.model,
@@ -350,12 +396,10 @@ class CableLoadEnv(MultiAgentEnv):
         )
 
         # Goal pose relative to the start.
-        goal = start.clone()
-        goal[:, :2] += uniform(-cfg.goal_xy_range, cfg.goal_xy_range, (k, 2), rng, dev)
-        goal[:, 2] += uniform(*cfg.goal_z_range, (k,), rng, dev)
+        goal = start + torch.cat((draws["goal_xy"], draws["goal_z"].unsqueeze(-1)), dim=-1)
         tilt = math.radians(cfg.goal_tilt_deg)
         yaw = math.radians(cfg.goal_yaw_deg)
-        rpy = uniform(-1.0, 1.0, (k, 3), rng, dev) * torch.tensor((tilt, tilt, yaw), device=dev)
+        rpy = draws["goal_rpy"] * torch.tensor((tilt, tilt, yaw), device=dev)
         self.goal_pos[env_ids] = goal
         self.goal_quat[env_ids] = quat_from_euler(rpy[:, 0], rpy[:, 1], rpy[:, 2])
 
@@ -365,17 +409,16 @@ class CableLoadEnv(MultiAgentEnv):
         self.failed[env_ids] = False
         self.fault_time[env_ids] = math.inf
         if cfg.fault.enabled:
-            hit = torch.rand(k, generator=rng, device=dev) < cfg.fault.probability
-            when = uniform(*cfg.fault.time_range, (k,), rng, dev)
+            hit = draws["fault_hit"] < cfg.fault.probability
+            when = draws["fault_time"]
             self.fault_time[env_ids] = torch.where(hit, when, torch.full_like(when, math.inf))
-            self.fault_agent[env_ids] = torch.randint(0, N, (k,), generator=rng, device=dev)
-        dist = cfg.disturbance
-        if dist.enabled:
-            direction = torch.randn(k, 3, generator=rng, device=dev)
+            self.fault_agent[env_ids] = draws["fault_agent"]
+        if cfg.disturbance.enabled:
+            direction = draws["disturbance_dir"]
             direction = direction / torch.linalg.vector_norm(direction, dim=-1, keepdim=True).clamp(min=1e-9)
-            magnitude = uniform(0.0, dist.max_fraction, (k, 1), rng, dev) * mass.unsqueeze(-1) * GRAVITY
+            magnitude = draws["disturbance_frac"] * mass.unsqueeze(-1) * GRAVITY
             self.disturbance_amp[env_ids] = direction * magnitude
-            self.disturbance_phase[env_ids] = uniform(0.0, 2 * math.pi, (k,), rng, dev)
+            self.disturbance_phase[env_ids] = draws["disturbance_phase"]
 
         # Policy interface memory.
         self.delay.reset(env_ids)
@@ -385,7 +428,7 @@ class CableLoadEnv(MultiAgentEnv):
         self.attach_err_int[env_ids] = 0.0
         frame = self._frame(env_ids)
         if cfg.obs_noise.enabled:
-            frame = frame + torch.randn(frame.shape, generator=rng, device=dev) * self._frame_noise_std
+            frame = frame + draws["obs_noise"] * self._frame_noise_std
         # Out of place: earlier observations (info["final_obs"]) may be views of the old buffer.
         self.history = self.history.index_copy(0, env_ids, frame.unsqueeze(2).expand(-1, -1, cfg.history_len, -1))
 
