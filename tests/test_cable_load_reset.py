@@ -59,8 +59,10 @@ def test_every_random_draw_of_a_reset_comes_from_its_draws():
 def test_the_compiled_reset_matches_the_eager_one_for_one_and_several_envs():
     """``compile=True``: the auto-reset's tensor code compiled once for any count (1 runs as a repeated env),
     from the same draws as the eager env (same seed). Equal to float32 round-off (the compiled kernels fuse the
-    hover equilibrium's arithmetic), and no recompilation between counts (~30 s to compile the first time)."""
-    eager, compiled = make(), make(compile=True)
+    hover equilibrium's arithmetic), and one graph for every count: the env's first reset compiles it, for all
+    envs, and later counts reuse it (~30 s to compile the first time)."""
+    eager, compiled = make(), make(compile=True)  # its first reset (every env) compiles the graph
+    assert compiled._reset_envs_compiled is not None
     torch._dynamo.utils.counters.clear()
     for ids in ([3], [0, 15], [1, 4, 7, 8, 12], [6]):
         ids = torch.tensor(ids)
@@ -74,4 +76,4 @@ def test_the_compiled_reset_matches_the_eager_one_for_one_and_several_envs():
             else:
                 assert torch.equal(a[path], b[path]), path
         assert torch.equal(eager.rng.get_state(), compiled.rng.get_state())  # the same draws, in the same order
-    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 0  # nothing compiled after the first reset

@@ -220,7 +220,8 @@ class CableLoadEnv(MultiAgentEnv):
         self.attach_err_int = zeros(E, N, 3)  # own_attach_err_int, integrated once per control step
         self.history = zeros(E, N, cfg.history_len, self.spec.groups[GROUP].observations["policy"].frame_size)
         self._frame_noise_std = self._noise_std()
-        # The auto-reset's envs: their count changes from step to step, so compiled for any count (dynamic).
+        # The auto-reset's envs: their count changes from step to step, so compiled for any count (dynamic). The
+        # first reset below compiles it (for all envs), so no step waits for it.
         self._reset_envs_compiled = torch.compile(self._reset_envs, dynamic=False) if self.compiled else None
         self.reset()
 
@@ -288,7 +289,7 @@ class CableLoadEnv(MultiAgentEnv):
         # compiled with ``compile`` (about 200 small ops: most of an eager reset is their dispatch).
         k = env_ids.numel()
         draws = self._reset_draws(k)
-        if self._reset_envs_compiled is None or k == self.num_envs:  # every env (reset()): once, eager
+        if self._reset_envs_compiled is None:
             self._reset_envs(env_ids, draws)
             return
         if k == 1:  # one graph for every count: size 1 would get its own; a repeated env writes the same row twice
