@@ -20,8 +20,10 @@ pages in again (drone_volleyball compiled at 4096 envs: ~57 ms a step against ~4
 
 The ratio at the reference size (4096) is measured by alternation: torch, MuJoCo, torch, MuJoCo, ...
 (``--repeats`` rounds, one env built once), at 1 thread on each side and at all threads
-(``--ratio-threads``); the table gives each side's median and the ratio of the medians, so that the
-figure holds on a shared machine where either side alone may be slowed by whatever else runs.
+(``--ratio-threads``), each round timing every thread count in turn (so each count sees the same phases of the
+random-action episodes, whose later steps reset more envs); the table gives each side's median and the ratio of
+the medians, so that the figure holds on a shared machine where either side alone may be slowed by whatever else
+runs.
 
 The last printed line is always ``ratio_vs_mujoco_4096=<float>`` (torch / MuJoCo control steps/s at
 4096 envs, medians, at the last ``--ratio-threads`` count; ``nan`` when the MuJoCo side was skipped)
@@ -368,14 +370,21 @@ def run(args: argparse.Namespace) -> float:
         threads_all = list(dict.fromkeys(args.ratio_threads or (1, nthread)))
         for threads in threads_all:
             torch.set_num_threads(threads)
-            ref_side.time(2)  # untimed: a compiled loop recompiles for a new thread count
-            t_rates, m_rates = [], []
-            for _ in range(args.repeats):  # A, B, A, B, ...: both sides see the same machine
+            ref_side.time(2)  # untimed: a compiled loop compiles once per thread count
+        rates = {threads: ([], []) for threads in threads_all}
+        last: dict[int, Result] = {}
+        # A, B, A, B, ...: both sides see the same machine; and each round times every thread count, so all
+        # counts see the same phases of the (random-action) episodes: later steps reset more envs.
+        for _ in range(args.repeats):
+            for threads in threads_all:
+                torch.set_num_threads(threads)
+                t_rates, m_rates = rates[threads]
                 t_rates.append(ref_side.time(args.steps).control_sps)
-                res = time_mujoco(scene, ref, args.mujoco_steps, threads, control_ratio, args.mujoco_chunk)
-                m_rates.append(res.control_sps)
+                last[threads] = time_mujoco(scene, ref, args.mujoco_steps, threads, control_ratio, args.mujoco_chunk)
+                m_rates.append(last[threads].control_sps)
+        for threads, (t_rates, m_rates) in rates.items():
             alternated.append((threads, t_rates, m_rates))
-            results.append(res)
+            results.append(last[threads])
             print(
                 f"  {threads} thread(s), {args.repeats} alternations at {ref} envs: torch "
                 f"{statistics.median(t_rates):,.0f}, mujoco {statistics.median(m_rates):,.0f} control steps/s",
