@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from torch.overrides import TorchFunctionMode
 
 import sim
+from sim.core.env import MultiAgentEnv
 from training.checkpoint import SCHEMA, NoCheckpointError, load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -493,3 +494,33 @@ def test_deferred_action_checks_apply_zero_for_nan_and_raise_at_the_check() -> N
     assert int(info["actions_out_of_range"][0]) == 1
     with pytest.warns(RuntimeWarning, match="outside"):
         env.check_deferred_actions()
+
+
+def test_huge_finite_actions_are_out_of_range_not_nan() -> None:
+    """The step's NaN/inf check sums the actions (one fast reduction); a sum that overflows on finite actions
+    (here 3e38 + 3e38) is told apart by the exact check: those actions count as out of range, they raise no
+    NaN error. An inf among them still raises."""
+    env = sim.make("cable_load", num_envs=4, seed=0)
+    huge = env.zero_actions()
+    huge["mavs"][2, :, 0] = 3e38
+    with pytest.warns(RuntimeWarning, match="outside"):
+        _, _, _, _, info = env.step(huge)
+    assert info["actions_out_of_range"].tolist() == [0, 0, env.n, 0]
+    huge["mavs"][3, 1, 4] = float("-inf")
+    with pytest.raises(ValueError, match=r"NaN or inf \(first envs: \[3\]\)"):
+        env.step(huge)
+
+
+@pytest.mark.timeout(180)
+def test_the_compiled_deferred_action_screen_matches_the_eager_one() -> None:
+    """``compile=True`` fuses the deferred checks of the training rollout into one kernel: the same cleaned
+    actions and counts as the eager checks, for NaN, inf, out-of-range and in-range entries."""
+    compiled = sim.make("cable_load", num_envs=64, seed=0, compile=True)
+    gen = torch.Generator().manual_seed(0)
+    act = torch.rand(64, compiled.n, 5, generator=gen) * 2.4 - 1.2  # some entries beyond [-1, 1]
+    act[3, 0, 1], act[7, 2, 4], act[7, 2, 0], act[9, 1, 2] = float("nan"), float("inf"), float("nan"), -float("inf")
+    want = MultiAgentEnv._screen_actions_eager(act)
+    got = compiled._screen_actions(act)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
+    assert want[1][0] == 3 and not torch.isnan(want[0]).any() and want[0][7, 2, 4] == 0
+    assert want[1][1] == int((act.abs() > 1 + 1e-6).any(-1).sum())  # inf is out of range too; NaN is not
