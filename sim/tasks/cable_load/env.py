@@ -637,15 +637,17 @@ class CableLoadEnv(MultiAgentEnv):
         )  # [E, N, 29]
         return torch.cat((per_env.unsqueeze(1).expand(-1, N, -1), per_mav), dim=-1)
 
-    def _goal_carrot(self) -> Tensor:
+    def _goal_carrot(self, env_ids: Tensor | None = None) -> Tensor:
         """The goal orientation with its heading limited to ``slot_yaw_lead_deg`` ahead of the
-        load's, ``[E, 4]``: MAVs then circle round the load to turn it instead of cutting across
-        each other's cables."""
+        load's, ``[E, 4]`` (``[k, 4]`` of the envs ``env_ids [k]`` only, when given): MAVs then circle
+        round the load to turn it instead of cutting across each other's cables."""
+        rows = env_rows(env_ids)
+        goal_quat = rows(self.goal_quat)
         lead = math.radians(self.cfg.slot_yaw_lead_deg)
-        yaw_err = torch.remainder(quat_yaw(self.goal_quat) - quat_yaw(self.load.quat) + math.pi, 2 * math.pi) - math.pi
+        yaw_err = torch.remainder(quat_yaw(goal_quat) - quat_yaw(rows(self.load.quat)) + math.pi, 2 * math.pi) - math.pi
         back = yaw_err.clamp(-lead, lead) - yaw_err  # turn the goal back to within `lead` of the load
         zero = torch.zeros_like(back)
-        return quat_mul(quat_from_euler(zero, zero, back), self.goal_quat)
+        return quat_mul(quat_from_euler(zero, zero, back), goal_quat)
 
     def _attach_error(self) -> Tensor:
         """Each attachment point's position with the load at the goal carrot minus now, world frame,
@@ -676,14 +678,8 @@ class CableLoadEnv(MultiAgentEnv):
         goals (a tilted load hangs from a different formation). Uses only the load and goal poses, so
         a robot computes it onboard.
         """
-        rows = env_rows(env_ids)
-        goal_quat = rows(self.goal_quat)
-        lead = math.radians(self.cfg.slot_yaw_lead_deg)
-        yaw_err = torch.remainder(quat_yaw(goal_quat) - quat_yaw(rows(self.load.quat)) + math.pi, 2 * math.pi) - math.pi
-        back = yaw_err.clamp(-lead, lead) - yaw_err  # turn the goal back to within `lead` of the load
-        zero = torch.zeros_like(back)
-        carrot = quat_mul(quat_from_euler(zero, zero, back), goal_quat)
-        return rows(self.goal_pos).unsqueeze(1) + quat_rotate(carrot.unsqueeze(1), self.nominal_offset)
+        carrot = self._goal_carrot(env_ids).unsqueeze(1)
+        return env_rows(env_ids)(self.goal_pos).unsqueeze(1) + quat_rotate(carrot, self.nominal_offset)
 
     def deployment_constants(self, group: str = GROUP) -> dict:
         """Per-MAV geometry behind ``own_attach`` and ``own_slot_rel`` (nominal values, load frame, m)."""
