@@ -358,3 +358,23 @@ def test_a_reset_frame_of_a_few_envs_equals_those_envs_of_the_whole_batch():
     ids = torch.tensor([3, 17, 30])
     torch.testing.assert_close(env._frame(ids), env._frame()[ids], rtol=0, atol=1e-6)
     torch.testing.assert_close(env._goal_slot(ids), env._goal_slot()[ids], rtol=0, atol=1e-6)
+
+
+def test_observation_noise_has_each_entrys_std_and_spares_the_exact_ones():
+    """The newest frame minus the noise-free frame, after a reset and after a step: zero-mean noise with each
+    entry's configured std (position, rotation, velocity, angular velocity), independent across entries, and
+    none on the entries the MAV knows exactly (its attachment point, its integral, its last action)."""
+    env = make(2048, seed=0)
+    std = env._frame_noise_std
+    exact = std == 0
+    assert int(exact.sum()) == 3 + 3 + 5 and float(std.max()) > 0
+    for when in ("reset", "step"):
+        if when == "step":
+            env.step(env.zero_actions())
+        noise = (env.history[:, :, -1] - env._frame()).reshape(-1, std.numel())  # [E * N, frame]
+        assert (noise[:, exact] == 0).all(), when
+        noisy = noise[:, ~exact] / std[~exact]  # standard normal if right
+        assert noisy.mean(0).abs().max() < 0.06, when  # ~4 standard errors of a mean of 6144 samples
+        torch.testing.assert_close(noisy.std(0), torch.ones(int((~exact).sum())), rtol=0, atol=0.05, msg=when)
+        corr = torch.corrcoef(noisy.T) - torch.eye(noisy.shape[1])
+        assert corr.abs().max() < 0.07, when
