@@ -182,6 +182,7 @@ class MultiAgentEnv(ABC):
             self._observe_some = torch.compile(some, dynamic=True) if compile else some
         # Compiled, it is traced after the first step (a state as later steps see it), not inside a step's reset.
         self._subset_untraced = compile and self._observe_some is not None
+        self._reset_envs_compiled = None  # compiled at the first reset of a task that splits it (_reset_idx)
         # The training rollout's action checks (defer_action_checks): a few passes over the actions fused into one.
         screen = self._screen_actions_eager
         self._screen_actions = torch.compile(screen, dynamic=False) if compile else screen
@@ -509,9 +510,35 @@ class MultiAgentEnv(ABC):
     @abstractmethod
     def _build_spec(self) -> EnvSpec: ...
 
-    @abstractmethod
     def _reset_idx(self, env_ids: Tensor) -> None:
-        """Reset the task state of ``env_ids [k]`` (long)."""
+        """Reset the task state of ``env_ids [k]`` (long).
+
+        A task overrides this, or instead splits its reset in two: :meth:`_reset_draws` (every random number,
+        drawn eagerly from ``self.rng``, so seeding stays exact) and :meth:`_reset_envs` (pure tensor code that
+        applies them). With ``compile`` the second is compiled once for any number of envs: an eager reset of a
+        few envs is mostly the dispatch of its ~100-200 small ops (cable_load at 4096 envs: 2.1-2.4 ms eager,
+        1.1-1.3 ms compiled)."""
+        draws = self._reset_draws(env_ids.numel())
+        if not self.compiled:
+            self._reset_envs(env_ids, draws)
+            return
+        if self._reset_envs_compiled is None:  # dynamic in the env axis only: the others are the config's
+            self._reset_envs_compiled = torch.compile(self._reset_envs, dynamic=False)
+        if env_ids.numel() == 1:  # as _two_or_more: the same draws twice, so both writes agree
+            env_ids, draws = _two_or_more(env_ids), {k: d.repeat(2, *[1] * (d.dim() - 1)) for k, d in draws.items()}
+        for t in (env_ids, *draws.values()):
+            torch._dynamo.mark_dynamic(t, 0)
+        self._reset_envs_compiled(env_ids, draws)
+
+    def _reset_draws(self, k: int) -> dict[str, Tensor]:
+        """The random numbers a reset of ``k`` envs uses, each ``[k, ...]``, drawn from ``self.rng`` in a fixed
+        order (see :meth:`_reset_idx`)."""
+        raise NotImplementedError(f"{type(self).__name__} defines neither _reset_idx nor _reset_draws/_reset_envs")
+
+    def _reset_envs(self, env_ids: Tensor, draws: dict[str, Tensor]) -> None:
+        """Reset the envs ``env_ids [k]`` from their ``draws`` (:meth:`_reset_draws`): pure tensor code, no random
+        draw, no host sync (see :meth:`_reset_idx`)."""
+        raise NotImplementedError(f"{type(self).__name__} defines neither _reset_idx nor _reset_draws/_reset_envs")
 
     @abstractmethod
     def _apply_actions(self, actions: dict[str, Tensor]) -> None:

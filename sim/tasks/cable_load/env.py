@@ -220,10 +220,7 @@ class CableLoadEnv(MultiAgentEnv):
         self.attach_err_int = zeros(E, N, 3)  # own_attach_err_int, integrated once per control step
         self.history = zeros(E, N, cfg.history_len, self.spec.groups[GROUP].observations["policy"].frame_size)
         self._frame_noise_std = self._noise_std()
-        # The auto-reset's envs: their count changes from step to step, so compiled for any count (dynamic). The
-        # first reset below compiles it (for all envs), so no step waits for it.
-        self._reset_envs_compiled = torch.compile(self._reset_envs, dynamic=False) if self.compiled else None
-        self.reset()
+        self.reset()  # compiled, this compiles the reset (for any count of envs), so no step waits for it
 
     # ----------------------------------------------------------------- spec
     def _build_spec(self) -> EnvSpec:
@@ -284,24 +281,11 @@ class CableLoadEnv(MultiAgentEnv):
         )
 
     # ----------------------------------------------------------------- reset
-    def _reset_idx(self, env_ids: Tensor) -> None:
-        # The draws run eagerly from the env's generator (seeding stays exact); the rest is pure tensor code,
-        # compiled with ``compile`` (about 200 small ops: most of an eager reset is their dispatch).
-        k = env_ids.numel()
-        draws = self._reset_draws(k)
-        if self._reset_envs_compiled is None:
-            self._reset_envs(env_ids, draws)
-            return
-        if k == 1:  # one graph for every count: size 1 would get its own; a repeated env writes the same row twice
-            env_ids, draws = env_ids.repeat(2), {name: d.repeat(2, *[1] * (d.dim() - 1)) for name, d in draws.items()}
-        for t in (env_ids, *draws.values()):  # the env axis only: the others are the config's
-            torch._dynamo.mark_dynamic(t, 0)
-        self._reset_envs_compiled(env_ids, draws)
-
+    # Split in two (MultiAgentEnv._reset_idx): the draws, eager, then the tensor code, compiled with compile.
     def _reset_draws(self, k: int) -> dict[str, Tensor]:
         """Every random number a reset of ``k`` envs uses, drawn from ``self.rng`` in a fixed order (each
         entry ``[k, ...]``; an entry is drawn only where its config needs it, so other configurations
-        keep their random streams)."""
+        keep their random streams; the order is the one of the reset before its split)."""
         cfg, dev, rng, N = self.cfg, self.device, self.rng, self.n
         rnd = cfg.randomization
         draws: dict[str, Tensor] = {}
