@@ -370,7 +370,9 @@ def run(args: argparse.Namespace) -> float:
         threads_all = list(dict.fromkeys(args.ratio_threads or (1, nthread)))
         for threads in threads_all:
             torch.set_num_threads(threads)
-            ref_side.time(2)  # untimed: a compiled loop compiles once per thread count
+            # Untimed: compiled code compiles once per thread count, the reset's (every env) included.
+            ref_side.env.reset()
+            ref_side.time(2)
         rates = {threads: ([], []) for threads in threads_all}
         last: dict[int, Result] = {}
         # A, B, A, B, ...: both sides see the same machine; and each round times every thread count, so all
