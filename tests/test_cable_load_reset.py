@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import sim
+from sim.core.env import _two_or_more_with_draws
 
 # Every random part of a reset on: randomisation (incl. a heterogeneous team), faults, a disturbance, noise.
 EVERYTHING = {
@@ -32,7 +33,9 @@ def test_the_reset_of_a_repeated_env_equals_its_single_reset():
     one, twice = make(), make()
     draws = one._reset_draws(1)
     one._reset_envs(torch.tensor([5]), draws)
-    twice._reset_envs(torch.tensor([5, 5]), {k: v.repeat(2, *[1] * (v.dim() - 1)) for k, v in draws.items()})
+    ids, repeated = _two_or_more_with_draws(torch.tensor([5]), draws)
+    assert ids.tolist() == [5, 5]
+    twice._reset_envs(ids, repeated)
     a, b = per_env_state(one), per_env_state(twice)
     assert a.keys() == b.keys()
     for path in a:

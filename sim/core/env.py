@@ -133,6 +133,14 @@ def _two_or_more(env_ids: Tensor) -> Tensor:
     return env_ids if env_ids.numel() > 1 else env_ids.repeat(2)
 
 
+def _two_or_more_with_draws(env_ids: Tensor, draws: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+    """:func:`_two_or_more` for a split reset (``MultiAgentEnv._reset_idx``): a single env's draws are repeated
+    with it, so both writes of the repeated env agree."""
+    if env_ids.numel() > 1:
+        return env_ids, draws
+    return _two_or_more(env_ids), {k: d.repeat(2, *[1] * (d.dim() - 1)) for k, d in draws.items()}
+
+
 class MultiAgentEnv(ABC):
     """Base class: seeding, action validation, the step loop, auto-reset and episode statistics."""
 
@@ -524,8 +532,7 @@ class MultiAgentEnv(ABC):
             return
         if self._reset_envs_compiled is None:  # dynamic in the env axis only: the others are the config's
             self._reset_envs_compiled = torch.compile(self._reset_envs, dynamic=False)
-        if env_ids.numel() == 1:  # as _two_or_more: the same draws twice, so both writes agree
-            env_ids, draws = _two_or_more(env_ids), {k: d.repeat(2, *[1] * (d.dim() - 1)) for k, d in draws.items()}
+        env_ids, draws = _two_or_more_with_draws(env_ids, draws)
         for t in (env_ids, *draws.values()):
             torch._dynamo.mark_dynamic(t, 0)
         self._reset_envs_compiled(env_ids, draws)
