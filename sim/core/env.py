@@ -133,6 +133,12 @@ def _two_or_more(env_ids: Tensor) -> Tensor:
     return env_ids if env_ids.numel() > 1 else env_ids.repeat(2)
 
 
+def _agents_out_of_range(act: Tensor) -> Tensor:
+    """``act [E, A, D]`` -> ``[E, A]`` bool: agents with an action component beyond [-1, 1] (more than round-off
+    beyond it); NaN compares False."""
+    return (act.abs() > 1.0 + ACTION_TOL).any(-1)
+
+
 def _two_or_more_with_draws(env_ids: Tensor, draws: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
     """:func:`_two_or_more` for a split reset (``MultiAgentEnv._reset_idx``): a single env's draws are repeated
     with it, so both writes of the repeated env agree."""
@@ -766,7 +772,7 @@ class MultiAgentEnv(ABC):
                 bad = (~torch.isfinite(act)).any(-1).any(-1).nonzero().squeeze(-1)[:5].tolist()
                 raise ValueError(f"actions[{name!r}] contains NaN or inf (first envs: {bad})")
             if any_beyond:
-                beyond = (act.abs() > 1.0 + ACTION_TOL).any(-1)  # [E, A]
+                beyond = _agents_out_of_range(act)
                 out_of_range = out_of_range + beyond.sum(-1)
                 if not self._warned_out_of_range:
                     self._warned_out_of_range = True
@@ -786,7 +792,7 @@ class MultiAgentEnv(ABC):
         """``act [E, A, D]`` -> ``(act with NaN/inf entries set to 0, [agents with a NaN/inf, agents beyond
         [-1, 1]] (long [2]), agents beyond [-1, 1] per env (long [E]))``: the deferred checks, no host sync."""
         finite = torch.isfinite(act)
-        beyond = (act.abs() > 1.0 + ACTION_TOL).any(-1)  # [E, A]; NaN compares False
+        beyond = _agents_out_of_range(act)
         counts = torch.stack([(~finite).any(-1).sum(), beyond.sum()])
         return torch.where(finite, act, 0.0), counts, beyond.sum(-1)
 
