@@ -12,10 +12,12 @@ Shapes: E = num_envs, N = num_mavs, R = rotors per MAV.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
+from sim.core import native
 from sim.core.env import MultiAgentEnv, Obs, Scenario, env_rows
 from sim.core.randomization import DelayBuffer, uniform
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
@@ -38,6 +40,7 @@ from sim.physics.quaternion import (
 from sim.physics.rigid_body import GRAVITY, RigidBodyState, point_velocity, rigid_body_step, wrench_at_point
 from sim.tasks.cable_load.config import CableLoadCfg, evaluation_overrides
 from sim.tasks.cable_load.geometry import box_inertia, hover_equilibrium, load_attach_points
+from sim.tasks.cable_load.native import SOURCE, NativePostPhysics
 
 GROUP = "mavs"
 ACTION_NAMES = ("acc_x", "acc_y", "acc_z", "roll_rate", "pitch_rate")
@@ -220,6 +223,7 @@ class CableLoadEnv(MultiAgentEnv):
         self.attach_err_int = zeros(E, N, 3)  # own_attach_err_int, integrated once per control step
         self.history = zeros(E, N, cfg.history_len, self.spec.groups[GROUP].observations["policy"].frame_size)
         self._frame_noise_std = self._noise_std()
+        self._evaluate = self._choose_post_physics()
         self.reset()  # compiled, this compiles the reset (for any count of envs), so no step waits for it
 
     # ----------------------------------------------------------------- spec
@@ -279,6 +283,27 @@ class CableLoadEnv(MultiAgentEnv):
                 "controller_hz": 1 / (cfg.control_dt / cfg.decimation),
             },
         )
+
+    def _choose_post_physics(self) -> Callable[[], tuple]:
+        """The post-physics pass ``cfg.post_physics`` asks for: the C kernel (:mod:`sim.tasks.cable_load.native`)
+        or the base's pass over the torch hooks below (compiled with ``compile``). ``"native"`` where the kernel
+        cannot run raises; ``"auto"`` then falls back to torch."""
+        choice = self.cfg.post_physics
+        if choice == "torch":
+            return self._evaluate
+        reason = NativePostPhysics.supports(self)
+        lib = native.load(SOURCE) if reason is None else None
+        if lib is None:
+            reason = reason or "no C compiler could build it (see the warning above)"
+            if choice == "native":
+                raise ValueError(f"cable_load: post_physics='native' cannot run here: {reason}")
+            return self._evaluate
+        return NativePostPhysics(self, lib)
+
+    @property
+    def post_physics(self) -> str:
+        """Which post-physics pass runs: "native" (the C kernel) or "torch"."""
+        return "native" if isinstance(self._evaluate, NativePostPhysics) else "torch"
 
     # ----------------------------------------------------------------- reset
     # Split in two (MultiAgentEnv._reset_idx): the draws, eager, then the tensor code, compiled with compile.
@@ -733,6 +758,11 @@ class CableLoadEnv(MultiAgentEnv):
 
     def _observations(self) -> Obs:
         return {GROUP: {"policy": self.history.flatten(2), "state": self._state()}}
+
+    def _observations_after_reset(self) -> Obs:
+        if isinstance(self._evaluate, NativePostPhysics):  # the C kernel's state: ~4x the compiled _state
+            return {GROUP: {"policy": self.history.flatten(2), "state": self._evaluate.state()}}
+        return super()._observations_after_reset()
 
     def _state(self) -> Tensor:
         """Global state for a centralised critic, ``[E, N, state_dim]`` (same for all + agent id)."""

@@ -1,0 +1,82 @@
+"""Small C kernels for the CPU: built once per machine with the system C compiler, called through ctypes.
+
+Where inductor cannot reach (a task's post-physics pass runs as one scalar kernel that rereads its inputs for
+each output entry), a task may ship a C file of the same computation over raw contiguous arrays. Its torch code
+stays the reference, and a test holds the two together. No torch headers: a kernel builds in ~1 s, and it is
+cached by the hash of its source and flags under ``$COVEY_NATIVE_CACHE`` (default ``~/.cache/covey/native``).
+OpenMP comes from the process's ``libgomp`` (torch's), so the kernel shares torch's thread pool.
+
+A machine without a C compiler gets ``None`` from :func:`load` (the reason logged once): callers keep their torch
+path. Only for CPU tensors; nothing here runs on a GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+_LOG = logging.getLogger(__name__)
+FLAGS = ("-O3", "-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-ffp-contract=off", "-std=c11")
+_LOADED: dict[Path, ctypes.CDLL | None] = {}
+
+
+def cache_dir() -> Path:
+    """Where built kernels are kept: ``$COVEY_NATIVE_CACHE``, else ``~/.cache/covey/native``."""
+    return Path(os.environ.get("COVEY_NATIVE_CACHE", Path.home() / ".cache" / "covey" / "native"))
+
+
+def load(source: Path) -> ctypes.CDLL | None:
+    """The shared library built from the C file ``source`` (built on first use, then cached), or None where it
+    cannot be built here (no C compiler, or the build failed: logged once with the compiler's message)."""
+    if source in _LOADED:
+        return _LOADED[source]
+    lib = None
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        _LOG.warning("no C compiler found for %s: its torch code runs instead", source.name)
+    else:
+        text = source.read_bytes()
+        key = hashlib.sha256(text + " ".join((compiler, *FLAGS)).encode()).hexdigest()[:16]
+        target = cache_dir() / f"{source.stem}-{key}.so"
+        try:
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                # Built beside the target and renamed: concurrent processes never load a half-written file.
+                with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+                    built = Path(tmp) / target.name
+                    subprocess.run(
+                        [compiler, *FLAGS, str(source), "-o", str(built), "-lm"],
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    )
+                    os.replace(built, target)
+            lib = ctypes.CDLL(str(target))
+        except (OSError, subprocess.CalledProcessError) as err:
+            detail = getattr(err, "stderr", None) or str(err)
+            _LOG.warning("could not build %s (%s): its torch code runs instead", source.name, detail.strip())
+    _LOADED[source] = lib
+    return lib
+
+
+def ptr(t: Tensor | None) -> ctypes.c_void_p:
+    """The data pointer of a contiguous CPU tensor (None -> NULL), checked: a kernel reads raw memory."""
+    if t is None:
+        return ctypes.c_void_p(None)
+    if t.device.type != "cpu" or not t.is_contiguous():
+        raise ValueError(f"a native kernel needs contiguous CPU tensors, got {t.device} strides {t.stride()}")
+    return ctypes.c_void_p(t.data_ptr())
+
+
+def threads() -> int:
+    """Threads a kernel may use: torch's intra-op count (its thread default and overrides apply here too)."""
+    return torch.get_num_threads()

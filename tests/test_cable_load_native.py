@@ -1,0 +1,173 @@
+"""cable_load's C post-physics pass (sim/tasks/cable_load/post_physics.c) against its torch reference (env.py's
+hooks through MultiAgentEnv._post_physics): the same observations, rewards, terms, terminations and guard."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+import sim
+from sim.core import native
+from sim.core.env import MultiAgentEnv
+from sim.tasks.cable_load.native import REASONS, NativePostPhysics
+
+GROUP = "mavs"
+
+
+def _both_passes(env) -> tuple[tuple, tuple]:
+    """(native, torch) outputs of the post-physics pass from the same state; the env keeps the native one's."""
+    history, integ = env.history, env.attach_err_int
+    ref = MultiAgentEnv._post_physics(env)
+    ref_side = (env.history, env.attach_err_int)
+    env.history, env.attach_err_int = history, integ
+    out = env._evaluate()
+    return (*out, env.history, env.attach_err_int), (*ref, *ref_side)
+
+
+def _assert_same(out: tuple, ref: tuple) -> None:
+    obs, reward, terms, terminated, reasons, bad, history, integ = out
+    r_obs, r_reward, r_terms, r_terminated, r_reasons, r_bad, r_history, r_integ = ref
+    for name in ("policy", "state"):
+        torch.testing.assert_close(obs[GROUP][name], r_obs[GROUP][name], atol=2e-6, rtol=1e-5, equal_nan=True)
+    torch.testing.assert_close(history, r_history, atol=2e-6, rtol=1e-5, equal_nan=True)
+    torch.testing.assert_close(integ, r_integ, atol=1e-7, rtol=1e-6)
+    torch.testing.assert_close(reward[GROUP], r_reward[GROUP], atol=1e-5, rtol=1e-5)
+    assert list(terms) == list(r_terms)
+    for name in terms:
+        torch.testing.assert_close(terms[name], r_terms[name], atol=1e-5, rtol=1e-5)
+    assert list(reasons) == list(r_reasons) == list(REASONS)
+    for name in reasons:
+        assert torch.equal(reasons[name], r_reasons[name]), name
+    assert torch.equal(terminated, r_terminated)
+    assert torch.equal(bad, r_bad)
+
+
+def _native_env(**overrides) -> MultiAgentEnv:
+    env = sim.make("cable_load", num_envs=48, seed=3, post_physics="native", **overrides)
+    assert isinstance(env._evaluate, NativePostPhysics)
+    return env
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"num_mavs": 2, "obs_noise": {"enabled": False}},
+        {"num_mavs": 6, "rewards": {"formation": -1.0}, "integral_tau_s": 2.0},
+        # Every MAV lost early (cable released in one case): the lost MAV's terms and terminations drop out.
+        {"fault": {"enabled": True, "time_range": (0.0, 0.1)}, "disturbance": {"enabled": True}},
+        {"num_mavs": 4, "fault": {"enabled": True, "time_range": (0.0, 0.1), "cable": "released"}},
+    ],
+)
+def test_native_pass_equals_torch_along_random_flight(overrides: dict) -> None:
+    env = _native_env(**overrides)
+    env.reset()
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(40):
+        env._apply_actions(env.sample_actions(gen))
+        env._advance()
+        env.episode_step += 1
+        env._sample_step_noise()
+        out, ref = _both_passes(env)
+        _assert_same(out, ref)
+        done = out[3] | (env.episode_step >= env.max_episode_steps)
+        if done.any():
+            env._reset_all_idx(done.nonzero().squeeze(-1))
+    if overrides.get("fault"):
+        assert env.failed.any(), "the fault cases must reach a lost MAV"
+
+
+def test_native_pass_equals_torch_on_every_termination_and_the_guard() -> None:
+    """States built to end each way (and one NaN), so every reason and the guard are compared while true."""
+    env = _native_env(obs_noise={"enabled": False})
+    env.reset()
+    env.step(env.sample_actions(torch.Generator().manual_seed(1)))
+    d, ld = env.drones, env.load
+    pos, quat, load_pos = d.pos.clone(), d.quat.clone(), ld.pos.clone()
+    pos[0, 0, 2] = 0.05  # crash: a MAV on the ground
+    angle = math.radians(85.0)
+    quat[1, 1] = torch.tensor((math.cos(angle / 2), math.sin(angle / 2), 0.0, 0.0))  # crash: tilted past 80 deg
+    load_pos[2, 2] = 0.03  # load on the ground
+    pos[3, 1] = pos[3, 0] + torch.tensor((0.1, 0.0, 0.0))  # two MAVs too close
+    # A MAV beside another's cable: halfway down cable 0, offset 0.05 m sideways.
+    top = pos[4, 0]
+    bottom = load_pos[4] + env.attach[0]
+    pos[4, 2] = 0.5 * (top + bottom) + torch.tensor((0.0, 0.05, 0.0))
+    load_pos[5, 0] += 4.0  # out of bounds: the load in x, a MAV in x, another in y, one in z
+    pos[7, 0, 0] += 4.0
+    pos[8, 1, 1] -= 4.0
+    pos[9, 2, 2] += 6.0
+    pos[6, 1, 2] = math.nan  # non-finite: the guard ends it, rewarded 0
+    env.drones = dataclasses.replace(d, pos=pos, quat=quat)
+    env.load = dataclasses.replace(ld, pos=load_pos)
+    env._sample_step_noise()
+    out, ref = _both_passes(env)
+    _assert_same(out, ref)
+    reasons, bad = out[4], out[5]
+    for name, e in zip(REASONS, (0, 2, 3, 4, 5), strict=True):
+        assert reasons[name][e], name
+    assert reasons["crash"][1] and reasons["out_of_bounds"][7:10].all()
+    assert bad[6] and out[3][6] and bad.sum() == 1
+    assert (out[1][GROUP][6] == 0).all()
+
+
+def test_native_state_equals_torch() -> None:
+    env = _native_env(fault={"enabled": True, "time_range": (0.0, 0.05)})
+    env.reset()
+    gen = torch.Generator().manual_seed(2)
+    for _ in range(10):
+        env.step(env.sample_actions(gen))
+    torch.testing.assert_close(env._evaluate.state(), env._state(), atol=0, rtol=0)
+    obs = env._observations_after_reset()
+    torch.testing.assert_close(obs[GROUP]["state"], env._state(), atol=0, rtol=0)
+
+
+def test_whole_steps_agree_native_and_torch() -> None:
+    """The same seed and actions through env.step: the physics never reads the pass, so the two runs stay
+    together (resets included) and their observations and rewards agree to round-off."""
+    envs = [sim.make("cable_load", num_envs=32, seed=5, post_physics=p) for p in ("native", "torch")]
+    assert [e.post_physics for e in envs] == ["native", "torch"]
+    for e in envs:
+        e.reset()
+    gen = torch.Generator().manual_seed(4)
+    dones = 0
+    for _ in range(300):
+        act = envs[0].sample_actions(gen)
+        steps = [e.step(act) for e in envs]
+        (o_n, r_n, te_n, tr_n, _), (o_t, r_t, te_t, tr_t, _) = steps
+        torch.testing.assert_close(o_n[GROUP]["policy"], o_t[GROUP]["policy"], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(o_n[GROUP]["state"], o_t[GROUP]["state"], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(r_n[GROUP], r_t[GROUP], atol=1e-5, rtol=1e-5)
+        assert torch.equal(te_n, te_t) and torch.equal(tr_n, tr_t)
+        dones += int(te_n.sum())
+    assert dones > 0, "random actions should end some episodes"
+
+
+def test_without_a_compiler_auto_falls_back_and_native_raises(monkeypatch, tmp_path, caplog) -> None:
+    monkeypatch.setattr(native, "_LOADED", {})
+    monkeypatch.setenv("COVEY_NATIVE_CACHE", str(tmp_path))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    env = sim.make("cable_load", num_envs=4, seed=0)
+    assert env.post_physics == "torch"
+    assert "post_physics.c" in caplog.text and "its torch code runs instead" in caplog.text
+    with pytest.raises(ValueError, match="post_physics='native' cannot run here"):
+        sim.make("cable_load", num_envs=4, seed=0, post_physics="native")
+    with pytest.raises(ValueError, match="post_physics must be one of"):
+        sim.make("cable_load", num_envs=4, seed=0, post_physics="fast")
+
+
+def test_kernel_builds_once_into_the_cache(monkeypatch, tmp_path) -> None:
+    from sim.tasks.cable_load.native import SOURCE
+
+    monkeypatch.setattr(native, "_LOADED", {})
+    monkeypatch.setenv("COVEY_NATIVE_CACHE", str(tmp_path))
+    assert native.load(SOURCE) is not None
+    built = list(tmp_path.glob("post_physics-*.so"))
+    assert len(built) == 1
+    stamp = built[0].stat().st_mtime_ns
+    monkeypatch.setattr(native, "_LOADED", {})
+    assert native.load(SOURCE) is not None
+    assert built[0].stat().st_mtime_ns == stamp and list(tmp_path.glob("*")) == built
