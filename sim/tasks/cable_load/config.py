@@ -45,7 +45,7 @@ class ObsNoiseCfg:
 
 
 FAULT_CABLE_MODES = ("attached", "released")
-POST_PHYSICS = ("auto", "native", "torch")
+CPU_KERNELS = ("auto", "native", "torch")
 # How the control loop holds vectors (sim.physics.components.LAYOUTS): "rows" ([..., 3] tensors, the reference
 # maths of sim.physics) or "components" (one tensor per x/y/z component; the same physics, faster in large batches);
 # "auto": components when compiled or from COMPONENTS_MIN_ENVS envs, rows below (eager small batches, e.g. the
@@ -144,10 +144,12 @@ class CableLoadCfg:
     # "components" agrees with "rows" to float32 round-off (tests/test_cable_load_components.py) and steps faster
     # from ~1k envs eager and at every size compiled (benchmarks/layout_compare.py); below that, eager, "rows" is.
     layout: str = "auto"
-    # The post-physics pass (observations, rewards, terminations) on a CPU: "native" is post_physics.c (built once
-    # per machine by the C compiler; benchmarks/README.md has its speed), "torch" the hooks of env.py (the reference,
-    # what a GPU runs), "auto" native wherever it can run (CPU tensors, a C compiler), else torch.
-    post_physics: str = "auto"
+    # How a CPU steps the task: "native" runs the control loop and the post-physics pass as C kernels
+    # (control_loop.c, post_physics.c; built once per machine by the C compiler; benchmarks/README.md has their
+    # speed), "torch" the torch code of env.py (the reference, what a GPU runs, compiled with compile=True),
+    # "auto" native wherever it can run (CPU tensors, a C compiler), except the control loop with compile=True
+    # (inductor's vectorised loop is the faster there), else torch.
+    cpu_kernels: str = "auto"
     episode_length_s: float = positive(20.0)
     # Start and goals (goal offsets relative to the start pose of the load).
     start_height: float = positive(1.5)  # m, load centre: room for early policies that sink
@@ -186,8 +188,8 @@ class CableLoadCfg:
         if not 2 <= self.num_mavs <= 6:
             raise ValueError(f"num_mavs must be in [2, 6], got {self.num_mavs}")
         check_layout(self.layout)
-        if self.post_physics not in POST_PHYSICS:
-            raise ValueError(f"post_physics must be one of {POST_PHYSICS}, got {self.post_physics!r}")
+        if self.cpu_kernels not in CPU_KERNELS:
+            raise ValueError(f"cpu_kernels must be one of {CPU_KERNELS}, got {self.cpu_kernels!r}")
 
 
 def evaluation_overrides() -> dict:

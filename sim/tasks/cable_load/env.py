@@ -12,12 +12,10 @@ Shapes: E = num_envs, N = num_mavs, R = rotors per MAV.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-from sim.core import native
 from sim.core.env import MultiAgentEnv, Obs, Scenario, env_rows
 from sim.core.randomization import DelayBuffer, uniform
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
@@ -40,7 +38,8 @@ from sim.physics.quaternion import (
 from sim.physics.rigid_body import GRAVITY, RigidBodyState, point_velocity, rigid_body_step, wrench_at_point
 from sim.tasks.cable_load.config import CableLoadCfg, evaluation_overrides
 from sim.tasks.cable_load.geometry import box_inertia, hover_equilibrium, load_attach_points
-from sim.tasks.cable_load.native import SOURCE, NativePostPhysics
+from sim.tasks.cable_load.native import NativeControlLoop, NativePostPhysics
+from sim.tasks.cable_load.native import kernels as native_kernels
 
 GROUP = "mavs"
 ACTION_NAMES = ("acc_x", "acc_y", "acc_z", "roll_rate", "pitch_rate")
@@ -84,6 +83,7 @@ class CableLoadEnv(MultiAgentEnv):
     best_metric = ("return", "max")
     success_criteria = {"pos_err_m": 0.1, "ori_err_deg": 10.0}  # window means (training.evaluation)
     renderer = "sim.tasks.cable_load.render:CableLoadRenderer"
+    mav_contact_radius = 0.05  # m: a MAV's centre stays this far above the ground
 
     @classmethod
     def evaluation_overrides(cls) -> dict:
@@ -223,7 +223,7 @@ class CableLoadEnv(MultiAgentEnv):
         self.attach_err_int = zeros(E, N, 3)  # own_attach_err_int, integrated once per control step
         self.history = zeros(E, N, cfg.history_len, self.spec.groups[GROUP].observations["policy"].frame_size)
         self._frame_noise_std = self._noise_std()
-        self._evaluate = self._choose_post_physics()
+        self._use_cpu_kernels()
         self.reset()  # compiled, this compiles the reset (for any count of envs), so no step waits for it
 
     # ----------------------------------------------------------------- spec
@@ -284,26 +284,30 @@ class CableLoadEnv(MultiAgentEnv):
             },
         )
 
-    def _choose_post_physics(self) -> Callable[[], tuple]:
-        """The post-physics pass ``cfg.post_physics`` asks for: the C kernel (:mod:`sim.tasks.cable_load.native`)
-        or the base's pass over the torch hooks below (compiled with ``compile``). ``"native"`` where the kernel
-        cannot run raises; ``"auto"`` then falls back to torch."""
-        choice = self.cfg.post_physics
+    def _use_cpu_kernels(self) -> None:
+        """Step with the C kernels (:mod:`sim.tasks.cable_load.native`) as ``cfg.cpu_kernels`` asks: ``"auto"``
+        wherever they can run (CPU tensors, a C compiler), but with ``compile`` the control loop stays inductor's (it
+        vectorises over envs and runs ~5-15% faster than the scalar C loop; benchmarks/README.md); ``"native"`` both
+        kernels always, raising where they cannot run; ``"torch"`` the torch code (compiled with ``compile``)."""
+        choice = self.cfg.cpu_kernels
         if choice == "torch":
-            return self._evaluate
-        reason = NativePostPhysics.supports(self)
-        lib = native.load(SOURCE) if reason is None else None
-        if lib is None:
-            reason = reason or "no C compiler could build it (see the warning above)"
+            return
+        found = native_kernels(self)
+        if isinstance(found, str):
             if choice == "native":
-                raise ValueError(f"cable_load: post_physics='native' cannot run here: {reason}")
-            return self._evaluate
-        return NativePostPhysics(self, lib)
+                raise ValueError(f"cable_load: cpu_kernels='native' cannot run here: {found}")
+            return
+        loop, self._evaluate = found
+        if choice == "native" or not self.compiled:
+            self._advance = loop
 
     @property
-    def post_physics(self) -> str:
-        """Which post-physics pass runs: "native" (the C kernel) or "torch"."""
-        return "native" if isinstance(self._evaluate, NativePostPhysics) else "torch"
+    def cpu_kernels(self) -> str:
+        """What steps this env: "native" (both C kernels), "native post-physics" (the C post-physics pass after
+        inductor's control loop) or "torch"."""
+        if not isinstance(self._evaluate, NativePostPhysics):
+            return "torch"
+        return "native" if isinstance(self._advance, NativeControlLoop) else "native post-physics"
 
     # ----------------------------------------------------------------- reset
     # Split in two (MultiAgentEnv._reset_idx): the draws, eager, then the tensor code, compiled with compile.
@@ -507,7 +511,7 @@ class CableLoadEnv(MultiAgentEnv):
 
         drones = rigid_body_step(d, force_d, torque_d, self.mav_mass, self.mav_inertia, dt)
         load = rigid_body_step(ld, force_l, torque_l, self.load_mass.unsqueeze(-1), self.load_inertia, dt)
-        self.drones, _ = ground_contact(drones, radius=0.05)
+        self.drones, _ = ground_contact(drones, radius=self.mav_contact_radius)
         self.load, _ = ground_contact(load, radius=cfg.load_size[2] / 2)
 
     # ----------------------------------------------------------------- step, component-major layout
@@ -594,7 +598,7 @@ class CableLoadEnv(MultiAgentEnv):
 
         drones = soa.rigid_body_step(drones, force_d, torque_d, params["mav_mass"], params["mav_inertia"], dt)
         load = soa.rigid_body_step(load, force_l, torque_l, self.load_mass, params["load_inertia"], dt)
-        drones = soa.ground_contact(drones, radius=0.05)
+        drones = soa.ground_contact(drones, radius=self.mav_contact_radius)
         load = soa.ground_contact(load, radius=cfg.load_size[2] / 2)
         return drones, load, speed, tension
 

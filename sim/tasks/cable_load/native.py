@@ -1,9 +1,11 @@
-"""cable_load's post-physics pass in C (``post_physics.c``): the CPU fast path of ``compile=True``.
+"""cable_load's step in C on a CPU (``cfg.cpu_kernels``): the control loop (``control_loop.c``) and the
+post-physics pass (``post_physics.c``), each one loop over the envs.
 
-:class:`NativePostPhysics` does what ``CableLoadEnv._post_physics`` (the base's pass over the task's hooks) does,
-in one loop over the envs, and returns the same tuple. The torch hooks stay the reference
-(``tests/test_cable_load_native.py`` holds the two together) and run everywhere else: on a GPU, eagerly, and
-where no C compiler is found (:func:`sim.core.native.load`).
+:class:`NativeControlLoop` does what ``CableLoadEnv._control_loop`` does (INDI ticks and physics substeps), and
+:class:`NativePostPhysics` what ``CableLoadEnv._post_physics`` (the base's pass over the task's hooks) does,
+returning the same tuple. The torch code stays the reference (``tests/test_cable_load_native.py`` holds the two
+together) and runs everywhere else: on a GPU, with ``cpu_kernels="torch"``, and where no C compiler is found
+(:func:`sim.core.native.load`).
 """
 
 from __future__ import annotations
@@ -17,15 +19,93 @@ import torch
 from torch import Tensor
 
 from sim.core import native
+from sim.physics.rigid_body import GRAVITY
 
 if TYPE_CHECKING:
     from sim.tasks.cable_load.env import CableLoadEnv
 
-SOURCE = Path(__file__).with_name("post_physics.c")
-MAX_MAVS = 6  # post_physics.c's per-env arrays
+SOURCES = (Path(__file__).with_name("control_loop.c"), Path(__file__).with_name("post_physics.c"))
+MAX_MAVS = 6  # the C files' per-env arrays
+MAX_ROTORS = 8
 FRAME_SIZE = 50  # the policy frame post_physics.c writes (env._policy_terms)
 REWARD_TERMS = ("position", "orientation", "action_smoothness", "body_rate", "cable_force", "formation", "termination")
+GROUND_FRICTION = 0.5  # sim.physics.components.ground_contact's default (the C file takes it as a parameter)
 REASONS = ("crash", "load_ground", "drone_proximity", "cable_proximity", "out_of_bounds")
+
+
+def unsupported(env: CableLoadEnv) -> str | None:
+    """None when the C kernels can run ``env``, else why not."""
+    if env.device.type != "cpu":
+        return f"they run on CPU tensors only (the env is on {env.device})"
+    if env.n > MAX_MAVS or env.params.num_rotors > MAX_ROTORS:
+        return f"they hold at most {MAX_MAVS} MAVs of {MAX_ROTORS} rotors"
+    if env.history.shape[-1] != FRAME_SIZE:
+        return f"they write {FRAME_SIZE}-entry frames"
+    return None
+
+
+def kernels(env: CableLoadEnv) -> tuple[NativeControlLoop, NativePostPhysics] | str:
+    """Both kernels for ``env``, or why they cannot run here."""
+    reason = unsupported(env)
+    if reason is not None:
+        return reason
+    libs = [native.load(source) for source in SOURCES]
+    if any(lib is None for lib in libs):
+        return "no C compiler could build them (see the warning above)"
+    return NativeControlLoop(env, libs[0]), NativePostPhysics(env, libs[1])
+
+
+class NativeControlLoop:
+    """Callable ``()`` for a CPU ``CableLoadEnv``: ``decimation`` control steps, as ``env._control_loop``. The state
+    it advances is replaced by new tensors (never written in place: others may hold the old ones)."""
+
+    MEMORY = ("spec_force_f", "thrust_f", "torque_f", "ang_acc_f", "prev_vel", "prev_ang_vel")
+
+    def __init__(self, env: CableLoadEnv, lib: ctypes.CDLL) -> None:
+        self.env = env
+        self.fn = lib.cable_load_control_loop
+        self.fn.restype = None
+        cfg, ctrl, rotors = env.cfg, env.indi_components, env.indi_components.rotors
+        released = cfg.fault.enabled and cfg.fault.cable == "released"
+        # The order of control_loop.c's enum C_*.
+        params = (
+            cfg.decimation, cfg.physics_substeps, env.ctrl_dt, env.phys_dt, GRAVITY, *ctrl.gravity,
+            ctrl.alpha, ctrl.mass,
+            *ctrl.inertia, *ctrl.k_rate, ctrl.attitude_gain, ctrl.yaw_gain, ctrl.cos_max_tilt, ctrl.sin_max_tilt,
+            rotors.k_f, *rotors.thrust_range, *rotors.speed_range, *rotors.drag_coeff, *rotors.cable_attach,
+            cfg.cable_stiffness, cfg.cable_damping, float(released), float(cfg.disturbance.enabled),
+            cfg.disturbance.period_s, env.mav_contact_radius, cfg.load_size[2] / 2, GROUND_FRICTION,
+            *(x for row in rotors.allocation for x in row), *(x for row in rotors.allocation_pinv for x in row),
+        )  # fmt: skip
+        self.params = (ctypes.c_double * len(params))(*params)
+
+    def __call__(self) -> None:
+        env, indi = self.env, self.env.indi
+        E, N, R = env.num_envs, env.n, env.params.num_rotors
+        new = torch.Tensor.clone  # contiguous copies, advanced in place by the kernel
+        c = torch.Tensor.contiguous
+        d, ld = env.drones, env.load
+        drones = type(d)(new(d.pos), new(d.quat), new(d.vel), new(d.ang_vel))
+        load = type(ld)(new(ld.pos), new(ld.quat), new(ld.vel), new(ld.ang_vel))
+        speed, tension, time = new(env.rotor_speed), new(env.cable_tension), new(env.time)
+        memory = [new(getattr(indi, name)) for name in self.MEMORY]
+        failed = torch.empty(E, N, dtype=torch.bool)
+        inputs = [
+            *(drones.pos, drones.quat, drones.vel, drones.ang_vel),
+            *(load.pos, load.quat, load.vel, load.ang_vel),
+            speed, tension, *memory, c(indi.yaw_ref), c(env.cmd),
+            c(env.motor_decay), c(env.thrust_scale), c(env.mav_mass), c(env.mav_inertia),
+            c(env.rotor_speed_max), c(env.cable_length), c(env.load_mass), c(env.load_inertia), c(env.attach),
+            time, c(env.fault_time), c(env.fault_agent), failed, c(env.disturbance_amp), c(env.disturbance_phase),
+        ]  # fmt: skip
+        sizes = (ctypes.c_int64(E), ctypes.c_int64(N), ctypes.c_int64(R), ctypes.c_int(native.threads()))
+        self.fn(*sizes, *map(native.ptr, inputs), self.params)
+        env.drones, env.load = drones, load
+        env.rotor_speed, env.cable_tension, env.time = speed, tension, time
+        for name, value in zip(self.MEMORY, memory, strict=True):
+            setattr(indi, name, value)
+        env.failed = failed
+        env.rotor_alive = (~failed).float().unsqueeze(-1)
 
 
 class NativePostPhysics:
@@ -63,17 +143,6 @@ class NativePostPhysics:
         )
         self.params = (ctypes.c_double * len(params))(*params)
         self.cable_attach = env.model.cable_attach.contiguous()
-
-    @staticmethod
-    def supports(env: CableLoadEnv) -> str | None:
-        """None when the kernel can run ``env``, else why not."""
-        if env.device.type != "cpu":
-            return f"it runs on CPU tensors only (the env is on {env.device})"
-        if env.n > MAX_MAVS:
-            return f"it holds at most {MAX_MAVS} MAVs"
-        if env.history.shape[-1] != FRAME_SIZE:
-            return f"it writes {FRAME_SIZE}-entry frames"
-        return None
 
     def __call__(self) -> tuple:
         env = self.env
