@@ -68,10 +68,19 @@ class TorchSide:
     """One built env and its pre-generated actions; :meth:`time` steps it (the first call includes the
     ``warmup`` untimed steps, and with them any compilation)."""
 
-    def __init__(self, task: str, num_envs: int, device: str, actions: str, compile_loop: bool, warmup: int) -> None:
+    def __init__(
+        self,
+        task: str,
+        num_envs: int,
+        device: str,
+        actions: str,
+        compile_loop: bool,
+        warmup: int,
+        overrides: dict | None = None,
+    ) -> None:
         import sim
 
-        self.env = sim.make(task, num_envs=num_envs, device=device, seed=0, compile=compile_loop)
+        self.env = sim.make(task, num_envs=num_envs, device=device, seed=0, compile=compile_loop, **(overrides or {}))
         self.num_envs, self.warmup, self.compile = num_envs, warmup, compile_loop
         gen = torch.Generator(device=self.env.device)
         gen.manual_seed(1)
@@ -305,7 +314,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="thread counts of the alternated comparison, the same on both sides (default: 1 and os.cpu_count())",
     )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a task config override, e.g. --set cpu_kernels=torch (repeatable; VALUE read as a Python literal)",
+    )
     args = p.parse_args(argv)
+    try:
+        args.overrides = {k: _literal(v) for k, v in (item.split("=", 1) for item in args.set)}
+    except ValueError:
+        p.error(f"--set takes KEY=VALUE, got {args.set}")
     if args.warmup < 0 or (args.compile and args.warmup < 1):
         p.error("--warmup must be >= 0, and >= 1 with --compile (the first step compiles)")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -316,6 +336,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.task not in tasks:
         p.error(f"unknown task {args.task!r}; registered tasks: {', '.join(tasks)}")
     return args
+
+
+def _literal(text: str) -> object:
+    """A Python literal (number, tuple, bool), else the text itself (a string value)."""
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
 
 
 def run(args: argparse.Namespace) -> float:
@@ -345,19 +375,21 @@ def run(args: argparse.Namespace) -> float:
     )
     print(
         f"control_dt={probe.spec.control_dt:g} s, physics_dt={probe.spec.physics_dt:.6g} s "
-        f"({control_ratio} physics steps per control step); actions={args.actions}",
+        f"({control_ratio} physics steps per control step); actions={args.actions}"
+        + (f"; overrides {args.overrides}" if args.overrides else ""),
         flush=True,
     )
 
     results: list[Result] = []
     ref_side: TorchSide | None = None
     for n in sizes:
-        side = TorchSide(args.task, n, str(device), args.actions, args.compile, args.warmup)
+        side = TorchSide(args.task, n, str(device), args.actions, args.compile, args.warmup, args.overrides)
         res = side.time(args.steps)
         results.append(res)
         if n == ref:
             ref_side = side  # kept (and its compilation) for the alternating comparison
-        print(f"  torch   num_envs={n:>6}: {res.control_sps:,.0f} control steps/s", flush=True)
+        kernels = f" ({side.env.cpu_kernels} kernels)" if hasattr(side.env, "cpu_kernels") else ""
+        print(f"  torch   num_envs={n:>6}: {res.control_sps:,.0f} control steps/s{kernels}", flush=True)
 
     scene_fn = MUJOCO_SCENES.get(args.task)
     alternated: list[tuple[int, list[float], list[float]]] = []
