@@ -71,7 +71,8 @@ BOUNDS = {
 
 
 def make(layout: str, seed: int, **overrides):
-    return sim.make("cable_load", num_envs=E, device="cpu", seed=seed, layout=layout, **overrides)
+    # The torch loops: the C kernels (cpu_kernels="auto") would step both layouts (tests/test_cable_load_native.py).
+    return sim.make("cable_load", num_envs=E, device="cpu", seed=seed, layout=layout, cpu_kernels="torch", **overrides)
 
 
 def rollout(layout: str, seed: int, overrides: dict, perturb: float = 0.0, compile: bool = False):

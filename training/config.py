@@ -57,7 +57,7 @@ class SimCfg:
     """Simulation backend settings shared by every task (hydra node ``sim``)."""
 
     # torch.compile the control/physics loop: "true", "false", or "auto" = where the task measured that it pays
-    # (its env class's auto_compile_min_steps, e.g. cable_load on cuda, and on a CPU from 1M steps); see sim_compile().
+    # (its env class's auto_compile_min_steps, e.g. cable_load on cuda); see sim_compile().
     compile: str = "auto"
     # Reset finished envs by mask (env.masked_resets): no host sync in env.step, for CUDA-graph work; slower eagerly.
     masked_resets: bool = False
@@ -84,9 +84,8 @@ def sim_compile(value: object, device: torch.device, env_cls: type, total_steps:
 
     ``auto`` compiles where the task says compiling pays: on the device types of
     ``env_cls.auto_compile_min_steps``, for runs of at least that many ``total_steps``. Measured for cable_load
-    (benchmarks/README.md): an H200 steps 6.7x (4096 envs) and 4.1x (65,536) faster compiled; the 2-core CPU
-    3.3x at 1024 envs and 5x at the 64-env evaluation, for ~2 min of compiling per env size the first time and
-    ~11 s with the cache, so on a CPU only runs of 1M steps and more compile (never a short test run).
+    (benchmarks/README.md): an H200 steps 6.7x (4096 envs) and 4.1x (65,536) faster compiled; on a CPU its C
+    kernels step as fast uncompiled, so it compiles on a GPU only.
     A compiled run keeps torch's compile cache in :data:`COMPILE_CACHE` (so the warm-up is paid once per machine).
     """
     text = str(value).lower()

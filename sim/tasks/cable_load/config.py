@@ -140,7 +140,8 @@ class CableLoadCfg:
     control_dt: float = positive(0.01)
     decimation: int = at_least(1, 3)  # INDI controller 300 Hz
     physics_substeps: int = at_least(1, 1)  # 300 Hz physics, the paper's sim.dt; stable for these cables
-    # Memory layout of the control loop (INDI + physics), see the note above; observations and rewards use rows.
+    # Memory layout of the torch control loop (INDI + physics), see the note above; observations and rewards use
+    # rows. The C loop (cpu_kernels) has its own.
     # "components" agrees with "rows" to float32 round-off (tests/test_cable_load_components.py) and steps faster
     # from ~1k envs eager and at every size compiled (benchmarks/layout_compare.py); below that, eager, "rows" is.
     layout: str = "auto"

@@ -37,6 +37,8 @@ def unsupported(env: CableLoadEnv) -> str | None:
     """None when the C kernels can run ``env``, else why not."""
     if env.device.type != "cpu":
         return f"they run on CPU tensors only (the env is on {env.device})"
+    if env.history.dtype != torch.float32:
+        return f"they compute in float32 (the env holds {env.history.dtype})"
     if env.n > MAX_MAVS or env.params.num_rotors > MAX_ROTORS:
         return f"they hold at most {MAX_MAVS} MAVs of {MAX_ROTORS} rotors"
     if env.history.shape[-1] != FRAME_SIZE:
