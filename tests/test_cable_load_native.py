@@ -194,7 +194,11 @@ def test_whole_steps_agree_native_and_torch() -> None:
     differently, and this closed loop is chaotic), then both step with the same actions and noise draws. Their
     observations, rewards and endings (resets included) agree to round-off (tension and body rates as in
     LOOP_BOUNDS)."""
-    native_env, torch_env = (sim.make("cable_load", num_envs=32, seed=5, cpu_kernels=p) for p in ("native", "torch"))
+    # No observation noise: the native env draws it from sim.core.native.normal, other numbers than randn's.
+    native_env, torch_env = (
+        sim.make("cable_load", num_envs=32, seed=5, cpu_kernels=p, obs_noise={"enabled": False})
+        for p in ("native", "torch")
+    )
     assert (native_env.cpu_kernels, torch_env.cpu_kernels) == ("native", "torch")
     native_env.reset()
     gen = torch.Generator().manual_seed(4)
@@ -240,3 +244,16 @@ def test_kernel_builds_once_into_the_cache(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(native, "_LOADED", {})
     assert native.load(SOURCES[1]) is not None
     assert built[0].stat().st_mtime_ns == stamp and list(tmp_path.glob("*")) == built
+
+
+def test_step_noise_is_native_where_it_runs_and_reproducible(monkeypatch) -> None:
+    """With the kernels, the step's observation noise comes from sim.core.native.normal (keyed by the env's
+    generator: the same seed, the same noise); where it cannot run, from randn."""
+    envs = [sim.make("cable_load", num_envs=8, seed=9) for _ in range(2)]
+    expected = "_native_normal" if native.normal_available() else "_randn"
+    assert envs[0]._step_noise.__name__ == expected
+    act = envs[0].zero_actions()
+    obs = [[e.step(act)[0][GROUP]["policy"] for _ in range(3)] for e in envs]
+    assert all(torch.equal(a, b) for a, b in zip(*obs, strict=True))
+    monkeypatch.setattr(native, "_cpu_has", lambda *features: False)
+    assert sim.make("cable_load", num_envs=8, seed=9)._step_noise.__name__ == "_randn"

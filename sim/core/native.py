@@ -37,9 +37,10 @@ def cache_dir() -> Path:
     return Path(os.environ.get("COVEY_NATIVE_CACHE", Path.home() / ".cache" / "covey" / "native"))
 
 
-def load(source: Path) -> ctypes.CDLL | None:
-    """The shared library built from the C file ``source`` (built on first use, then cached), or None where it
-    cannot be built here (no C compiler, or the build failed: logged once with the compiler's message)."""
+def load(source: Path, flags: tuple[str, ...] = (), libs: tuple[str, ...] = ()) -> ctypes.CDLL | None:
+    """The shared library built from the C file ``source`` with :data:`FLAGS` and ``flags``, linked with ``libs``
+    (e.g. ``"-lmvec"``; built on first use, then cached), or None where it cannot be built here (no C compiler, or
+    the build failed: logged once with the compiler's message)."""
     if source in _LOADED:
         return _LOADED[source]
     lib = None
@@ -48,7 +49,7 @@ def load(source: Path) -> ctypes.CDLL | None:
         _LOG.warning("no C compiler found for %s: its torch code runs instead", source.name)
     else:
         text = source.read_bytes()
-        key = hashlib.sha256(text + " ".join((compiler, *FLAGS)).encode()).hexdigest()[:16]
+        key = hashlib.sha256(text + " ".join((compiler, *FLAGS, *flags, *libs)).encode()).hexdigest()[:16]
         target = cache_dir() / f"{source.stem}-{key}.so"
         try:
             if not target.exists():
@@ -57,7 +58,7 @@ def load(source: Path) -> ctypes.CDLL | None:
                 with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
                     built = Path(tmp) / target.name
                     subprocess.run(
-                        [compiler, *FLAGS, str(source), "-o", str(built), "-lm"],
+                        [compiler, *FLAGS, *flags, str(source), "-o", str(built), *libs, "-lm"],
                         check=True,
                         capture_output=True,
                         text=True,
@@ -83,3 +84,41 @@ def ptr(t: Tensor | None) -> ctypes.c_void_p:
 def threads() -> int:
     """Threads a kernel may use: torch's intra-op count (its thread default and overrides apply here too)."""
     return torch.get_num_threads()
+
+
+# ----------------------------------------------------------------- Gaussian noise
+NORMAL_SOURCE = Path(__file__).with_name("normal.c")
+# normal.c's loop vectorises through glibc's vector logf/cosf (libmvec), which the compiler calls only under
+# -ffast-math, in the AVX2 variants with -mavx2 -mfma: so it is built only where the CPU has both.
+NORMAL_FLAGS = ("-ffast-math", "-mavx2", "-mfma")
+
+
+def _cpu_has(*features: str) -> bool:
+    """Whether /proc/cpuinfo lists every one of ``features`` (False where it cannot be read)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    words = set(next((line for line in info.splitlines() if line.startswith("flags")), "").split())
+    return set(features) <= words
+
+
+def normal_available() -> bool:
+    """Whether :func:`normal` runs here: an x86-64 CPU with AVX2 and FMA, and a C compiler with glibc's libmvec."""
+    if not _cpu_has("avx2", "fma"):
+        return False
+    return load(NORMAL_SOURCE, NORMAL_FLAGS, ("-lmvec",)) is not None
+
+
+def normal(shape: tuple[int, ...], key: int) -> Tensor:
+    """Standard normal float32 numbers of ``shape`` (a CPU tensor) from a 64-bit ``key``: the same numbers for
+    the same key at any thread count (counter-based, ``normal.c``), ~5x torch's CPU ``randn`` at 1 thread and
+    parallel over threads (benchmarks/README.md). Draw the key from a seeded generator for reproducible noise.
+    RuntimeError where :func:`normal_available` is False."""
+    lib = load(NORMAL_SOURCE, NORMAL_FLAGS, ("-lmvec",)) if _cpu_has("avx2", "fma") else None
+    if lib is None:
+        raise RuntimeError("native.normal needs an x86-64 CPU with AVX2 and FMA and a C compiler (normal_available)")
+    out = torch.empty(shape)
+    lib.covey_normal.restype = None
+    lib.covey_normal(ctypes.c_int64(out.numel()), ctypes.c_uint64(key % 2**64), ptr(out), ctypes.c_int(threads()))
+    return out
