@@ -766,7 +766,8 @@ class CableLoadEnv(MultiAgentEnv):
         return torch.randn(shape, generator=self.rng, device=self.device)
 
     def _native_normal(self, shape: torch.Size) -> Tensor:
-        """Counter-based normals keyed by one draw of ``self.rng`` (:func:`sim.core.native.normal`, ~5x randn)."""
+        """Counter-based normals keyed by one draw of ``self.rng`` (:func:`sim.core.native.normal`: ~2x randn at 1
+        thread, and parallel)."""
         return native.normal(tuple(shape), int(torch.randint(0, 2**62, (), generator=self.rng)))
 
     def _update_observation_buffers(self) -> None:
