@@ -7,7 +7,8 @@ cached by the hash of its source and flags under ``$COVEY_NATIVE_CACHE`` (defaul
 OpenMP comes from the process's ``libgomp`` (torch's), so the kernel shares torch's thread pool.
 
 A machine without a C compiler gets ``None`` from :func:`load` (the reason logged once): callers keep their torch
-path. Only for CPU tensors; nothing here runs on a GPU.
+path. Only for CPU tensors; nothing here runs on a GPU. :func:`normal` is the one generic kernel: Gaussian noise
+from a key, for tasks whose per-step noise ``randn`` would draw serially.
 """
 
 from __future__ import annotations
