@@ -14,6 +14,7 @@ from a key, for tasks whose per-step noise ``randn`` would draw serially.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import logging
 import os
@@ -94,14 +95,20 @@ NORMAL_SOURCE = Path(__file__).with_name("normal.c")
 NORMAL_FLAGS = ("-ffast-math", "-mavx2", "-mfma")
 
 
-def _cpu_has(*features: str) -> bool:
-    """Whether /proc/cpuinfo lists every one of ``features`` (False where it cannot be read)."""
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where it cannot be read); read once (normal() asks every
+    step)."""
     try:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
-    words = set(next((line for line in info.splitlines() if line.startswith("flags")), "").split())
-    return set(features) <= words
+        return frozenset()
+    return frozenset(next((line for line in info.splitlines() if line.startswith("flags")), "").split())
+
+
+def _cpu_has(*features: str) -> bool:
+    """Whether the CPU lists every one of ``features``."""
+    return set(features) <= _cpu_flags()
 
 
 def normal_available() -> bool:
