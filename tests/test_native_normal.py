@@ -38,7 +38,11 @@ def test_the_same_key_gives_the_same_numbers_at_any_thread_count() -> None:
     finally:
         torch.set_num_threads(threads)
     assert torch.equal(one, two) and torch.isfinite(one).all()
-    assert not torch.equal(one, native.normal((1001, 7), key=5))
+    five = native.normal((1001, 7), key=5)
+    assert not torch.equal(one, five)
+    # A key tensor (what an env draws from its generator, with no host conversion) is the same key.
+    assert torch.equal(native.normal((1001, 7), key=torch.tensor([5])), five)
+    assert torch.equal(native.normal((1001, 7), key=torch.tensor([-(2**63) + 5])), one)
 
 
 def test_where_it_cannot_run_it_says_so(monkeypatch) -> None:

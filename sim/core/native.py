@@ -118,16 +118,21 @@ def normal_available() -> bool:
     return load(NORMAL_SOURCE, NORMAL_FLAGS, ("-lmvec",)) is not None
 
 
-def normal(shape: tuple[int, ...], key: int) -> Tensor:
-    """Standard normal float32 numbers of ``shape`` (a CPU tensor) from a 64-bit ``key``: the same numbers for
-    the same key at any thread count (counter-based, ``normal.c``), ~2x torch's CPU ``randn`` at 1 thread (614k
-    numbers: 1.1-1.2 against 2.1-2.2 ms) and parallel over threads (``randn`` is serial). Draw the key from a
-    seeded generator for reproducible noise.
-    RuntimeError where :func:`normal_available` is False."""
+def normal(shape: tuple[int, ...], key: int | Tensor) -> Tensor:
+    """Standard normal float32 numbers of ``shape`` (a CPU tensor) from a 64-bit ``key`` (an int, or a one-element
+    int64 CPU tensor, read by the kernel without a host conversion): the same numbers for the same key at any thread
+    count (counter-based, ``normal.c``), ~2x torch's CPU ``randn`` at 1 thread (614k numbers: 1.1-1.2 against
+    2.1-2.2 ms) and parallel over threads (``randn`` is serial). Draw the key from a seeded generator for
+    reproducible noise. RuntimeError where :func:`normal_available` is False."""
     lib = load(NORMAL_SOURCE, NORMAL_FLAGS, ("-lmvec",)) if _cpu_has("avx2", "fma") else None
     if lib is None:
         raise RuntimeError("native.normal needs an x86-64 CPU with AVX2 and FMA and a C compiler (normal_available)")
+    if not isinstance(key, Tensor):
+        key = torch.tensor(key % 2**64 - (2**64 if key % 2**64 >= 2**63 else 0), dtype=torch.int64)
+    if key.dtype != torch.int64 or key.numel() != 1:
+        raise ValueError(f"native.normal: key must be an int or one int64 element, got {key.dtype} {tuple(key.shape)}")
+    key = key.reshape(1).contiguous()
     out = torch.empty(shape)
     lib.covey_normal.restype = None
-    lib.covey_normal(ctypes.c_int64(out.numel()), ctypes.c_uint64(key % 2**64), ptr(out), ctypes.c_int(threads()))
+    lib.covey_normal(ctypes.c_int64(out.numel()), ptr(key), ptr(out), ctypes.c_int(threads()))
     return out

