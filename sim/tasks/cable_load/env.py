@@ -295,8 +295,10 @@ class CableLoadEnv(MultiAgentEnv):
         the kernels, the step's observation noise comes from :func:`sim.core.native.normal` where it runs (other
         numbers than ``randn``'s for the same seed, equally reproducible)."""
         choice = self.cfg.cpu_kernels
-        # The step's observation noise (a bound method: configuration, not state for state_snapshot).
+        # The step's observation noise and the observations after a reset (bound methods: configuration, not state
+        # for state_snapshot).
         self._step_noise: Callable[[torch.Size], Tensor] = self._randn
+        self._after_reset: Callable[[], Obs] = super()._observations_after_reset
         if choice == "torch":
             return
         found = native_kernels(self)
@@ -305,6 +307,8 @@ class CableLoadEnv(MultiAgentEnv):
                 raise ValueError(f"cable_load: cpu_kernels='native' cannot run here: {found}")
             return
         loop, self._evaluate = found
+        self._native_state = self._evaluate.state
+        self._after_reset = self._native_observations_after_reset
         if choice == "native" or not self.compiled:
             self._advance = loop
         if native.normal_available():
@@ -781,9 +785,11 @@ class CableLoadEnv(MultiAgentEnv):
         return {GROUP: {"policy": self.history.flatten(2), "state": self._state()}}
 
     def _observations_after_reset(self) -> Obs:
-        if isinstance(self._evaluate, NativePostPhysics):  # the C kernel's state: ~4x the compiled _state
-            return {GROUP: {"policy": self.history.flatten(2), "state": self._evaluate.state()}}
-        return super()._observations_after_reset()
+        return self._after_reset()
+
+    def _native_observations_after_reset(self) -> Obs:
+        """With the C kernels: the state from the C pass (~0.4 ms at 4096 envs, ~3x faster than the compiled _state)."""
+        return {GROUP: {"policy": self.history.flatten(2), "state": self._native_state()}}
 
     def _state(self) -> Tensor:
         """Global state for a centralised critic, ``[E, N, state_dim]`` (same for all + agent id)."""
