@@ -29,10 +29,10 @@ current state, its policy node running with ``lockstep`` too, so a loaded machin
 instead of delaying commands: the result is the in-process evaluation's, for SITL tests; the timer
 then sets the fastest pace, a state unanswered for ``command_timeout_s`` is sent again, and none for
 ``wait_timeout_s`` ends the run with exit code 1), ``result_file`` (JSON: the adapter's result plus ``sim_time_s``,
-``steps`` and ``stale_command_steps``, written at the end), ``compile`` (false; true: the adapter makes
-its env with ``torch.compile`` of the control loop and warms it up before the first tick: about 3x
-faster steps on a CPU after a one-off compile of 1-3 min, for machines that cannot otherwise step the
-task in real time; adapters read it as ``node.compile``).
+``steps``, ``stale_command_steps`` and ``stepping_wall_s``, the wall time from the first step, written at the
+end), ``compile`` (false; true: the adapter makes its env with ``torch.compile`` of the control loop and warms
+it up before the first tick: about 3x faster steps on a CPU after a one-off compile of 1-3 min, for machines
+that cannot otherwise step the task in real time; adapters read it as ``node.compile``).
 
 This node runs the simulator, so it needs torch (the policy nodes do not). It names no task.
 """
@@ -179,6 +179,9 @@ class SimBridge(Node):
         self.failed = ""
         self.sim_time = 0.0
         self.steps = 0
+        self.first_step_at: float | None = (
+            None  # wall clock (monotonic) of the first step: the result's stepping_wall_s
+        )
         self.stale_count = 0
         self.bad_commands = 0  # commands of the wrong size or non-finite (dropped; the agent gets the safe command)
         self.done = False
@@ -274,6 +277,8 @@ class SimBridge(Node):
     def step(self, fresh: dict[str, np.ndarray]) -> None:
         """One control step: each agent's last command where ``fresh`` (per group ``[n_agents]`` bool), the
         safe command elsewhere (counted as stale); then the new state is published."""
+        if self.first_step_at is None:
+            self.first_step_at = time.monotonic()
         actions = {}
         for group, f in fresh.items():
             self.stale_count += int((~f).sum())
@@ -296,6 +301,8 @@ class SimBridge(Node):
             stale_command_steps=self.stale_count,
             bad_commands=self.bad_commands,
         )
+        if self.first_step_at is not None:  # the wall time it stepped for: sim_time_s / this is its real-time ratio
+            result["stepping_wall_s"] = time.monotonic() - self.first_step_at
         if self.result_file:
             Path(self.result_file).write_text(json.dumps(result))
         _ignore_stop_signals()
