@@ -111,11 +111,17 @@ def _cpu_has(*features: str) -> bool:
     return set(features) <= _cpu_flags()
 
 
+def _normal_lib() -> ctypes.CDLL | None:
+    """normal.c built, where this CPU runs it (AVX2 and FMA) and a C compiler with glibc's libmvec builds it."""
+    lib = load(NORMAL_SOURCE, NORMAL_FLAGS, ("-lmvec",)) if _cpu_has("avx2", "fma") else None
+    if lib is not None:
+        lib.covey_normal.restype = None
+    return lib
+
+
 def normal_available() -> bool:
     """Whether :func:`normal` runs here: an x86-64 CPU with AVX2 and FMA, and a C compiler with glibc's libmvec."""
-    if not _cpu_has("avx2", "fma"):
-        return False
-    return load(NORMAL_SOURCE, NORMAL_FLAGS, ("-lmvec",)) is not None
+    return _normal_lib() is not None
 
 
 def normal(shape: tuple[int, ...], key: int | Tensor) -> Tensor:
@@ -124,7 +130,7 @@ def normal(shape: tuple[int, ...], key: int | Tensor) -> Tensor:
     count (counter-based, ``normal.c``), ~2x torch's CPU ``randn`` at 1 thread (614k numbers: 1.1-1.2 against
     2.1-2.2 ms) and parallel over threads (``randn`` is serial). Draw the key from a seeded generator for
     reproducible noise. RuntimeError where :func:`normal_available` is False."""
-    lib = load(NORMAL_SOURCE, NORMAL_FLAGS, ("-lmvec",)) if _cpu_has("avx2", "fma") else None
+    lib = _normal_lib()
     if lib is None:
         raise RuntimeError("native.normal needs an x86-64 CPU with AVX2 and FMA and a C compiler (normal_available)")
     if not isinstance(key, Tensor):
@@ -133,6 +139,5 @@ def normal(shape: tuple[int, ...], key: int | Tensor) -> Tensor:
         raise ValueError(f"native.normal: key must be an int or one int64 element, got {key.dtype} {tuple(key.shape)}")
     key = key.reshape(1).contiguous()
     out = torch.empty(shape)
-    lib.covey_normal.restype = None
     lib.covey_normal(ctypes.c_int64(out.numel()), ptr(key), ptr(out), ctypes.c_int(threads()))
     return out
