@@ -31,7 +31,8 @@ _LOG = logging.getLogger(__name__)
 # torch code's order stays within round-off of it. (FMA took ~10% off the cable_load control loop, but moved contacts
 # across their thresholds: differences 50x larger, and a harder reference test.)
 FLAGS = ("-O3", "-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-ffp-contract=off", "-std=c11")
-_LOADED: dict[Path, ctypes.CDLL | None] = {}
+INCLUDE = Path(__file__).parent  # simd.h: every kernel may include it (its text is part of each build's key)
+_LOADED: dict[tuple, ctypes.CDLL | None] = {}
 
 
 def cache_dir() -> Path:
@@ -43,14 +44,14 @@ def load(source: Path, flags: tuple[str, ...] = (), libs: tuple[str, ...] = ()) 
     """The shared library built from the C file ``source`` with :data:`FLAGS` and ``flags``, linked with ``libs``
     (e.g. ``"-lmvec"``; built on first use, then cached), or None where it cannot be built here (no C compiler, or
     the build failed: logged once with the compiler's message)."""
-    if source in _LOADED:
-        return _LOADED[source]
+    if (source, flags, libs) in _LOADED:
+        return _LOADED[source, flags, libs]
     lib = None
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         _LOG.warning("no C compiler found for %s: its torch code runs instead", source.name)
     else:
-        text = source.read_bytes()
+        text = source.read_bytes() + b"".join(h.read_bytes() for h in sorted(INCLUDE.glob("*.h")))
         key = hashlib.sha256(text + " ".join((compiler, *FLAGS, *flags, *libs)).encode()).hexdigest()[:16]
         target = cache_dir() / f"{source.stem}-{key}.so"
         try:
@@ -60,7 +61,7 @@ def load(source: Path, flags: tuple[str, ...] = (), libs: tuple[str, ...] = ()) 
                 with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
                     built = Path(tmp) / target.name
                     subprocess.run(
-                        [compiler, *FLAGS, *flags, str(source), "-o", str(built), *libs, "-lm"],
+                        [compiler, *FLAGS, f"-I{INCLUDE}", *flags, str(source), "-o", str(built), *libs, "-lm"],
                         check=True,
                         capture_output=True,
                         text=True,
@@ -70,7 +71,7 @@ def load(source: Path, flags: tuple[str, ...] = (), libs: tuple[str, ...] = ()) 
         except (OSError, subprocess.CalledProcessError) as err:
             detail = getattr(err, "stderr", None) or str(err)
             _LOG.warning("could not build %s (%s): its torch code runs instead", source.name, detail.strip())
-    _LOADED[source] = lib
+    _LOADED[source, flags, libs] = lib
     return lib
 
 
@@ -109,6 +110,46 @@ def _cpu_flags() -> frozenset[str]:
 def _cpu_has(*features: str) -> bool:
     """Whether the CPU lists every one of ``features``."""
     return set(features) <= _cpu_flags()
+
+
+# The builds of a kernel written over simd.h's lanes, widest first: (name, CPU flags it needs, compiler flags, libs).
+# The vector ones call glibc's libmvec for sin, cos, exp, acos and atan2.
+SIMD_BUILDS = (
+    ("avx512", ("avx512f",), ("-mavx512f",), ("-lmvec",)),
+    ("avx2", ("avx2",), ("-mavx2",), ("-lmvec",)),
+    ("generic", (), (), ()),
+)
+
+
+def load_simd(source: Path, isa: str | None = None) -> ctypes.CDLL | None:
+    """:func:`load` for a kernel over simd.h's lanes, built for ``isa`` (a name of :data:`SIMD_BUILDS`; default the
+    widest this CPU runs). Where the vector build fails (no libmvec), the plain one. ValueError for an unknown or
+    unsupported ``isa``."""
+    builds = {name: build for name, *build in SIMD_BUILDS}
+    if isa is None:
+        isa = simd_isa()
+    if not simd_runs(isa):
+        raise ValueError(f"no simd build {isa!r} on this CPU (have: {[n for n, *_ in SIMD_BUILDS if simd_runs(n)]})")
+    _, flags, libs = builds[isa]
+    lib = load(source, flags, libs)
+    if lib is None and isa != "generic":
+        lib = load(source)
+    return lib
+
+
+def simd_runs(isa: str) -> bool:
+    """Whether this CPU runs the ``isa`` build of :data:`SIMD_BUILDS`."""
+    return any(name == isa and (not needs or _cpu_has(*needs)) for name, needs, *_ in SIMD_BUILDS)
+
+
+def simd_isa() -> str:
+    """The widest build of :data:`SIMD_BUILDS` this CPU runs, no wider than ``$COVEY_NATIVE_ISA`` where that names
+    one (e.g. ``avx2`` on an AVX-512 machine, to compare builds)."""
+    names = [name for name, *_ in SIMD_BUILDS]
+    cap = os.environ.get("COVEY_NATIVE_ISA") or names[0]
+    if cap not in names:
+        raise ValueError(f"COVEY_NATIVE_ISA={cap!r} is none of {names}")
+    return next(name for name in names[names.index(cap) :] if simd_runs(name))
 
 
 def _normal_lib() -> ctypes.CDLL | None:

@@ -148,8 +148,7 @@ class CableLoadCfg:
     # How a CPU steps the task: "native" runs the control loop and the post-physics pass as C kernels
     # (control_loop.c, post_physics.c; built once per machine by the C compiler; benchmarks/README.md has their
     # speed), "torch" the torch code of env.py (the reference, what a GPU runs, compiled with compile=True),
-    # "auto" native wherever it can run (CPU tensors, a C compiler), except the control loop with compile=True
-    # (inductor's vectorised loop is the faster there), else torch.
+    # "auto" native wherever it can run (CPU tensors, a C compiler), else torch.
     cpu_kernels: str = "auto"
     episode_length_s: float = positive(20.0)
     # Start and goals (goal offsets relative to the start pose of the load).

@@ -40,7 +40,7 @@ from sim.physics.quaternion import (
 from sim.physics.rigid_body import GRAVITY, RigidBodyState, point_velocity, rigid_body_step, wrench_at_point
 from sim.tasks.cable_load.config import CableLoadCfg, evaluation_overrides
 from sim.tasks.cable_load.geometry import box_inertia, hover_equilibrium, load_attach_points
-from sim.tasks.cable_load.native import NativeControlLoop, NativePostPhysics
+from sim.tasks.cable_load.native import NativePostPhysics
 from sim.tasks.cable_load.native import kernels as native_kernels
 
 GROUP = "mavs"
@@ -289,11 +289,11 @@ class CableLoadEnv(MultiAgentEnv):
 
     def _use_cpu_kernels(self) -> None:
         """Step with the C kernels (:mod:`sim.tasks.cable_load.native`) as ``cfg.cpu_kernels`` asks: ``"auto"``
-        wherever they can run (CPU tensors, a C compiler), but with ``compile`` the control loop stays inductor's (it
-        vectorises over envs and runs ~15-20% faster than the scalar C loop; benchmarks/README.md); ``"native"`` both
-        kernels always, raising where they cannot run; ``"torch"`` the torch code (compiled with ``compile``). With
-        the kernels, the step's observation noise comes from :func:`sim.core.native.normal` where it runs (other
-        numbers than ``randn``'s for the same seed, equally reproducible)."""
+        wherever they can run (CPU tensors, a C compiler; with or without ``compile``: the vectorised C loop runs ~2.8x
+        faster than inductor's, benchmarks/README.md), ``"native"`` always, raising where they cannot run,
+        ``"torch"`` the torch code (compiled with ``compile``). With the kernels, the step's observation noise comes
+        from :func:`sim.core.native.normal` where it runs (other numbers than ``randn``'s for the same seed, equally
+        reproducible)."""
         choice = self.cfg.cpu_kernels
         # The step's observation noise and the observations after a reset (bound methods: configuration, not state
         # for state_snapshot).
@@ -306,21 +306,16 @@ class CableLoadEnv(MultiAgentEnv):
             if choice == "native":
                 raise ValueError(f"cable_load: cpu_kernels='native' cannot run here: {found}")
             return
-        loop, self._evaluate = found
+        self._advance, self._evaluate = found
         self._native_state = self._evaluate.state
         self._after_reset = self._native_observations_after_reset
-        if choice == "native" or not self.compiled:
-            self._advance = loop
         if native.normal_available():
             self._step_noise = self._native_normal
 
     @property
     def cpu_kernels(self) -> str:
-        """What steps this env: "native" (both C kernels), "native post-physics" (the C post-physics pass after
-        inductor's control loop) or "torch"."""
-        if not isinstance(self._evaluate, NativePostPhysics):
-            return "torch"
-        return "native" if isinstance(self._advance, NativeControlLoop) else "native post-physics"
+        """What steps this env: "native" (the C kernels) or "torch"."""
+        return "native" if isinstance(self._evaluate, NativePostPhysics) else "torch"
 
     # ----------------------------------------------------------------- reset
     # Split in two (MultiAgentEnv._reset_idx): the draws, eager, then the tensor code, compiled with compile.

@@ -51,7 +51,7 @@ def kernels(env: CableLoadEnv) -> tuple[NativeControlLoop, NativePostPhysics] | 
     reason = unsupported(env)
     if reason is not None:
         return reason
-    libs = [native.load(source) for source in SOURCES]
+    libs = [native.load_simd(SOURCES[0]), native.load(SOURCES[1])]
     if any(lib is None for lib in libs):
         return "no C compiler could build them (see the warning above)"
     return NativeControlLoop(env, libs[0]), NativePostPhysics(env, libs[1])

@@ -1,0 +1,103 @@
+/* Lanes of envs for the C kernels (sim/core/native.py): a kernel handles W envs at once in GCC vector types, so
+ * its per-env code reads as scalar code (the operators act lane by lane) and compiles to AVX-512 (W = 16), AVX2
+ * (W = 8) or plain SSE (W = 4, any x86-64 or arm64), as the build flags say (native.simd_flags picks the CPU's).
+ *
+ * Every operation rounds as its scalar float32 twin: no fused multiply-adds (-ffp-contract=off), IEEE division
+ * and square root. Only the transcendental functions differ by ulps: glibc's vector libmvec (<= 4 ulp) with AVX2
+ * and AVX-512, the scalar libm lane by lane otherwise.
+ */
+#ifndef COVEY_SIMD_H
+#define COVEY_SIMD_H
+
+#include <math.h>
+#include <stdint.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define W 16
+#elif defined(__AVX2__)
+#include <immintrin.h>
+#define W 8
+#else
+#define W 4
+#endif
+
+typedef float vf __attribute__((vector_size(4 * W)));
+typedef int32_t vi __attribute__((vector_size(4 * W))); /* comparisons give -1 (true) or 0 per lane */
+
+static inline vf splat(float x) { return (vf){0} + x; }
+static inline vf sel(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
+static inline vf bool_f(vi m) { return sel(m, splat(1.0f), splat(0.0f)); }
+/* fmaxf / fminf for a second operand that is never NaN (a NaN first operand gives b, as fmaxf does). */
+static inline vf vmax(vf a, vf b) { return sel(a > b, a, b); }
+static inline vf vmin(vf a, vf b) { return sel(a < b, a, b); }
+static inline vf vclamp(vf x, vf lo, vf hi) { return sel(x < lo, lo, sel(x > hi, hi, x)); }
+static inline vf vabs(vf x) { return (vf)((vi)x & 0x7fffffff); }
+static inline int any(vi m) {
+    int r = 0;
+    for (int i = 0; i < W; i++) r |= m[i];
+    return r != 0;
+}
+
+#define LANEWISE1(name, f) \
+    static inline vf name(vf x) { vf r; for (int i = 0; i < W; i++) r[i] = f(x[i]); return r; }
+#define LANEWISE2(name, f) \
+    static inline vf name(vf y, vf x) { vf r; for (int i = 0; i < W; i++) r[i] = f(y[i], x[i]); return r; }
+
+#if W == 16
+__m512 _ZGVeN16v_sinf(__m512);
+__m512 _ZGVeN16v_cosf(__m512);
+__m512 _ZGVeN16v_expf(__m512);
+__m512 _ZGVeN16v_acosf(__m512);
+__m512 _ZGVeN16vv_atan2f(__m512, __m512);
+static inline vf vsqrt(vf x) { return (vf)_mm512_sqrt_ps((__m512)x); }
+static inline vf vsin(vf x) { return (vf)_ZGVeN16v_sinf((__m512)x); }
+static inline vf vcos(vf x) { return (vf)_ZGVeN16v_cosf((__m512)x); }
+static inline vf vexp(vf x) { return (vf)_ZGVeN16v_expf((__m512)x); }
+static inline vf vacos(vf x) { return (vf)_ZGVeN16v_acosf((__m512)x); }
+static inline vf vatan2(vf y, vf x) { return (vf)_ZGVeN16vv_atan2f((__m512)y, (__m512)x); }
+#elif W == 8
+__m256 _ZGVdN8v_sinf(__m256);
+__m256 _ZGVdN8v_cosf(__m256);
+__m256 _ZGVdN8v_expf(__m256);
+__m256 _ZGVdN8v_acosf(__m256);
+__m256 _ZGVdN8vv_atan2f(__m256, __m256);
+static inline vf vsqrt(vf x) { return (vf)_mm256_sqrt_ps((__m256)x); }
+static inline vf vsin(vf x) { return (vf)_ZGVdN8v_sinf((__m256)x); }
+static inline vf vcos(vf x) { return (vf)_ZGVdN8v_cosf((__m256)x); }
+static inline vf vexp(vf x) { return (vf)_ZGVdN8v_expf((__m256)x); }
+static inline vf vacos(vf x) { return (vf)_ZGVdN8v_acosf((__m256)x); }
+static inline vf vatan2(vf y, vf x) { return (vf)_ZGVdN8vv_atan2f((__m256)y, (__m256)x); }
+#else
+LANEWISE1(vsqrt, sqrtf)
+LANEWISE1(vsin, sinf)
+LANEWISE1(vcos, cosf)
+LANEWISE1(vexp, expf)
+LANEWISE1(vacos, acosf)
+LANEWISE2(vatan2, atan2f)
+#endif
+LANEWISE2(fmod_lanes, fmodf)
+
+/* fmodf(y, m) for m > 0, exactly: |y| < 2m (the common case) is one subtraction, exact by Sterbenz's lemma. */
+static inline vf vfmod(vf y, float m) {
+    if (any((vabs(y) >= 2 * m) | (y != y))) return fmod_lanes(y, splat(m));
+    return sel(y >= m, y - m, sel(y <= -m, y + m, y));
+}
+
+/* Loads and stores of one quantity for the lanes of a block: lane i is element base[i * stride], for the first n
+ * lanes (the block's envs); the other lanes repeat lane n - 1, so they hold finite values and are never stored. */
+static inline vf ld(const float* base, int64_t stride, int n) {
+    vf r;
+    for (int i = 0; i < W; i++) r[i] = base[(i < n ? i : n - 1) * stride];
+    return r;
+}
+static inline vi ld_i64(const int64_t* base, int64_t stride, int n) {
+    vi r;
+    for (int i = 0; i < W; i++) r[i] = (int32_t)base[(i < n ? i : n - 1) * stride];
+    return r;
+}
+static inline void st(float* base, int64_t stride, int n, vf v) {
+    for (int i = 0; i < n; i++) base[i * stride] = v[i];
+}
+
+#endif
