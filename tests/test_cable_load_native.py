@@ -97,8 +97,8 @@ def _assert_same(out: tuple, ref: tuple) -> None:
     assert torch.equal(bad, r_bad)
 
 
-def _native_env(**overrides) -> MultiAgentEnv:
-    env = sim.make("cable_load", num_envs=48, seed=3, cpu_kernels="native", **overrides)
+def _native_env(num_envs: int = 48, **overrides) -> MultiAgentEnv:
+    env = sim.make("cable_load", num_envs=num_envs, seed=3, cpu_kernels="native", **overrides)
     assert isinstance(env._evaluate, NativePostPhysics)
     return env
 
@@ -114,8 +114,17 @@ def _native_env(**overrides) -> MultiAgentEnv:
         {"num_mavs": 4, "fault": {"enabled": True, "time_range": (0.0, 0.1), "cable": "released"}},
     ],
 )
-def test_native_pass_equals_torch_along_random_flight(overrides: dict) -> None:
-    env = _native_env(**overrides)
+@pytest.mark.parametrize(
+    "isa",
+    [
+        pytest.param(isa, marks=pytest.mark.skipif(not native.simd_runs(isa), reason=f"no {isa} here"))
+        for isa, *_ in native.SIMD_BUILDS
+    ],
+)
+def test_native_pass_equals_torch_along_random_flight(overrides: dict, isa: str, monkeypatch) -> None:
+    """Each vector build of the loop this CPU runs; 45 envs, so the last block of lanes is a partial one."""
+    monkeypatch.setenv("COVEY_NATIVE_ISA", isa)
+    env = _native_env(num_envs=45, **overrides)
     assert isinstance(env._advance, NativeControlLoop)
     env.reset()
     gen = torch.Generator().manual_seed(0)
@@ -136,6 +145,7 @@ def test_native_pass_equals_torch_along_random_flight(overrides: dict) -> None:
         done = out[3] | (env.episode_step >= env.max_episode_steps)
         if done.any():
             env._reset_all_idx(done.nonzero().squeeze(-1))
+    print(isa, {name: f"{value:.2g}" for name, value in worst.items()})
     too_far = {name: (worst[name], bound) for name, bound in LOOP_BOUNDS.items() if not worst[name] <= bound}
     assert not too_far, f"native vs torch loop beyond round-off (difference, bound): {too_far}"
     assert worst["drones.vel"] > 0, "the two loops round differently: zero means one of them ran twice"
@@ -246,14 +256,20 @@ def test_kernel_builds_once_into_the_cache(monkeypatch, tmp_path) -> None:
     assert built[0].stat().st_mtime_ns == stamp and list(tmp_path.glob("*")) == built
 
 
-def test_step_noise_is_native_where_it_runs_and_reproducible(monkeypatch) -> None:
-    """With the kernels, the step's observation noise comes from sim.core.native.normal (keyed by the env's
-    generator: the same seed, the same noise); where it cannot run, from randn."""
+def test_step_noise_is_drawn_by_the_pass_where_it_vectorises_and_reproducible(monkeypatch) -> None:
+    """With a vector build of the kernels, the C pass draws the step's observation noise from a key (keyed by the
+    env's generator: the same seed, the same noise; the numbers native.normal gives for that key, which the torch
+    pass of the random-flight test uses); with the generic build, randn's tensor."""
     envs = [sim.make("cable_load", num_envs=8, seed=9) for _ in range(2)]
-    expected = "_native_normal" if native.normal_available() else "_randn"
-    assert envs[0]._step_noise.__name__ == expected
+    vector = native.simd_isa() != "generic"
+    assert envs[0]._step_noise.__name__ == ("_noise_key" if vector else "_randn")
     act = envs[0].zero_actions()
     obs = [[e.step(act)[0][GROUP]["policy"] for _ in range(3)] for e in envs]
     assert all(torch.equal(a, b) for a, b in zip(*obs, strict=True))
+    if vector:
+        assert envs[0]._obs_noise.dtype == torch.int64 and envs[0]._obs_noise.shape == (1,)
     monkeypatch.setattr(native, "_cpu_has", lambda *features: False)
-    assert sim.make("cable_load", num_envs=8, seed=9)._step_noise.__name__ == "_randn"
+    generic = sim.make("cable_load", num_envs=8, seed=9)
+    assert generic.cpu_kernels == "native" and generic._step_noise.__name__ == "_randn"
+    generic.step(act)
+    assert generic._obs_noise.shape == (8, generic.n, 50) and generic._obs_noise.dtype == torch.float32

@@ -7,8 +7,9 @@ cached by the hash of its source and flags under ``$COVEY_NATIVE_CACHE`` (defaul
 OpenMP comes from the process's ``libgomp`` (torch's), so the kernel shares torch's thread pool.
 
 A machine without a C compiler gets ``None`` from :func:`load` (the reason logged once): callers keep their torch
-path. Only for CPU tensors; nothing here runs on a GPU. :func:`normal` is the one generic kernel: Gaussian noise
-from a key, for tasks whose per-step noise ``randn`` would draw serially.
+path. Only for CPU tensors; nothing here runs on a GPU. Kernels may be written over ``simd.h``'s lanes (one env a
+lane) and built for the widest vector unit here (:func:`load_simd`). :func:`normal` is the one generic kernel:
+Gaussian noise from a key, for tasks whose per-step noise ``randn`` would draw serially.
 """
 
 from __future__ import annotations
@@ -89,17 +90,9 @@ def threads() -> int:
     return torch.get_num_threads()
 
 
-# ----------------------------------------------------------------- Gaussian noise
-NORMAL_SOURCE = Path(__file__).with_name("normal.c")
-# normal.c's loop vectorises through glibc's vector logf/cosf (libmvec), which the compiler calls only under
-# -ffast-math, in the AVX2 variants with -mavx2 -mfma: so it is built only where the CPU has both.
-NORMAL_FLAGS = ("-ffast-math", "-mavx2", "-mfma")
-
-
 @functools.cache
 def _cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where it cannot be read); read once (normal() asks every
-    step)."""
+    """The CPU's feature flags from /proc/cpuinfo (empty where it cannot be read); read once per process."""
     try:
         info = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -123,8 +116,8 @@ SIMD_BUILDS = (
 
 def load_simd(source: Path, isa: str | None = None) -> ctypes.CDLL | None:
     """:func:`load` for a kernel over simd.h's lanes, built for ``isa`` (a name of :data:`SIMD_BUILDS`; default the
-    widest this CPU runs). Where the vector build fails (no libmvec), the plain one. ValueError for an unknown or
-    unsupported ``isa``."""
+    widest this CPU runs). Where the vector build fails (no libmvec), the plain one. The library's ``isa`` attribute
+    says which it is. ValueError for an unknown or unsupported ``isa``."""
     builds = {name: build for name, *build in SIMD_BUILDS}
     if isa is None:
         isa = simd_isa()
@@ -133,7 +126,9 @@ def load_simd(source: Path, isa: str | None = None) -> ctypes.CDLL | None:
     _, flags, libs = builds[isa]
     lib = load(source, flags, libs)
     if lib is None and isa != "generic":
-        lib = load(source)
+        lib, isa = load(source), "generic"
+    if lib is not None:
+        lib.isa = isa
     return lib
 
 
@@ -152,28 +147,34 @@ def simd_isa() -> str:
     return next(name for name in names[names.index(cap) :] if simd_runs(name))
 
 
+# ----------------------------------------------------------------- Gaussian noise
+NORMAL_SOURCE = Path(__file__).with_name("normal.c")
+
+
 def _normal_lib() -> ctypes.CDLL | None:
-    """normal.c built, where this CPU runs it (AVX2 and FMA) and a C compiler with glibc's libmvec builds it."""
-    lib = load(NORMAL_SOURCE, NORMAL_FLAGS, ("-lmvec",)) if _cpu_has("avx2", "fma") else None
+    """normal.c built for this CPU (:func:`load_simd`), or None without a C compiler."""
+    lib = load_simd(NORMAL_SOURCE)
     if lib is not None:
         lib.covey_normal.restype = None
     return lib
 
 
 def normal_available() -> bool:
-    """Whether :func:`normal` runs here: an x86-64 CPU with AVX2 and FMA, and a C compiler with glibc's libmvec."""
+    """Whether :func:`normal` runs here (a C compiler built normal.c)."""
     return _normal_lib() is not None
 
 
 def normal(shape: tuple[int, ...], key: int | Tensor) -> Tensor:
     """Standard normal float32 numbers of ``shape`` (a CPU tensor) from a 64-bit ``key`` (an int, or a one-element
     int64 CPU tensor, read by the kernel without a host conversion): the same numbers for the same key at any thread
-    count (counter-based, ``normal.c``), ~2x torch's CPU ``randn`` at 1 thread (614k numbers: 1.1-1.2 against
-    2.1-2.2 ms) and parallel over threads (``randn`` is serial). Draw the key from a seeded generator for
-    reproducible noise. RuntimeError where :func:`normal_available` is False."""
+    count (counter-based: simd.h's ``normal_pairs``, which kernels may also call to draw noise in place), ~3x torch's
+    CPU ``randn`` at 1 thread and parallel over threads (``randn`` is serial). Draw the key from a seeded generator
+    for reproducible noise. The numbers are the same for every build of one width (:func:`simd_isa`); other widths
+    call other vector logs and cosines, so they may differ by an ulp. RuntimeError where :func:`normal_available` is
+    False."""
     lib = _normal_lib()
     if lib is None:
-        raise RuntimeError("native.normal needs an x86-64 CPU with AVX2 and FMA and a C compiler (normal_available)")
+        raise RuntimeError("native.normal needs a C compiler (normal_available)")
     if not isinstance(key, Tensor):
         key = torch.tensor(key % 2**64 - (2**64 if key % 2**64 >= 2**63 else 0), dtype=torch.int64)
     if key.dtype != torch.int64 or key.numel() != 1:

@@ -24,6 +24,7 @@
 
 typedef float vf __attribute__((vector_size(4 * W)));
 typedef int32_t vi __attribute__((vector_size(4 * W))); /* comparisons give -1 (true) or 0 per lane */
+typedef uint32_t vu __attribute__((vector_size(4 * W)));
 
 static inline vf splat(float x) { return (vf){0} + x; }
 static inline vf sel(vi m, vf a, vf b) { return (vf)((m & (vi)a) | (~m & (vi)b)); }
@@ -49,24 +50,28 @@ __m512 _ZGVeN16v_sinf(__m512);
 __m512 _ZGVeN16v_cosf(__m512);
 __m512 _ZGVeN16v_expf(__m512);
 __m512 _ZGVeN16v_acosf(__m512);
+__m512 _ZGVeN16v_logf(__m512);
 __m512 _ZGVeN16vv_atan2f(__m512, __m512);
 static inline vf vsqrt(vf x) { return (vf)_mm512_sqrt_ps((__m512)x); }
 static inline vf vsin(vf x) { return (vf)_ZGVeN16v_sinf((__m512)x); }
 static inline vf vcos(vf x) { return (vf)_ZGVeN16v_cosf((__m512)x); }
 static inline vf vexp(vf x) { return (vf)_ZGVeN16v_expf((__m512)x); }
 static inline vf vacos(vf x) { return (vf)_ZGVeN16v_acosf((__m512)x); }
+static inline vf vlog(vf x) { return (vf)_ZGVeN16v_logf((__m512)x); }
 static inline vf vatan2(vf y, vf x) { return (vf)_ZGVeN16vv_atan2f((__m512)y, (__m512)x); }
 #elif W == 8
 __m256 _ZGVdN8v_sinf(__m256);
 __m256 _ZGVdN8v_cosf(__m256);
 __m256 _ZGVdN8v_expf(__m256);
 __m256 _ZGVdN8v_acosf(__m256);
+__m256 _ZGVdN8v_logf(__m256);
 __m256 _ZGVdN8vv_atan2f(__m256, __m256);
 static inline vf vsqrt(vf x) { return (vf)_mm256_sqrt_ps((__m256)x); }
 static inline vf vsin(vf x) { return (vf)_ZGVdN8v_sinf((__m256)x); }
 static inline vf vcos(vf x) { return (vf)_ZGVdN8v_cosf((__m256)x); }
 static inline vf vexp(vf x) { return (vf)_ZGVdN8v_expf((__m256)x); }
 static inline vf vacos(vf x) { return (vf)_ZGVdN8v_acosf((__m256)x); }
+static inline vf vlog(vf x) { return (vf)_ZGVdN8v_logf((__m256)x); }
 static inline vf vatan2(vf y, vf x) { return (vf)_ZGVdN8vv_atan2f((__m256)y, (__m256)x); }
 #else
 LANEWISE1(vsqrt, sqrtf)
@@ -74,6 +79,7 @@ LANEWISE1(vsin, sinf)
 LANEWISE1(vcos, cosf)
 LANEWISE1(vexp, expf)
 LANEWISE1(vacos, acosf)
+LANEWISE1(vlog, logf)
 LANEWISE2(vatan2, atan2f)
 #endif
 LANEWISE2(fmod_lanes, fmodf)
@@ -82,6 +88,30 @@ LANEWISE2(fmod_lanes, fmodf)
 static inline vf vfmod(vf y, float m) {
     if (any((vabs(y) >= 2 * m) | (y != y))) return fmod_lanes(y, splat(m));
     return sel(y >= m, y - m, sel(y <= -m, y + m, y));
+}
+
+/* Counter-based standard normals (native.normal, and kernels that draw their noise in place): numbers 2p and
+ * 2p + 1 of a key's sequence come from pair p alone, so any split over blocks or threads gives the same numbers.
+ * Each uniform is a hash of its counter (2p, 2p + 1) and the key (two rounds of C. Wellons' lowbias32 per 32-bit
+ * word, 24 bits kept); Box-Muller turns a pair of uniforms into two normals (u1 in (0, 1]: the log is finite). */
+static inline vu mix32(vu x) {
+    x ^= x >> 16;
+    x *= 0x7feb352dU;
+    x ^= x >> 15;
+    x *= 0x846ca68bU;
+    x ^= x >> 16;
+    return x;
+}
+static inline void normal_pairs(vu pair, uint64_t key, vf* z0, vf* z1) {
+    const uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+    vu c = pair * 2u;
+    vu a = mix32(mix32(c ^ k0) + k1), b = mix32(mix32((c + 1u) ^ k0) + k1);
+    /* Signed conversions: AVX2 has no unsigned one (24-bit values fit either). */
+    vf u1 = (__builtin_convertvector((vi)(a >> 8), vf) + 0.5f) * (1.0f / 16777216.0f);
+    vf u2 = __builtin_convertvector((vi)(b >> 8), vf) * (1.0f / 16777216.0f);
+    vf r = vsqrt(-2.0f * vlog(u1)), t = 6.28318530717958647692f * u2;
+    *z0 = r * vcos(t);
+    *z1 = r * vsin(t);
 }
 
 /* Loads and stores of one quantity for the lanes of a block: lane i is element base[i * stride], for the first n

@@ -291,9 +291,9 @@ class CableLoadEnv(MultiAgentEnv):
         """Step with the C kernels (:mod:`sim.tasks.cable_load.native`) as ``cfg.cpu_kernels`` asks: ``"auto"``
         wherever they can run (CPU tensors, a C compiler; with or without ``compile``: the vectorised C loop runs ~2.8x
         faster than inductor's, benchmarks/README.md), ``"native"`` always, raising where they cannot run,
-        ``"torch"`` the torch code (compiled with ``compile``). With the kernels, the step's observation noise comes
-        from :func:`sim.core.native.normal` where it runs (other numbers than ``randn``'s for the same seed, equally
-        reproducible)."""
+        ``"torch"`` the torch code (compiled with ``compile``). With the kernels' vector builds, the C pass draws the
+        step's observation noise itself from a key (:meth:`_noise_key`: other numbers than ``randn``'s for the same
+        seed, equally reproducible)."""
         choice = self.cfg.cpu_kernels
         # The step's observation noise and the observations after a reset (bound methods: configuration, not state
         # for state_snapshot).
@@ -309,8 +309,8 @@ class CableLoadEnv(MultiAgentEnv):
         self._advance, self._evaluate = found
         self._native_state = self._evaluate.state
         self._after_reset = self._native_observations_after_reset
-        if native.normal_available():
-            self._step_noise = self._native_normal
+        if self._evaluate.draws_noise:
+            self._step_noise = self._noise_key
 
     @property
     def cpu_kernels(self) -> str:
@@ -764,16 +764,19 @@ class CableLoadEnv(MultiAgentEnv):
     def _randn(self, shape: torch.Size) -> Tensor:
         return torch.randn(shape, generator=self.rng, device=self.device)
 
-    def _native_normal(self, shape: torch.Size) -> Tensor:
-        """Counter-based normals keyed by one draw of ``self.rng`` (:func:`sim.core.native.normal`: ~2x randn at 1
-        thread, and parallel)."""
-        return native.normal(tuple(shape), torch.randint(0, 2**62, (1,), generator=self.rng))
+    def _noise_key(self, shape: torch.Size) -> Tensor:
+        """The step's noise as a key, one int64 drawn from ``self.rng``: the C pass draws the numbers in place, the
+        ones :func:`sim.core.native.normal` gives for this key and ``shape``."""
+        return torch.randint(0, 2**62, (1,), generator=self.rng)
 
     def _update_observation_buffers(self) -> None:
         self._integrate_attach_error()
         frame = self._frame()
         if self.cfg.obs_noise.enabled:
-            frame = frame + self._obs_noise * self._frame_noise_std
+            noise = self._obs_noise
+            if noise.dtype == torch.int64:  # a key (_noise_key): the numbers the C pass draws from it
+                noise = native.normal(tuple(frame.shape), noise)
+            frame = frame + noise * self._frame_noise_std
         self.history = torch.cat((self.history[:, :, 1:], frame.unsqueeze(2)), dim=2)
 
     def _observations(self) -> Obs:

@@ -51,7 +51,7 @@ def kernels(env: CableLoadEnv) -> tuple[NativeControlLoop, NativePostPhysics] | 
     reason = unsupported(env)
     if reason is not None:
         return reason
-    libs = [native.load_simd(SOURCES[0]), native.load(SOURCES[1])]
+    libs = [native.load_simd(source) for source in SOURCES]
     if any(lib is None for lib in libs):
         return "no C compiler could build them (see the warning above)"
     return NativeControlLoop(env, libs[0]), NativePostPhysics(env, libs[1])
@@ -116,6 +116,9 @@ class NativePostPhysics:
 
     def __init__(self, env: CableLoadEnv, lib: ctypes.CDLL) -> None:
         self.env = env
+        # Whether the pass draws the step's noise itself, from a key (env._noise_key): in the vector builds, where
+        # that is ~2x faster than randn; lane by lane (the generic build) the logs and cosines would cost ~4x randn.
+        self.draws_noise = getattr(lib, "isa", "generic") != "generic"
         self.fn = lib.cable_load_post_physics
         self.state_fn = lib.cable_load_state
         self.fn.restype = self.state_fn.restype = None
@@ -169,7 +172,7 @@ class NativePostPhysics:
             c(env.attach_err_int), integ,
             c(env.failed), c(env.episode_step),
             c(env.history), history,
-            c(env._obs_noise) if env.cfg.obs_noise.enabled else None, c(env._frame_noise_std),
+            *self._noise(), c(env._frame_noise_std),
             state, reward, terms, terminated, reasons, bad,
         ]  # fmt: skip
         sizes = (*(ctypes.c_int64(x) for x in (E, N, H, F, state.shape[-1])), ctypes.c_int(native.threads()))
@@ -185,6 +188,13 @@ class NativePostPhysics:
             dict(zip(REASONS, reasons.unbind(0), strict=True)),
             bad,
         )
+
+    def _noise(self) -> tuple[Tensor | None, Tensor | None]:
+        """(noise [E, N, F], key [1]) for the pass: one of them, or neither without observation noise."""
+        noise = self.env._obs_noise if self.env.cfg.obs_noise.enabled else None
+        if noise is None or noise.dtype != torch.int64:
+            return noise if noise is None else noise.contiguous(), None
+        return None, noise
 
     def state(self) -> Tensor:
         """The critic's state ``[E, N, state_dim]``, as ``CableLoadEnv._state`` (the observations after a reset)."""

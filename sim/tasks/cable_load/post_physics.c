@@ -1,22 +1,27 @@
-/* cable_load's post-physics pass as one loop over the envs: the CPU fast path of
- * CableLoadEnv._post_physics (sim/tasks/cable_load/native.py builds and calls it).
+/* cable_load's post-physics pass, W envs at a time: the CPU fast path of CableLoadEnv._post_physics
+ * (sim/tasks/cable_load/native.py builds and calls it).
  *
  * The torch code in env.py (_update_observation_buffers, _observations, _terminations, _rewards and
- * MultiAgentEnv's non-finite guard) is the reference: the same expressions in the same float32
- * arithmetic, tested against it (tests/test_cable_load_native.py). inductor compiles that pass into one
- * kernel too, but a scalar one that rereads its inputs per output entry (the row-major observation
- * stores keep it from vectorising); here each env's state is read once into registers.
+ * MultiAgentEnv's non-finite guard) is the reference: the same expressions in the same float32 arithmetic, tested
+ * against it (tests/test_cable_load_native.py). inductor compiles that pass into one kernel too, but a scalar one
+ * that rereads its inputs per output entry (the row-major observation stores keep it from vectorising). Here each
+ * vector lane is one env (sim/core/simd.h): a block's quantities are computed lane-wise, then each env's rows
+ * (its history, its critic state) are written out contiguously.
  *
- * Layouts: every array is contiguous, float32 unless said; E envs, N MAVs, H history frames of F
- * entries, S state entries, A = 5 action components. Outputs are written whole (no read-modify-write),
- * so they may be fresh uninitialised tensors.
+ * Layouts: every array is contiguous, float32 unless said; E envs, N MAVs, H history frames of F = 50 entries,
+ * S state entries, A = 5 action components. Outputs are written whole (no read-modify-write), so they may be fresh
+ * uninitialised tensors.
  */
-#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "simd.h"
+
 #define MAX_MAVS 6
 #define A 5
+#define F 50         /* a policy frame (native.FRAME_SIZE) */
+#define FRAME_ENV 21 /* its per-env part, before the MAV's own entries */
+#define MAX_GLOB 160 /* the state's global part: 20 N + 22 entries at most */
 
 /* Scalars of the pass, in this order (doubles; native.py packs them). */
 enum {
@@ -26,20 +31,28 @@ enum {
     P_COUNT
 };
 
-typedef struct { float v[3]; } vec3;
+typedef struct { vf v[3]; } vec3;
 
-static inline vec3 v3(const float* p) { vec3 r = {{p[0], p[1], p[2]}}; return r; }
+static inline vec3 const3(const float* p) { vec3 r = {{splat(p[0]), splat(p[1]), splat(p[2])}}; return r; }
+static inline vec3 ld3(const float* base, int64_t stride, int nv) {
+    vec3 r = {{ld(base, stride, nv), ld(base + 1, stride, nv), ld(base + 2, stride, nv)}};
+    return r;
+}
+static inline void ld4(const float* base, int64_t stride, int nv, vf* q) {
+    for (int k = 0; k < 4; k++) q[k] = ld(base + k, stride, nv);
+}
 static inline vec3 sub(vec3 a, vec3 b) { vec3 r = {{a.v[0] - b.v[0], a.v[1] - b.v[1], a.v[2] - b.v[2]}}; return r; }
 static inline vec3 add(vec3 a, vec3 b) { vec3 r = {{a.v[0] + b.v[0], a.v[1] + b.v[1], a.v[2] + b.v[2]}}; return r; }
-static inline float dot(vec3 a, vec3 b) { return a.v[0] * b.v[0] + a.v[1] * b.v[1] + a.v[2] * b.v[2]; }
+static inline vf dot(vec3 a, vec3 b) { return a.v[0] * b.v[0] + a.v[1] * b.v[1] + a.v[2] * b.v[2]; }
 static inline vec3 cross(vec3 a, vec3 b) {
     vec3 r = {{a.v[1] * b.v[2] - a.v[2] * b.v[1], a.v[2] * b.v[0] - a.v[0] * b.v[2], a.v[0] * b.v[1] - a.v[1] * b.v[0]}};
     return r;
 }
-static inline float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+static inline vf norm3(vec3 a) { return vsqrt(dot(a, a)); }
+static inline vi finite(vf x) { return (x - x) == 0; } /* inf - inf and NaN - NaN are NaN */
 
 /* quat_rotate: v + w t + u x t, t = 2 u x v (sim/physics/quaternion.py). */
-static inline vec3 qrot(const float* q, vec3 v) {
+static inline vec3 qrot(const vf* q, vec3 v) {
     vec3 u = {{q[1], q[2], q[3]}};
     vec3 t = cross(u, v);
     for (int k = 0; k < 3; k++) t.v[k] *= 2.0f;
@@ -48,7 +61,7 @@ static inline vec3 qrot(const float* q, vec3 v) {
     return r;
 }
 
-static inline void qmul(const float* a, const float* b, float* out) {
+static inline void qmul(const vf* a, const vf* b, vf* out) {
     out[0] = a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3];
     out[1] = a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2];
     out[2] = a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1];
@@ -56,8 +69,8 @@ static inline void qmul(const float* a, const float* b, float* out) {
 }
 
 /* matrix_to_6d(quat_to_matrix(q)): the matrix's first two columns. */
-static inline void rot6d(const float* q, float* out) {
-    float w = q[0], x = q[1], y = q[2], z = q[3];
+static inline void rot6d(const vf* q, vf* out) {
+    vf w = q[0], x = q[1], y = q[2], z = q[3];
     out[0] = 1 - 2 * (y * y + z * z);
     out[1] = 2 * (x * y + w * z);
     out[2] = 2 * (x * z - w * y);
@@ -66,78 +79,121 @@ static inline void rot6d(const float* q, float* out) {
     out[5] = 2 * (y * z + w * x);
 }
 
-static inline float yaw(const float* q) {
-    return atan2f(2 * (q[0] * q[3] + q[1] * q[2]), 1 - 2 * (q[2] * q[2] + q[3] * q[3]));
+static inline vf yaw(const vf* q) {
+    return vatan2(2 * (q[0] * q[3] + q[1] * q[2]), 1 - 2 * (q[2] * q[2] + q[3] * q[3]));
 }
 
 /* torch.remainder for a positive divisor (Python's %). */
-static inline float remainder_pos(float a, float b) {
-    float r = fmodf(a, b);
-    return (r != 0.0f && r < 0.0f) ? r + b : r;
+static inline vf remainder_pos(vf a, float b) {
+    vf r = vfmod(a, b);
+    return sel((r != 0.0f) & (r < 0.0f), r + b, r);
 }
 
-static inline float norm3(vec3 a) { return sqrtf(dot(a, a)); }
-
-/* Sum of n floats in 8 independent chains: one chain would wait on each add's latency. */
-static inline float sum_f(const float* x, int64_t n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+/* Copies n floats (dst may be src: a sum alone) and returns their sum, as W partial sums in any order: for the
+ * non-finite guard only, which a NaN or inf reaches in any order. */
+static inline vf copy_sum(float* dst, const float* src, int64_t n) {
+    vf acc = splat(0.0f);
     int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int k = 0; k < 8; k++) acc[k] += x[j + k];
-    for (; j < n; j++) acc[0] += x[j];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; j + W <= n; j += W) {
+        vf v;
+        memcpy(&v, src + j, sizeof v);
+        memcpy(dst + j, &v, sizeof v);
+        acc += v;
+    }
+    for (; j < n; j++) {
+        dst[j] = src[j];
+        acc[0] += src[j];
+    }
+    return acc;
 }
 
+static inline float hsum(vf v) {
+    float s = 0.0f;
+    for (int i = 0; i < W; i++) s += v[i];
+    return s;
+}
 
-#define FRAME_ENV 21 /* the per-env part of a frame, before the MAV's own entries */
+/* One block of envs' per-MAV state, read once. */
+typedef struct {
+    vec3 lp, lvel, lw, gp;
+    vf lq[4], gq[4];
+    vec3 dp[MAX_MAVS], dv[MAX_MAVS], dw[MAX_MAVS];
+    vf dq[MAX_MAVS][4], tension[MAX_MAVS];
+    vi alive[MAX_MAVS];
+    vf step; /* episode_step as float */
+} block;
+
+static void load_block(int64_t e0, int nv, int64_t N, const float* dpos, const float* dquat, const float* dvel,
+                       const float* dw, const float* lpos, const float* lquat, const float* lvel, const float* lw,
+                       const float* goal_pos, const float* goal_quat, const float* tension, const uint8_t* failed,
+                       const int64_t* episode_step, block* b) {
+    b->lp = ld3(lpos + 3 * e0, 3, nv);
+    b->lvel = ld3(lvel + 3 * e0, 3, nv);
+    b->lw = ld3(lw + 3 * e0, 3, nv);
+    b->gp = ld3(goal_pos + 3 * e0, 3, nv);
+    ld4(lquat + 4 * e0, 4, nv, b->lq);
+    ld4(goal_quat + 4 * e0, 4, nv, b->gq);
+    for (int64_t n = 0; n < N; n++) {
+        const int64_t en = e0 * N + n;
+        b->dp[n] = ld3(dpos + 3 * en, 3 * N, nv);
+        b->dv[n] = ld3(dvel + 3 * en, 3 * N, nv);
+        b->dw[n] = ld3(dw + 3 * en, 3 * N, nv);
+        ld4(dquat + 4 * en, 4 * N, nv, b->dq[n]);
+        b->tension[n] = ld(tension + en, N, nv);
+        vi f;
+        for (int i = 0; i < W; i++) f[i] = failed[en + (i < nv ? i : nv - 1) * N];
+        b->alive[n] = f == 0;
+    }
+    vf s;
+    for (int i = 0; i < W; i++) s[i] = (float)episode_step[e0 + (i < nv ? i : nv - 1)];
+    b->step = s;
+}
 
 /* The per-env part of a policy frame (and of the state): goal_pos_rel, load_rot, goal_rot_rel, load_vel,
  * load_ang_vel. */
-static void load_terms(int64_t e, const float* lpos, const float* lquat, const float* lvel, const float* lw,
-                       const float* goal_pos, const float* goal_quat, float* out) {
-    const float* lq = lquat + 4 * e;
-    float lq_conj[4] = {lq[0], -lq[1], -lq[2], -lq[3]}, goal_rel[4];
-    qmul(lq_conj, goal_quat + 4 * e, goal_rel);
-    for (int k = 0; k < 3; k++) out[k] = goal_pos[3 * e + k] - lpos[3 * e + k];
-    rot6d(lq, out + 3);
+static void load_terms(const block* b, vf* out) {
+    vf lq_conj[4] = {b->lq[0], -b->lq[1], -b->lq[2], -b->lq[3]}, goal_rel[4];
+    qmul(lq_conj, b->gq, goal_rel);
+    for (int k = 0; k < 3; k++) out[k] = b->gp.v[k] - b->lp.v[k];
+    rot6d(b->lq, out + 3);
     rot6d(goal_rel, out + 9);
-    for (int k = 0; k < 3; k++) out[15 + k] = lvel[3 * e + k];
-    for (int k = 0; k < 3; k++) out[18 + k] = lw[3 * e + k];
+    for (int k = 0; k < 3; k++) out[15 + k] = b->lvel.v[k];
+    for (int k = 0; k < 3; k++) out[18 + k] = b->lw.v[k];
 }
 
-/* The critic's state of env e (_state): its global part once, copied for every MAV with its one-hot id.
- * ``per_env`` holds the env's load_terms. Returns the sum of what it wrote (for the non-finite guard). */
-static float write_state(int64_t e, int64_t N, int64_t S, int fault, float max_steps, const float* dpos,
-                         const float* dquat, const float* dvel, const float* dw, const float* lpos,
-                         const float* tension, const float* per_env, const int64_t* episode_step,
-                         const uint8_t* failed, float* state) {
-    float glob[256];
+/* The critic's state of the block's envs (_state): each env's global part once, copied for every MAV with its
+ * one-hot id. ``per_env`` holds the block's load_terms. Adds what it wrote to ``total`` (the non-finite guard). */
+static void write_state(const block* b, int64_t e0, int nv, int64_t N, int64_t S, int fault, float max_steps,
+                        const vf* per_env, float* state, float* total) {
+    vf glob[MAX_GLOB];
     const int64_t G = S - N;
-    const float* lp = lpos + 3 * e;
     int64_t g = 0;
     for (int64_t n = 0; n < N; n++)
-        for (int k = 0; k < 3; k++) glob[g++] = dpos[3 * (e * N + n) + k] - lp[k];
+        for (int k = 0; k < 3; k++) glob[g++] = b->dp[n].v[k] - b->lp.v[k];
     for (int64_t n = 0; n < N; n++)
-        for (int k = 0; k < 3; k++) glob[g++] = dvel[3 * (e * N + n) + k];
+        for (int k = 0; k < 3; k++) glob[g++] = b->dv[n].v[k];
     for (int64_t n = 0; n < N; n++) {
-        rot6d(dquat + 4 * (e * N + n), glob + g);
+        rot6d(b->dq[n], glob + g);
         g += 6;
     }
     for (int64_t n = 0; n < N; n++)
-        for (int k = 0; k < 3; k++) glob[g++] = dw[3 * (e * N + n) + k];
-    for (int64_t n = 0; n < N; n++) glob[g++] = tension[e * N + n];
+        for (int k = 0; k < 3; k++) glob[g++] = b->dw[n].v[k];
+    for (int64_t n = 0; n < N; n++) glob[g++] = b->tension[n];
     for (int k = 0; k < FRAME_ENV; k++) glob[g++] = per_env[k];
-    glob[g++] = 1.0f - (float)episode_step[e] / max_steps;
+    glob[g++] = 1.0f - b->step / max_steps;
     if (fault)
-        for (int64_t n = 0; n < N; n++) glob[g++] = (float)failed[e * N + n];
-    float glob_sum = sum_f(glob, G), total = 0.0f;
-    for (int64_t n = 0; n < N; n++) {
-        float* row = state + (e * N + n) * S;
-        memcpy(row, glob, (size_t)G * sizeof(float));
-        for (int64_t i = 0; i < N; i++) row[G + i] = (float)(i == n);
-        total += glob_sum + 1.0f;
+        for (int64_t n = 0; n < N; n++) glob[g++] = bool_f(~b->alive[n]);
+    for (int i = 0; i < nv; i++) {
+        float row[MAX_GLOB];
+        for (int64_t j = 0; j < G; j++) row[j] = glob[j][i];
+        float glob_sum = hsum(copy_sum(row, row, G));
+        for (int64_t n = 0; n < N; n++) {
+            float* out = state + ((e0 + i) * N + n) * S;
+            memcpy(out, row, (size_t)G * sizeof(float));
+            for (int64_t j = 0; j < N; j++) out[G + j] = (float)(j == n);
+            total[i] += glob_sum + 1.0f;
+        }
     }
-    return total;
 }
 
 /* The state alone, every env (_state): for the observations after an auto-reset. */
@@ -147,17 +203,23 @@ void cable_load_state(int64_t E, int64_t N, int64_t S, int nthreads, const float
                       const uint8_t* failed, const int64_t* episode_step, float* state, const double* p) {
     const int fault = p[P_FAULT] != 0.0;
     const float max_steps = (float)p[P_MAX_STEPS];
+    const int64_t blocks = (E + W - 1) / W;
 #pragma omp parallel for num_threads(nthreads) schedule(static)
-    for (int64_t e = 0; e < E; e++) {
-        float per_env[FRAME_ENV];
-        load_terms(e, lpos, lquat, lvel, lw, goal_pos, goal_quat, per_env);
-        write_state(e, N, S, fault, max_steps, dpos, dquat, dvel, dw, lpos, tension, per_env, episode_step, failed,
-                    state);
+    for (int64_t blk = 0; blk < blocks; blk++) {
+        const int64_t e0 = blk * W;
+        const int nv = (int)(E - e0 < W ? E - e0 : W);
+        block b;
+        load_block(e0, nv, N, dpos, dquat, dvel, dw, lpos, lquat, lvel, lw, goal_pos, goal_quat, tension, failed,
+                   episode_step, &b);
+        vf per_env[FRAME_ENV];
+        float total[W] = {0};
+        load_terms(&b, per_env);
+        write_state(&b, e0, nv, N, S, fault, max_steps, per_env, state, total);
     }
 }
 
 void cable_load_post_physics(
-    int64_t E, int64_t N, int64_t H, int64_t F, int64_t S, int nthreads,
+    int64_t E, int64_t N, int64_t H, int64_t F_, int64_t S, int nthreads,
     const float* dpos, const float* dquat, const float* dvel, const float* dw,
     const float* lpos, const float* lquat, const float* lvel, const float* lw,
     const float* goal_pos, const float* goal_quat, const float* start_pos,
@@ -167,141 +229,166 @@ void cable_load_post_physics(
     const float* integ_in, float* integ_out,
     const uint8_t* failed, const int64_t* episode_step,
     const float* hist_in, float* hist_out,
-    const float* noise, const float* noise_std,
+    const float* noise, const int64_t* noise_key, const float* noise_std, /* [E, N, F] or a key (normal_pairs) */
     float* state, float* reward, float* terms, uint8_t* terminated, uint8_t* reasons, uint8_t* bad,
     const double* p)
 {
+    (void)F_; /* always F (native.py checks) */
     const float max_steps = (float)p[P_MAX_STEPS], lead = (float)p[P_LEAD], err_clip = (float)p[P_ERR_CLIP];
     const float leak = (float)p[P_LEAK], dt = (float)p[P_DT], int_limit = (float)p[P_INT_LIMIT];
     const int fault = p[P_FAULT] != 0.0;
     const float w_term = (float)p[P_W_TERM];
+    const float min_height = (float)p[P_MIN_HEIGHT], cos_tilt = (float)p[P_COS_TILT];
+    const float bounds_xy = (float)p[P_BOUNDS_XY], bounds_z = (float)p[P_BOUNDS_Z];
+    const float min_dist = (float)p[P_MIN_DIST], cable_dist = (float)p[P_CABLE_DIST];
     const float pi = 3.14159265358979323846f;
+    const vec3 r_c = const3(cable_attach);
+    const uint64_t key = noise_key ? (uint64_t)*noise_key : 0;
+    int noisy_pair[F / 2]; /* pairs of frame entries with some noise */
+    for (int q = 0; q < F / 2; q++) noisy_pair[q] = noise_std[2 * q] != 0.0f || noise_std[2 * q + 1] != 0.0f;
+    vu lane;
+    for (int i = 0; i < W; i++) lane[i] = (uint32_t)i;
+    const int64_t blocks = (E + W - 1) / W, HF = H * F;
 
 #pragma omp parallel for num_threads(nthreads) schedule(static)
-    for (int64_t e = 0; e < E; e++) {
-        const float* lp = lpos + 3 * e;
-        const float* lq = lquat + 4 * e;
-        const float* gq = goal_quat + 4 * e;
-        vec3 lpv = v3(lp), gpv = v3(goal_pos + 3 * e);
-        float total = 0.0f; /* the non-finite guard's sum over this env's observations and rewards */
+    for (int64_t blk = 0; blk < blocks; blk++) {
+        const int64_t e0 = blk * W;
+        const int nv = (int)(E - e0 < W ? E - e0 : W);
+        block b;
+        load_block(e0, nv, N, dpos, dquat, dvel, dw, lpos, lquat, lvel, lw, goal_pos, goal_quat, tension, failed,
+                   episode_step, &b);
+        const vec3 lpv = b.lp, gpv = b.gp, spv = ld3(start_pos + 3 * e0, 3, nv);
+        const vf* lq = b.lq;
+        const vf* gq = b.gq;
+        float total[W] = {0}; /* the non-finite guard's sum over each env's observations and rewards */
 
-        float per_env[FRAME_ENV];
-        load_terms(e, lpos, lquat, lvel, lw, goal_pos, goal_quat, per_env);
-        float lq_conj[4] = {lq[0], -lq[1], -lq[2], -lq[3]};
+        vf per_env[FRAME_ENV];
+        load_terms(&b, per_env);
+        vf lq_conj[4] = {lq[0], -lq[1], -lq[2], -lq[3]};
         vec3 gp_rel = sub(gpv, lpv);
 
         /* The goal carrot (_goal_carrot): the goal with its heading within `lead` of the load's. */
-        float yaw_err = remainder_pos(yaw(gq) - yaw(lq) + pi, 2 * pi) - pi;
-        float half = (clampf(yaw_err, -lead, lead) - yaw_err) / 2;
-        float turn[4] = {cosf(half), 0.0f, 0.0f, sinf(half)}, carrot[4];
+        vf yaw_err = remainder_pos(yaw(gq) - yaw(lq) + pi, 2 * pi) - pi;
+        vf half = (vclamp(yaw_err, splat(-lead), splat(lead)) - yaw_err) / 2;
+        vf turn[4] = {vcos(half), splat(0.0f), splat(0.0f), vsin(half)}, carrot[4];
         qmul(turn, gq, carrot);
 
-        /* Per MAV: positions, cable points (for the cable distances) and what every output reads. */
-        vec3 dp[MAX_MAVS], cable_top[MAX_MAVS], cable_seg[MAX_MAVS];
-        int alive[MAX_MAVS];
+        /* Per MAV: cable points (for the cable distances). */
+        vec3 cable_top[MAX_MAVS], cable_seg[MAX_MAVS];
         for (int64_t n = 0; n < N; n++) {
-            const int64_t en = e * N + n;
-            dp[n] = v3(dpos + 3 * en);
-            alive[n] = !failed[en];
-            cable_top[n] = add(dp[n], qrot(dquat + 4 * en, v3(cable_attach)));
-            cable_seg[n] = sub(add(lpv, qrot(lq, v3(attach + 3 * n))), cable_top[n]);
+            cable_top[n] = add(b.dp[n], qrot(b.dq[n], r_c));
+            cable_seg[n] = sub(add(lpv, qrot(lq, const3(attach + 3 * n))), cable_top[n]);
         }
 
         /* Observation frames, the history push and the attachment-error integral. */
+        vf frame[MAX_MAVS][F];
         for (int64_t n = 0; n < N; n++) {
-            const int64_t en = e * N + n;
-            const float* q = dquat + 4 * en;
-            vec3 att = v3(attach + 3 * n);
+            const int64_t en = e0 * N + n;
+            vec3 att = const3(attach + 3 * n);
             vec3 err = sub(add(gpv, qrot(carrot, att)), add(lpv, qrot(lq, att)));
-            vec3 slot = add(gpv, qrot(carrot, v3(nominal + 3 * n)));
-            float frame[64];
-            memcpy(frame, per_env, sizeof per_env);
-            float* m = frame + FRAME_ENV;
+            vec3 slot = add(gpv, qrot(carrot, const3(nominal + 3 * n)));
+            vf* fr = frame[n];
+            for (int k = 0; k < FRAME_ENV; k++) fr[k] = per_env[k];
+            vf* m = fr + FRAME_ENV;
             for (int k = 0; k < 3; k++) {
-                float i = leak * integ_in[3 * en + k] + dt * clampf(err.v[k], -err_clip, err_clip);
-                integ_out[3 * en + k] = clampf(i, -int_limit, int_limit);
-                m[k] = dp[n].v[k] - lp[k];
-                m[3 + k] = dvel[3 * en + k];
-                m[12 + k] = dw[3 * en + k];
+                vf i = leak * ld(integ_in + 3 * en + k, 3 * N, nv) + dt * vclamp(err.v[k], splat(-err_clip), splat(err_clip));
+                vf io = vclamp(i, splat(-int_limit), splat(int_limit));
+                st(integ_out + 3 * en + k, 3 * N, nv, io);
+                m[k] = b.dp[n].v[k] - lpv.v[k];
+                m[3 + k] = b.dv[n].v[k];
+                m[12 + k] = b.dw[n].v[k];
                 m[15 + k] = att.v[k];
-                m[18 + k] = slot.v[k] - dp[n].v[k];
-                m[21 + k] = integ_out[3 * en + k];
+                m[18 + k] = slot.v[k] - b.dp[n].v[k];
+                m[21 + k] = io;
             }
-            rot6d(q, m + 6);
-            for (int k = 0; k < A; k++) m[24 + k] = last_action[A * en + k];
-            const float* old = hist_in + en * H * F;
-            float* out = hist_out + en * H * F;
-            memcpy(out, old + F, (size_t)((H - 1) * F) * sizeof(float));
-            float* newest = out + (H - 1) * F;
-            if (noise)
-                for (int64_t j = 0; j < F; j++) newest[j] = frame[j] + noise[en * F + j] * noise_std[j];
-            else
-                memcpy(newest, frame, (size_t)F * sizeof(float));
-            total += sum_f(out, H * F);
+            rot6d(b.dq[n], m + 6);
+            for (int k = 0; k < A; k++) m[24 + k] = ld(last_action + A * en + k, A * N, nv);
+            if (noise_key) {
+                /* Row en's entries 2q and 2q + 1 are numbers of pair en F / 2 + q: native.normal's for this key. */
+                const vu row = (lane + (uint32_t)e0) * (uint32_t)N + (uint32_t)n;
+                for (int q = 0; q < F / 2; q++) {
+                    if (!noisy_pair[q]) continue;
+                    vf z0, z1;
+                    normal_pairs(row * (uint32_t)(F / 2) + (uint32_t)q, key, &z0, &z1);
+                    fr[2 * q] = fr[2 * q] + z0 * noise_std[2 * q];
+                    fr[2 * q + 1] = fr[2 * q + 1] + z1 * noise_std[2 * q + 1];
+                }
+            } else if (noise) {
+                for (int j = 0; j < F; j++) fr[j] = fr[j] + ld(noise + en * F + j, N * F, nv) * noise_std[j];
+            }
         }
+        for (int i = 0; i < nv; i++)
+            for (int64_t n = 0; n < N; n++) {
+                const int64_t en = (e0 + i) * N + n;
+                const float* old = hist_in + en * HF;
+                float* out = hist_out + en * HF;
+                vf sum = copy_sum(out, old + F, HF - F);
+                float* newest = out + HF - F;
+                for (int j = 0; j < F; j++) newest[j] = frame[n][j][i];
+                total[i] += hsum(copy_sum(newest, newest, F) + sum);
+            }
 
-        total += write_state(e, N, S, fault, max_steps, dpos, dquat, dvel, dw, lpos, tension, per_env, episode_step,
-                             failed, state);
+        write_state(&b, e0, nv, N, S, fault, max_steps, per_env, state, total);
 
         /* Terminations (_terminations). */
-        int finite = isfinite(lp[0]) && isfinite(lp[1]) && isfinite(lp[2]);
-        int crash = 0, too_close = 0, cable_hit = 0, mav_out = 0;
+        vi ok = finite(lpv.v[0]) & finite(lpv.v[1]) & finite(lpv.v[2]);
+        vi none = splat(0.0f) != 0.0f;
+        vi crash = none, too_close = none, cable_hit = none, mav_out = none;
         for (int64_t n = 0; n < N; n++) {
-            const float* q = dquat + 4 * (e * N + n);
-            finite = finite && isfinite(dp[n].v[0]) && isfinite(dp[n].v[1]) && isfinite(dp[n].v[2]);
-            float tilt_cos = 1 - 2 * (q[1] * q[1] + q[2] * q[2]);
-            crash |= ((dp[n].v[2] < (float)p[P_MIN_HEIGHT]) | (tilt_cos < (float)p[P_COS_TILT])) & alive[n];
-            vec3 rel = sub(dp[n], v3(start_pos + 3 * e));
-            int out = (fabsf(rel.v[0]) > (float)p[P_BOUNDS_XY]) | (fabsf(rel.v[1]) > (float)p[P_BOUNDS_XY]) |
-                      (fabsf(rel.v[2]) > (float)p[P_BOUNDS_Z]);
-            mav_out |= out & alive[n];
+            const vf* q = b.dq[n];
+            const vec3 dp = b.dp[n];
+            ok = ok & finite(dp.v[0]) & finite(dp.v[1]) & finite(dp.v[2]);
+            vf tilt_cos = 1 - 2 * (q[1] * q[1] + q[2] * q[2]);
+            crash |= ((dp.v[2] < min_height) | (tilt_cos < cos_tilt)) & b.alive[n];
+            vec3 rel = sub(dp, spv);
+            vi out = (vabs(rel.v[0]) > bounds_xy) | (vabs(rel.v[1]) > bounds_xy) | (vabs(rel.v[2]) > bounds_z);
+            mav_out |= out & b.alive[n];
             for (int64_t j = 0; j < N; j++) {
-                if (j == n || !alive[n] || !alive[j]) continue;
-                too_close |= norm3(sub(dp[n], dp[j])) < (float)p[P_MIN_DIST];
-                vec3 seg = cable_seg[j], r = sub(dp[n], cable_top[j]);
-                float t = clampf(dot(r, seg) / fmaxf(dot(seg, seg), 1e-9f), 0.0f, 1.0f);
+                if (j == n) continue;
+                vi both = b.alive[n] & b.alive[j];
+                too_close |= (norm3(sub(dp, b.dp[j])) < min_dist) & both;
+                vec3 seg = cable_seg[j], r = sub(dp, cable_top[j]);
+                vf t = vclamp(dot(r, seg) / vmax(dot(seg, seg), splat(1e-9f)), splat(0.0f), splat(1.0f));
                 vec3 off = {{r.v[0] - t * seg.v[0], r.v[1] - t * seg.v[1], r.v[2] - t * seg.v[2]}};
-                cable_hit |= norm3(off) < (float)p[P_CABLE_DIST];
+                cable_hit |= (norm3(off) < cable_dist) & both;
             }
         }
-        crash |= !finite;
-        int load_ground = lp[2] - (float)p[P_LOAD_HALF] < (float)p[P_CLEARANCE];
-        vec3 lrel = sub(lpv, v3(start_pos + 3 * e));
-        int load_out = (fabsf(lrel.v[0]) > (float)p[P_BOUNDS_XY]) | (fabsf(lrel.v[1]) > (float)p[P_BOUNDS_XY]) |
-                       (fabsf(lrel.v[2]) > (float)p[P_BOUNDS_Z]);
-        int out_of_bounds = mav_out | load_out;
-        int term = crash | load_ground | too_close | cable_hit | out_of_bounds;
-        reasons[0 * E + e] = (uint8_t)crash;
-        reasons[1 * E + e] = (uint8_t)load_ground;
-        reasons[2 * E + e] = (uint8_t)too_close;
-        reasons[3 * E + e] = (uint8_t)cable_hit;
-        reasons[4 * E + e] = (uint8_t)out_of_bounds;
+        crash |= ~ok;
+        vi load_ground = lpv.v[2] - (float)p[P_LOAD_HALF] < (float)p[P_CLEARANCE];
+        vec3 lrel = sub(lpv, spv);
+        vi load_out = (vabs(lrel.v[0]) > bounds_xy) | (vabs(lrel.v[1]) > bounds_xy) | (vabs(lrel.v[2]) > bounds_z);
+        vi out_of_bounds = mav_out | load_out;
+        vi term = crash | load_ground | too_close | cable_hit | out_of_bounds;
+        const vi why[5] = {crash, load_ground, too_close, cable_hit, out_of_bounds};
+        for (int k = 0; k < 5; k++)
+            for (int i = 0; i < nv; i++) reasons[k * E + e0 + i] = (uint8_t)(why[k][i] != 0);
 
         /* Rewards (_rewards): raw terms times their weights, summed in the config's order. */
-        float pos_err = norm3(gp_rel);
-        float dq = fminf(fabsf(lq[0] * gq[0] + lq[1] * gq[1] + lq[2] * gq[2] + lq[3] * gq[3]), 1.0f);
-        float ori_err = 2.0f * acosf(dq);
-        float w_pos = (float)p[P_W_POS] * expf(-pos_err / (float)p[P_POS_SIGMA]);
-        float w_ori = (float)p[P_W_ORI] * expf(-ori_err / (float)p[P_ORI_SIGMA]);
-        float w_end = w_term * (float)term;
-        float sums[7] = {0, 0, 0, 0, 0, 0, 0};
-        float rew[MAX_MAVS];
+        vf pos_err = norm3(gp_rel);
+        vf dq = vmin(vabs(lq[0] * gq[0] + lq[1] * gq[1] + lq[2] * gq[2] + lq[3] * gq[3]), splat(1.0f));
+        vf ori_err = 2.0f * vacos(dq);
+        vf w_pos = (float)p[P_W_POS] * vexp(-pos_err / (float)p[P_POS_SIGMA]);
+        vf w_ori = (float)p[P_W_ORI] * vexp(-ori_err / (float)p[P_ORI_SIGMA]);
+        vf w_end = w_term * bool_f(term);
+        vf sums[7] = {splat(0), splat(0), splat(0), splat(0), splat(0), splat(0), splat(0)};
+        vf rew[MAX_MAVS], rew_total = splat(0.0f);
         for (int64_t n = 0; n < N; n++) {
-            const int64_t en = e * N + n;
-            float smooth = 0.0f, rate = 0.0f, form = 0.0f;
+            const int64_t en = e0 * N + n;
+            vf smooth = splat(0.0f), rate = splat(0.0f), form = splat(0.0f);
             for (int k = 0; k < A; k++) {
-                float d = last_action[A * en + k] - prev_action[A * en + k];
+                vf d = ld(last_action + A * en + k, A * N, nv) - ld(prev_action + A * en + k, A * N, nv);
                 smooth += d * d;
             }
-            for (int k = 0; k < 3; k++) rate += dw[3 * en + k] * dw[3 * en + k];
-            float c = (tension[en] - hover_tension[en]) / hover_tension[en];
-            vec3 off = qrot(lq_conj, sub(dp[n], lpv));
+            for (int k = 0; k < 3; k++) rate += b.dw[n].v[k] * b.dw[n].v[k];
+            vf hover = ld(hover_tension + en, N, nv);
+            vf c = (b.tension[n] - hover) / hover;
+            vec3 off = qrot(lq_conj, sub(b.dp[n], lpv));
             for (int k = 0; k < 3; k++) {
-                float d = off.v[k] - formation_offset[3 * en + k];
+                vf d = off.v[k] - ld(formation_offset + 3 * en + k, 3 * N, nv);
                 form += d * d;
             }
-            float live = (fault && !alive[n]) ? 0.0f : 1.0f;
-            float w[7] = {
+            vf live = fault ? bool_f(b.alive[n]) : splat(1.0f);
+            vf w[7] = {
                 w_pos, w_ori,
                 (float)p[P_W_SMOOTH] * (smooth * live),
                 (float)p[P_W_RATE] * (rate * live),
@@ -309,17 +396,21 @@ void cable_load_post_physics(
                 (float)p[P_W_FORM] * (form * live),
                 w_end,
             };
-            float r = 0.0f;
+            vf r = splat(0.0f);
             for (int k = 0; k < 7; k++) { r += w[k]; sums[k] += w[k]; }
             rew[n] = r;
-            total += r;
+            rew_total += r;
         }
 
         /* The non-finite guard (MultiAgentEnv._post_physics): such an env ends now, rewarded 0. */
-        int is_bad = !isfinite(total);
-        for (int64_t n = 0; n < N; n++) reward[e * N + n] = is_bad ? 0.0f : rew[n];
-        for (int k = 0; k < 7; k++) terms[k * E + e] = is_bad ? 0.0f : sums[k] / (float)N;
-        terminated[e] = (uint8_t)(term | is_bad);
-        bad[e] = (uint8_t)is_bad;
+        vf tot;
+        for (int i = 0; i < W; i++) tot[i] = total[i];
+        vi is_bad = ~finite(tot + rew_total);
+        for (int64_t n = 0; n < N; n++) st(reward + e0 * N + n, N, nv, sel(is_bad, splat(0.0f), rew[n]));
+        for (int k = 0; k < 7; k++) st(terms + k * E + e0, 1, nv, sel(is_bad, splat(0.0f), sums[k] / (float)N));
+        for (int i = 0; i < nv; i++) {
+            terminated[e0 + i] = (uint8_t)((term[i] | is_bad[i]) != 0);
+            bad[e0 + i] = (uint8_t)(is_bad[i] != 0);
+        }
     }
 }
