@@ -188,6 +188,28 @@ def test_native_pass_equals_torch_on_every_termination_and_the_guard() -> None:
     assert (out[1][GROUP][6] == 0).all()
 
 
+@pytest.mark.parametrize("overrides", [{}, {"randomization": {"enabled": False}}])
+def test_native_apply_actions_equals_torch(overrides: dict) -> None:
+    """Clamp, delay (a per-env delay of 0 or 1 steps; none without randomisation) and scale, as the torch
+    _apply_actions, over a few steps with actions beyond [-1, 1] and a NaN."""
+    env = _native_env(**overrides)
+    env.reset()
+    if env.delay.max_delay:
+        assert 0 < int(env.delay.delay.sum()) < env.num_envs  # both delays present
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(4):
+        act = torch.randn(env.num_envs, env.n, 5, generator=gen) * 1.5
+        act[0, 0, 2] = math.nan
+        before = (env.last_action, env.delay.buf.clone())
+        env._apply_actions({GROUP: act})
+        native_out = (env.prev_action, env.last_action, env.cmd, env.delay.buf)
+        env.last_action, env.delay.buf = before
+        CableLoadEnv._apply_actions(env, {GROUP: act})
+        torch_out = (env.prev_action, env.last_action, env.cmd, env.delay.buf)
+        for a, b in zip(native_out, torch_out, strict=True):
+            assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+
+
 def test_native_state_equals_torch() -> None:
     env = _native_env(fault={"enabled": True, "time_range": (0.0, 0.05)})
     env.reset()

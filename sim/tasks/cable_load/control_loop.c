@@ -10,6 +10,7 @@
  * Layouts: contiguous float32 arrays; E envs, N MAVs, R rotors. State arrays are read and written in place.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "simd.h"
 
@@ -331,5 +332,30 @@ void cable_load_control_loop(
         st3(lw + 3 * e0, 3, nv, l.w);
         for (int k = 0; k < 4; k++) st(lquat + 4 * e0 + k, 4, nv, l.quat[k]);
         st(time + e0, 1, nv, t);
+    }
+}
+
+/* CableLoadEnv._apply_actions: the actions clamped to [-1, 1] (the new last action), pushed into the delay buffer
+ * (DelayBuffer.push: newest first) and the command of `delay[e]` steps ago, scaled. With D = 1 (no delay buffer)
+ * buf_in and buf_out are NULL. */
+void cable_load_apply_actions(int64_t E, int64_t NA, int64_t D, int nthreads, /* NA = N * 5 */
+                              const float* act, const float* buf_in, float* buf_out, const int64_t* delay,
+                              const float* scale, float* last_action, float* cmd) {
+#pragma omp parallel for num_threads(nthreads) schedule(static)
+    for (int64_t e = 0; e < E; e++) {
+        const float* a = act + e * NA;
+        float* last = last_action + e * NA;
+        for (int64_t j = 0; j < NA; j++) {
+            const float x = a[j];
+            last[j] = x < -1.0f ? -1.0f : (x > 1.0f ? 1.0f : x);
+        }
+        const float* src = last;
+        if (buf_out) {
+            float* out = buf_out + e * D * NA;
+            memcpy(out, last, (size_t)NA * sizeof(float));
+            memcpy(out + NA, buf_in + e * D * NA, (size_t)((D - 1) * NA) * sizeof(float));
+            src = out + delay[e] * NA;
+        }
+        for (int64_t j = 0; j < NA; j++) cmd[e * NA + j] = src[j] * scale[j % 5];
     }
 }

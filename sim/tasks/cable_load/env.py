@@ -307,6 +307,7 @@ class CableLoadEnv(MultiAgentEnv):
                 raise ValueError(f"cable_load: cpu_kernels='native' cannot run here: {found}")
             return
         self._advance, self._evaluate = found
+        self._apply_actions = self._advance.apply_actions
         self._native_state = self._evaluate.state
         self._after_reset = self._native_observations_after_reset
         if self._evaluate.draws_noise:

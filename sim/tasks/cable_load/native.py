@@ -30,6 +30,7 @@ MAX_ROTORS = 8
 FRAME_SIZE = 50  # the policy frame post_physics.c writes (env._policy_terms)
 REWARD_TERMS = ("position", "orientation", "action_smoothness", "body_rate", "cable_force", "formation", "termination")
 GROUND_FRICTION = 0.5  # sim.physics.components.ground_contact's default (the C file takes it as a parameter)
+GROUP = "mavs"
 REASONS = ("crash", "load_ground", "drone_proximity", "cable_proximity", "out_of_bounds")
 
 
@@ -66,7 +67,9 @@ class NativeControlLoop:
     def __init__(self, env: CableLoadEnv, lib: ctypes.CDLL) -> None:
         self.env = env
         self.fn = lib.cable_load_control_loop
-        self.fn.restype = None
+        self.apply_fn = lib.cable_load_apply_actions
+        self.fn.restype = self.apply_fn.restype = None
+        self.scale = env.action_scale.float().contiguous()
         cfg, ctrl, rotors = env.cfg, env.indi_components, env.indi_components.rotors
         released = cfg.fault.enabled and cfg.fault.cable == "released"
         # The order of control_loop.c's enum C_*.
@@ -80,6 +83,23 @@ class NativeControlLoop:
             *(x for row in rotors.allocation for x in row), *(x for row in rotors.allocation_pinv for x in row),
         )  # fmt: skip
         self.params = (ctypes.c_double * len(params))(*params)
+
+    def apply_actions(self, actions: dict[str, Tensor]) -> None:
+        """``env._apply_actions`` in one pass: clamp, delay, scale."""
+        env = self.env
+        act = actions[GROUP].contiguous()
+        E, N, A = act.shape
+        last, cmd = torch.empty_like(act), torch.empty_like(act)
+        delay = env.delay
+        buf = torch.empty_like(delay.buf) if delay.max_delay > 0 else None
+        inputs = [act, delay.buf.contiguous() if buf is not None else None, buf, delay.delay.contiguous()]
+        self.apply_fn(
+            *(ctypes.c_int64(x) for x in (E, N * A, delay.max_delay + 1)), ctypes.c_int(native.threads()),
+            *map(native.ptr, inputs), native.ptr(self.scale), native.ptr(last), native.ptr(cmd),
+        )  # fmt: skip
+        if buf is not None:
+            delay.buf = buf
+        env.prev_action, env.last_action, env.cmd = env.last_action, last, cmd
 
     def __call__(self) -> None:
         env, indi = self.env, self.env.indi
