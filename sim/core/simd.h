@@ -117,6 +117,18 @@ static inline void normal_pairs(vu pair, uint64_t key, vf* z0, vf* z1) {
 /* Loads and stores of one quantity for the lanes of a block: lane i is element base[i * stride], for the first n
  * lanes (the block's envs); the other lanes repeat lane n - 1, so they hold finite values and are never stored. */
 static inline vf ld(const float* base, int64_t stride, int n) {
+#if W == 16
+    if (n == W) {
+        const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                               _mm512_set1_epi32((int)stride));
+        return (vf)_mm512_i32gather_ps(idx, base, 4);
+    }
+#elif W == 8
+    if (n == W) {
+        const __m256i idx = _mm256_mullo_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set1_epi32((int)stride));
+        return (vf)_mm256_i32gather_ps(base, idx, 4);
+    }
+#endif
     vf r;
     for (int i = 0; i < W; i++) r[i] = base[(i < n ? i : n - 1) * stride];
     return r;
@@ -127,6 +139,14 @@ static inline vi ld_i64(const int64_t* base, int64_t stride, int n) {
     return r;
 }
 static inline void st(float* base, int64_t stride, int n, vf v) {
+#if W == 16
+    if (n == W) {
+        const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                               _mm512_set1_epi32((int)stride));
+        _mm512_i32scatter_ps(base, idx, (__m512)v, 4);
+        return;
+    }
+#endif
     for (int i = 0; i < n; i++) base[i * stride] = v[i];
 }
 
