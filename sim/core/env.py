@@ -722,11 +722,12 @@ class MultiAgentEnv(ABC):
         count = weight.sum()
         inv = 1.0 / count.clamp(min=1.0)
 
-        def mean(x: Tensor) -> Tensor:  # x [num_envs, ...]: trailing axes (e.g. agents) averaged first
-            return (x.float().reshape(self.num_envs, -1).mean(-1) * weight).sum() * inv
+        def means(xs: list[Tensor]) -> list[Tensor]:
+            return list((self._per_env_rows(xs) @ weight * inv).unbind(0))
 
-        metrics = {key: mean(value) for key, value in self._episode_metrics_per_env().items()}
-        return self._episode_means(mean, count, reasons, truncated, metrics)
+        per_env = self._episode_metrics_per_env()
+        metrics = dict(zip(per_env, means(list(per_env.values())), strict=True))
+        return self._episode_means(means, count, reasons, truncated, metrics)
 
     def _check_actions(self, actions: dict[str, Tensor]) -> dict[str, Tensor]:
         """ValueError on a wrong key set, shape, dtype, device or a NaN/inf; counts actions outside [-1, 1].
@@ -861,28 +862,38 @@ class MultiAgentEnv(ABC):
         """Means over the episodes ``ids`` that ended this step (``info["episode"]``)."""
         count = torch.tensor(float(ids.numel()), device=self.device)
         metrics = self._episode_metrics(ids)
-        return self._episode_means(lambda x: x[ids].float().mean(), count, reasons, truncated, metrics)
+        return self._episode_means(
+            lambda xs: list(self._per_env_rows(xs).index_select(1, ids).mean(1).unbind(0)),
+            count,
+            reasons,
+            truncated,
+            metrics,
+        )
+
+    def _per_env_rows(self, xs: list[Tensor]) -> Tensor:
+        """``xs`` (each ``[num_envs, ...]``, any dtype) as one float ``[len(xs), num_envs]``, trailing axes (e.g.
+        agents) averaged: the episode statistics take their means in one op each, not a few per statistic."""
+        return torch.stack([x.float() if x.dim() == 1 else x.float().reshape(self.num_envs, -1).mean(-1) for x in xs])
 
     def _episode_means(
         self,
-        mean: Callable[[Tensor], Tensor],
+        means: Callable[[list[Tensor]], list[Tensor]],
         count: Tensor,
         reasons: dict[str, Tensor],
         truncated: Tensor,
         metrics: dict[str, Tensor],
     ) -> dict[str, Tensor]:
-        """``info["episode"]`` from ``mean`` (per-env tensor -> the mean over the ended episodes), their ``count``
-        and the task's ``metrics`` (already means): one layout for indexed and masked resets."""
-        stats = {
-            "return": mean(self._ep_return),
-            "length": mean(self.episode_step),
-            "count": count,
-            "termination/time_out": mean(truncated),
+        """``info["episode"]`` from ``means`` (per-env tensors -> their means over the ended episodes), their
+        ``count`` and the task's ``metrics`` (already means): one layout for indexed and masked resets."""
+        per_env = {
+            "return": self._ep_return,
+            "length": self.episode_step,
+            "termination/time_out": truncated,
+            **{f"reward/{key}": buf for key, buf in self._ep_terms.items()},
+            **{f"termination/{key}": flag for key, flag in reasons.items()},
         }
-        for key, buf in self._ep_terms.items():
-            stats[f"reward/{key}"] = mean(buf)
-        for key, flag in reasons.items():
-            stats[f"termination/{key}"] = mean(flag)
+        stats = dict(zip(per_env, means(list(per_env.values())), strict=True))
+        stats["count"] = count
         stats.update(metrics)
         return stats
 
@@ -890,7 +901,11 @@ class MultiAgentEnv(ABC):
         """Task metrics at the end of the episodes ``env_ids`` (before reset): the means of
         :meth:`_episode_metrics_per_env` over them. A task may override this instead (e.g. to record
         results as a side effect); it then cannot use :attr:`masked_resets`."""
-        return {key: value[env_ids].float().mean() for key, value in self._episode_metrics_per_env().items()}
+        per_env = self._episode_metrics_per_env()
+        if not per_env:
+            return {}
+        means = self._per_env_rows(list(per_env.values())).index_select(1, env_ids).mean(1)
+        return dict(zip(per_env, means, strict=True))
 
     def _episode_metrics_per_env(self) -> dict[str, Tensor]:
         """Task metrics of every env's current state, ``name -> [num_envs, ...]`` (trailing axes, e.g.
