@@ -12,6 +12,7 @@ import torch
 import sim
 from sim.core import native
 from sim.core.env import MultiAgentEnv
+from sim.physics.quaternion import quat_angle_between
 from sim.tasks.cable_load.env import CableLoadEnv
 from sim.tasks.cable_load.native import REASONS, NativeControlLoop, NativePostPhysics
 
@@ -208,6 +209,35 @@ def test_native_apply_actions_equals_torch(overrides: dict) -> None:
         torch_out = (env.prev_action, env.last_action, env.cmd, env.delay.buf)
         for a, b in zip(native_out, torch_out, strict=True):
             assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+
+
+@pytest.mark.parametrize("compile", [False, True])
+def test_errors_come_from_the_pass_until_the_state_changes(compile: bool) -> None:
+    """env.errors() (the step's metrics, the episode statistics) reuses the pass's position and orientation errors
+    while the load and goal tensors are the ones it read, unwritten; after a reset (in place, eager or compiled) or
+    a control loop (new tensors) it computes them again."""
+    env = _native_env(num_envs=16, compile=compile)
+    env.reset()
+
+    gen = torch.Generator().manual_seed(2)
+    env.step(env.sample_actions(gen))
+    cached = env._evaluate.cached_errors()
+    assert cached is not None and env.errors() is cached
+    for got, ref in zip(cached, _recompute(env), strict=True):
+        torch.testing.assert_close(got, ref, atol=1e-6, rtol=1e-5)
+    env._reset_all_idx(torch.tensor([2, 5]))
+    assert env._evaluate.cached_errors() is None
+    for got, ref in zip(env.errors(), _recompute(env), strict=True):
+        assert torch.equal(got, ref)
+    env.step(env.sample_actions(gen))
+    assert env._evaluate.cached_errors() is not None
+    env._advance()
+    assert env._evaluate.cached_errors() is None
+
+
+def _recompute(env) -> tuple[torch.Tensor, torch.Tensor]:
+    pos = torch.linalg.vector_norm(env.goal_pos - env.load.pos, dim=-1)
+    return pos, quat_angle_between(env.load.quat, env.goal_quat)
 
 
 def test_native_state_equals_torch() -> None:

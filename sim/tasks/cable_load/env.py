@@ -299,6 +299,7 @@ class CableLoadEnv(MultiAgentEnv):
         # for state_snapshot).
         self._step_noise: Callable[[torch.Size], Tensor] = self._randn
         self._after_reset: Callable[[], Obs] = super()._observations_after_reset
+        self._cached_errors: Callable[[], tuple[Tensor, Tensor] | None] = self._no_cached_errors
         if choice == "torch":
             return
         found = native_kernels(self)
@@ -309,6 +310,7 @@ class CableLoadEnv(MultiAgentEnv):
         self._advance, self._evaluate = found
         self._apply_actions = self._advance.apply_actions
         self._native_state = self._evaluate.state
+        self._cached_errors = self._evaluate.cached_errors
         self._after_reset = self._native_observations_after_reset
         if self._evaluate.draws_noise:
             self._step_noise = self._noise_key
@@ -818,8 +820,18 @@ class CableLoadEnv(MultiAgentEnv):
     # ----------------------------------------------------------------- rewards and terminations
     def errors(self) -> tuple[Tensor, Tensor]:
         """Load position error (m) and orientation error (rad) to the goal, each ``[E]``."""
+        cached = self._cached_errors()
+        if cached is not None:
+            return cached
         pos_err = torch.linalg.vector_norm(self.goal_pos - self.load.pos, dim=-1)
         return pos_err, quat_angle_between(self.load.quat, self.goal_quat)
+
+    def _no_cached_errors(self) -> None:
+        return None
+
+    def error_inputs(self) -> tuple[Tensor, ...]:
+        """The tensors :meth:`errors` reads."""
+        return self.goal_pos, self.load.pos, self.load.quat, self.goal_quat
 
     def step_metrics(self) -> dict[str, Tensor]:
         """Evaluation metrics now, each ``[E]``: load position error ``pos_err_m`` (m), orientation

@@ -231,6 +231,7 @@ void cable_load_post_physics(
     const float* hist_in, float* hist_out,
     const float* noise, const int64_t* noise_key, const float* noise_std, /* [E, N, F] or a key (normal_pairs) */
     float* state, float* reward, float* terms, uint8_t* terminated, uint8_t* reasons, uint8_t* bad,
+    float* errors, /* [2, E]: the load's position (m) and orientation (rad) errors, CableLoadEnv.errors() */
     const double* p)
 {
     (void)F_; /* always F (native.py checks) */
@@ -367,6 +368,8 @@ void cable_load_post_physics(
         vf pos_err = norm3(gp_rel);
         vf dq = vmin(vabs(lq[0] * gq[0] + lq[1] * gq[1] + lq[2] * gq[2] + lq[3] * gq[3]), splat(1.0f));
         vf ori_err = 2.0f * vacos(dq);
+        st(errors + e0, 1, nv, pos_err);
+        st(errors + E + e0, 1, nv, ori_err);
         vf w_pos = (float)p[P_W_POS] * vexp(-pos_err / (float)p[P_POS_SIGMA]);
         vf w_ori = (float)p[P_W_ORI] * vexp(-ori_err / (float)p[P_ORI_SIGMA]);
         vf w_end = w_term * bool_f(term);
