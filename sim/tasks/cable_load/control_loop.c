@@ -7,7 +7,7 @@
  * this file (tests/test_cable_load_native.py). Each vector lane is one env (sim/core/simd.h): a block's state
  * is gathered once, advanced through the whole loop, and scattered back, and every branch is a per-lane select.
  *
- * Layouts: contiguous float32 arrays; E envs, N MAVs, R rotors. State arrays are read and written in place.
+ * Layouts: contiguous float32 arrays; E envs, N MAVs, R rotors.
  */
 #include <stdint.h>
 #include <string.h>
@@ -27,6 +27,9 @@ enum {
     C_STIFFNESS = C_CABLE_ATTACH + 3, C_DAMPING, C_RELEASED, C_DIST_ON, C_DIST_PERIOD, C_MAV_RADIUS, C_LOAD_RADIUS,
     C_FRICTION, C_ALLOC, /* 4 * R, then the pseudo-inverse R * 4 */
 };
+
+/* The state the loop advances, read from its input arrays and written to these outputs (new arrays, or the same). */
+enum OUT { O_DPOS, O_DQUAT, O_DVEL, O_DW, O_LPOS, O_LQUAT, O_LVEL, O_LW, O_ROTOR_SPEED, O_TENSION_OUT, O_SPEC_FORCE_F, O_THRUST_F, O_TORQUE_F, O_ANG_ACC_F, O_PREV_VEL, O_PREV_W, O_TIME };
 
 typedef struct { vf x, y, z; } v3;
 typedef struct { vf m[3][3]; } m3;
@@ -112,19 +115,20 @@ static inline void st3(float* base, int64_t stride, int nv, v3 v) {
 
 void cable_load_control_loop(
     int64_t E, int64_t N, int64_t R, int nthreads,
-    float* dpos, float* dquat, float* dvel, float* dw,          /* [E, N, 3 / 4] */
-    float* lpos, float* lquat, float* lvel, float* lw,          /* [E, 3 / 4] */
-    float* rotor_speed, float* tension_out,                     /* [E, N, R], [E, N] */
-    float* spec_force_f, float* thrust_f, float* torque_f, float* ang_acc_f, /* INDI memory [E, N, 3], [E, N] */
-    float* prev_vel, float* prev_w, const float* yaw_ref,      /* [E, N, 3], [E, N, 3], [E, N] */
+    const float* dpos, const float* dquat, const float* dvel, const float* dw,  /* [E, N, 3 / 4] */
+    const float* lpos, const float* lquat, const float* lvel, const float* lw,  /* [E, 3 / 4] */
+    const float* rotor_speed, const float* tension_out,                         /* [E, N, R], [E, N] */
+    const float* spec_force_f, const float* thrust_f, const float* torque_f, const float* ang_acc_f, /* INDI memory */
+    const float* prev_vel, const float* prev_w, const float* yaw_ref,      /* [E, N, 3], [E, N, 3], [E, N] */
     const float* cmd,                                           /* [E, N, 5] scaled, delayed command */
     const float* decay, const float* thrust_scale, const float* mav_mass, const float* mav_inertia, /* [E,N,1/3] */
     const float* speed_max, const float* cable_length,          /* [E, N, 1], [E, N] */
     const float* load_mass, const float* load_inertia,          /* [E], [E, 3] */
     const float* attach,                                        /* [N, 3] */
-    float* time, const float* fault_time, const int64_t* fault_agent, /* [E] */
+    const float* time, const float* fault_time, const int64_t* fault_agent, /* [E] */
     uint8_t* failed_out,                                        /* [E, N] */
     const float* dist_amp, const float* dist_phase,             /* [E, 3], [E] */
+    float* const* out,  /* where the advanced state goes: the arrays above from dpos to time, in OUT's order */
     const double* p)
 {
     const int decimation = (int)p[C_DECIMATION], substeps = (int)p[C_SUBSTEPS];
@@ -311,27 +315,27 @@ void cable_load_control_loop(
 
         for (int64_t n = 0; n < N; n++) {
             const int64_t en = e0 * N + n;
-            st3(dpos + 3 * en, s3, nv, d[n].pos);
-            st3(dvel + 3 * en, s3, nv, d[n].vel);
-            st3(dw + 3 * en, s3, nv, d[n].w);
-            for (int k = 0; k < 4; k++) st(dquat + 4 * en + k, s4, nv, d[n].quat[k]);
-            for (int r = 0; r < R; r++) st(rotor_speed + R * en + r, sR, nv, speed[n][r]);
-            st(tension_out + en, N, nv, tension[n]);
+            st3(out[O_DPOS] + 3 * en, s3, nv, d[n].pos);
+            st3(out[O_DVEL] + 3 * en, s3, nv, d[n].vel);
+            st3(out[O_DW] + 3 * en, s3, nv, d[n].w);
+            for (int k = 0; k < 4; k++) st(out[O_DQUAT] + 4 * en + k, s4, nv, d[n].quat[k]);
+            for (int r = 0; r < R; r++) st(out[O_ROTOR_SPEED] + R * en + r, sR, nv, speed[n][r]);
+            st(out[O_TENSION_OUT] + en, N, nv, tension[n]);
             for (int k = 0; k < 3; k++) {
-                st(spec_force_f + 3 * en + k, s3, nv, sf[n][k]);
-                st(torque_f + 3 * en + k, s3, nv, tq[n][k]);
-                st(ang_acc_f + 3 * en + k, s3, nv, aa[n][k]);
-                st(prev_vel + 3 * en + k, s3, nv, pv[n][k]);
-                st(prev_w + 3 * en + k, s3, nv, pw[n][k]);
+                st(out[O_SPEC_FORCE_F] + 3 * en + k, s3, nv, sf[n][k]);
+                st(out[O_TORQUE_F] + 3 * en + k, s3, nv, tq[n][k]);
+                st(out[O_ANG_ACC_F] + 3 * en + k, s3, nv, aa[n][k]);
+                st(out[O_PREV_VEL] + 3 * en + k, s3, nv, pv[n][k]);
+                st(out[O_PREV_W] + 3 * en + k, s3, nv, pw[n][k]);
             }
-            st(thrust_f + en, N, nv, thr_f[n]);
+            st(out[O_THRUST_F] + en, N, nv, thr_f[n]);
             for (int i = 0; i < nv; i++) failed_out[en + i * N] = (uint8_t)(alive[n][i] == 0);
         }
-        st3(lpos + 3 * e0, 3, nv, l.pos);
-        st3(lvel + 3 * e0, 3, nv, l.vel);
-        st3(lw + 3 * e0, 3, nv, l.w);
-        for (int k = 0; k < 4; k++) st(lquat + 4 * e0 + k, 4, nv, l.quat[k]);
-        st(time + e0, 1, nv, t);
+        st3(out[O_LPOS] + 3 * e0, 3, nv, l.pos);
+        st3(out[O_LVEL] + 3 * e0, 3, nv, l.vel);
+        st3(out[O_LW] + 3 * e0, 3, nv, l.w);
+        for (int k = 0; k < 4; k++) st(out[O_LQUAT] + 4 * e0 + k, 4, nv, l.quat[k]);
+        st(out[O_TIME] + e0, 1, nv, t);
     }
 }
 

@@ -289,7 +289,7 @@ class CableLoadEnv(MultiAgentEnv):
 
     def _use_cpu_kernels(self) -> None:
         """Step with the C kernels (:mod:`sim.tasks.cable_load.native`) as ``cfg.cpu_kernels`` asks: ``"auto"``
-        wherever they can run (CPU tensors, a C compiler; with or without ``compile``: the vectorised C loop runs ~2.8x
+        wherever they can run (CPU tensors, a C compiler; with or without ``compile``: the vectorised C loop runs ~3.8x
         faster than inductor's, benchmarks/README.md), ``"native"`` always, raising where they cannot run,
         ``"torch"`` the torch code (compiled with ``compile``). With the kernels' vector builds, the C pass draws the
         step's observation noise itself from a key (:meth:`_noise_key`: other numbers than ``randn``'s for the same

@@ -60,7 +60,8 @@ def kernels(env: CableLoadEnv) -> tuple[NativeControlLoop, NativePostPhysics] | 
 
 class NativeControlLoop:
     """Callable ``()`` for a CPU ``CableLoadEnv``: ``decimation`` control steps, as ``env._control_loop``. The state
-    it advances is replaced by new tensors (never written in place: others may hold the old ones)."""
+    it advances is replaced by new tensors (never written in place: others may hold the old ones). Also
+    :meth:`apply_actions`, for ``env._apply_actions``."""
 
     MEMORY = ("spec_force_f", "thrust_f", "torque_f", "ang_acc_f", "prev_vel", "prev_ang_vel")
 
@@ -104,27 +105,30 @@ class NativeControlLoop:
     def __call__(self) -> None:
         env, indi = self.env, self.env.indi
         E, N, R = env.num_envs, env.n, env.params.num_rotors
-        new = torch.Tensor.clone  # contiguous copies, advanced in place by the kernel
         c = torch.Tensor.contiguous
         d, ld = env.drones, env.load
-        drones = type(d)(new(d.pos), new(d.quat), new(d.vel), new(d.ang_vel))
-        load = type(ld)(new(ld.pos), new(ld.quat), new(ld.vel), new(ld.ang_vel))
-        speed, tension, time = new(env.rotor_speed), new(env.cable_tension), new(env.time)
-        memory = [new(getattr(indi, name)) for name in self.MEMORY]
+        # What the loop advances, in control_loop.c's order (enum OUT); it writes the new values into new tensors.
+        state = [
+            *(c(d.pos), c(d.quat), c(d.vel), c(d.ang_vel), c(ld.pos), c(ld.quat), c(ld.vel), c(ld.ang_vel)),
+            c(env.rotor_speed),
+            c(env.cable_tension),
+            *(c(getattr(indi, name)) for name in self.MEMORY),
+            c(env.time),
+        ]
+        new = [torch.empty_like(t) for t in state]
         failed = torch.empty(E, N, dtype=torch.bool)
         inputs = [
-            *(drones.pos, drones.quat, drones.vel, drones.ang_vel),
-            *(load.pos, load.quat, load.vel, load.ang_vel),
-            speed, tension, *memory, c(indi.yaw_ref), c(env.cmd),
+            *state[:16], c(indi.yaw_ref), c(env.cmd),
             c(env.motor_decay), c(env.thrust_scale), c(env.mav_mass), c(env.mav_inertia),
             c(env.rotor_speed_max), c(env.cable_length), c(env.load_mass), c(env.load_inertia), c(env.attach),
-            time, c(env.fault_time), c(env.fault_agent), failed, c(env.disturbance_amp), c(env.disturbance_phase),
+            state[16], c(env.fault_time), c(env.fault_agent), failed, c(env.disturbance_amp), c(env.disturbance_phase),
         ]  # fmt: skip
+        out = (ctypes.c_void_p * len(new))(*(native.ptr(t).value for t in new))
         sizes = (ctypes.c_int64(E), ctypes.c_int64(N), ctypes.c_int64(R), ctypes.c_int(native.threads()))
-        self.fn(*sizes, *map(native.ptr, inputs), self.params)
-        env.drones, env.load = drones, load
-        env.rotor_speed, env.cable_tension, env.time = speed, tension, time
-        for name, value in zip(self.MEMORY, memory, strict=True):
+        self.fn(*sizes, *map(native.ptr, inputs), out, self.params)
+        env.drones, env.load = type(d)(*new[:4]), type(ld)(*new[4:8])
+        env.rotor_speed, env.cable_tension, env.time = new[8], new[9], new[16]
+        for name, value in zip(self.MEMORY, new[10:16], strict=True):
             setattr(indi, name, value)
         env.failed = failed
         env.rotor_alive = (~failed).float().unsqueeze(-1)
