@@ -76,7 +76,7 @@ class CableLoadEnv(MultiAgentEnv):
 
     task_name = "cable_load"
     # Measured (benchmarks/README.md): compiled, an H200 steps 6.7x (4096 envs) to 4.1x (65,536) faster. A CPU steps
-    # through the C kernels (cfg.cpu_kernels) compiled or not, as fast either way (4096 envs: 5.1-7.2x MuJoCo); the
+    # through the C kernels (cfg.cpu_kernels) compiled or not (4096 envs: 12-16x MuJoCo at 1 thread, 2026-11-28); the
     # README's 2M-step job took 110-116 s eager against 128-132 s compiled (~11 s of compiling with a warm cache,
     # minutes cold). So training compiles on a GPU only.
     auto_compile_min_steps = {"cuda": 0}
