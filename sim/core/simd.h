@@ -45,34 +45,27 @@ static inline int any(vi m) {
 #define LANEWISE2(name, f) \
     static inline vf name(vf y, vf x) { vf r; for (int i = 0; i < W; i++) r[i] = f(y[i], x[i]); return r; }
 
+/* glibc's vector math (libmvec): T is the vector register type, P the variant's name prefix (x86-64 vector ABI). */
+#define LIBMVEC(T, P)                                                                  \
+    T P##v_sinf(T);                                                                    \
+    T P##v_cosf(T);                                                                    \
+    T P##v_expf(T);                                                                    \
+    T P##v_acosf(T);                                                                   \
+    T P##v_logf(T);                                                                    \
+    T P##vv_atan2f(T, T);                                                              \
+    static inline vf vsin(vf x) { return (vf)P##v_sinf((T)x); }                        \
+    static inline vf vcos(vf x) { return (vf)P##v_cosf((T)x); }                        \
+    static inline vf vexp(vf x) { return (vf)P##v_expf((T)x); }                        \
+    static inline vf vacos(vf x) { return (vf)P##v_acosf((T)x); }                      \
+    static inline vf vlog(vf x) { return (vf)P##v_logf((T)x); }                        \
+    static inline vf vatan2(vf y, vf x) { return (vf)P##vv_atan2f((T)y, (T)x); }
+
 #if W == 16
-__m512 _ZGVeN16v_sinf(__m512);
-__m512 _ZGVeN16v_cosf(__m512);
-__m512 _ZGVeN16v_expf(__m512);
-__m512 _ZGVeN16v_acosf(__m512);
-__m512 _ZGVeN16v_logf(__m512);
-__m512 _ZGVeN16vv_atan2f(__m512, __m512);
+LIBMVEC(__m512, _ZGVeN16)
 static inline vf vsqrt(vf x) { return (vf)_mm512_sqrt_ps((__m512)x); }
-static inline vf vsin(vf x) { return (vf)_ZGVeN16v_sinf((__m512)x); }
-static inline vf vcos(vf x) { return (vf)_ZGVeN16v_cosf((__m512)x); }
-static inline vf vexp(vf x) { return (vf)_ZGVeN16v_expf((__m512)x); }
-static inline vf vacos(vf x) { return (vf)_ZGVeN16v_acosf((__m512)x); }
-static inline vf vlog(vf x) { return (vf)_ZGVeN16v_logf((__m512)x); }
-static inline vf vatan2(vf y, vf x) { return (vf)_ZGVeN16vv_atan2f((__m512)y, (__m512)x); }
 #elif W == 8
-__m256 _ZGVdN8v_sinf(__m256);
-__m256 _ZGVdN8v_cosf(__m256);
-__m256 _ZGVdN8v_expf(__m256);
-__m256 _ZGVdN8v_acosf(__m256);
-__m256 _ZGVdN8v_logf(__m256);
-__m256 _ZGVdN8vv_atan2f(__m256, __m256);
+LIBMVEC(__m256, _ZGVdN8)
 static inline vf vsqrt(vf x) { return (vf)_mm256_sqrt_ps((__m256)x); }
-static inline vf vsin(vf x) { return (vf)_ZGVdN8v_sinf((__m256)x); }
-static inline vf vcos(vf x) { return (vf)_ZGVdN8v_cosf((__m256)x); }
-static inline vf vexp(vf x) { return (vf)_ZGVdN8v_expf((__m256)x); }
-static inline vf vacos(vf x) { return (vf)_ZGVdN8v_acosf((__m256)x); }
-static inline vf vlog(vf x) { return (vf)_ZGVdN8v_logf((__m256)x); }
-static inline vf vatan2(vf y, vf x) { return (vf)_ZGVdN8vv_atan2f((__m256)y, (__m256)x); }
 #else
 LANEWISE1(vsqrt, sqrtf)
 LANEWISE1(vsin, sinf)
