@@ -240,6 +240,29 @@ def _recompute(env) -> tuple[torch.Tensor, torch.Tensor]:
     return pos, quat_angle_between(env.load.quat, env.goal_quat)
 
 
+def test_native_steps_are_the_same_at_any_thread_count() -> None:
+    """The kernels split whole blocks of envs over OpenMP threads and draw the noise by counter: 1 and 2 threads
+    give the same observations, rewards and endings, bit for bit (resets included)."""
+    runs = []
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            env = _native_env(num_envs=40)
+            env.reset()
+            gen = torch.Generator().manual_seed(6)
+            runs.append([env.step(env.sample_actions(gen))[:4] for _ in range(160)])
+    finally:
+        torch.set_num_threads(threads)
+    ended = 0
+    for (obs_a, rew_a, te_a, tr_a), (obs_b, rew_b, te_b, tr_b) in zip(*runs, strict=True):
+        for name in ("policy", "state"):
+            assert torch.equal(obs_a[GROUP][name], obs_b[GROUP][name])
+        assert torch.equal(rew_a[GROUP], rew_b[GROUP]) and torch.equal(te_a, te_b) and torch.equal(tr_a, tr_b)
+        ended += int(te_a.sum())
+    assert ended > 0, "random actions should end some episodes"
+
+
 def test_native_state_equals_torch() -> None:
     env = _native_env(fault={"enabled": True, "time_range": (0.0, 0.05)})
     env.reset()
