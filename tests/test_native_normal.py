@@ -71,3 +71,18 @@ def test_without_a_compiler_it_says_so(monkeypatch, tmp_path) -> None:
     assert not native.normal_available()
     with pytest.raises(RuntimeError, match="C compiler"):
         native.normal((4,), key=0)
+
+
+def test_a_vector_build_that_fails_falls_back_to_the_generic_one(monkeypatch, tmp_path, caplog) -> None:
+    """Without libmvec (here: a vector build that cannot link) the plain build runs, and says which it is."""
+    monkeypatch.setattr(native, "_LOADED", {})
+    monkeypatch.setenv("COVEY_NATIVE_CACHE", str(tmp_path))
+    broken = tuple(
+        (name, needs, flags, libs if name == "generic" else ("-lno-such-library",))
+        for name, needs, flags, libs in native.SIMD_BUILDS
+    )
+    monkeypatch.setattr(native, "SIMD_BUILDS", broken)
+    lib = native.load_simd(native.NORMAL_SOURCE)
+    assert lib is not None and lib.isa == "generic"
+    if native.simd_isa() != "generic":
+        assert "could not build normal.c" in caplog.text
