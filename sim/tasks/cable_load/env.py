@@ -819,7 +819,8 @@ class CableLoadEnv(MultiAgentEnv):
 
     # ----------------------------------------------------------------- rewards and terminations
     def errors(self) -> tuple[Tensor, Tensor]:
-        """Load position error (m) and orientation error (rad) to the goal, each ``[E]``."""
+        """Load position error (m) and orientation error (rad) to the goal, each ``[E]``. With the C kernels, the
+        same tensors for every call until the state changes (do not write into them)."""
         cached = self._cached_errors()
         if cached is not None:
             return cached
