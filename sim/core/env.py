@@ -862,18 +862,16 @@ class MultiAgentEnv(ABC):
         """Means over the episodes ``ids`` that ended this step (``info["episode"]``)."""
         count = torch.tensor(float(ids.numel()), device=self.device)
         metrics = self._episode_metrics(ids)
-        return self._episode_means(
-            lambda xs: list(self._per_env_rows(xs).index_select(1, ids).mean(1).unbind(0)),
-            count,
-            reasons,
-            truncated,
-            metrics,
-        )
+        return self._episode_means(lambda xs: self._means_over(xs, ids), count, reasons, truncated, metrics)
 
     def _per_env_rows(self, xs: list[Tensor]) -> Tensor:
         """``xs`` (each ``[num_envs, ...]``, any dtype) as one float ``[len(xs), num_envs]``, trailing axes (e.g.
         agents) averaged: the episode statistics take their means in one op each, not a few per statistic."""
         return torch.stack([x.float() if x.dim() == 1 else x.float().reshape(self.num_envs, -1).mean(-1) for x in xs])
+
+    def _means_over(self, xs: list[Tensor], env_ids: Tensor) -> list[Tensor]:
+        """The mean of each of ``xs`` (``[num_envs, ...]``) over the envs ``env_ids``."""
+        return list(self._per_env_rows(xs).index_select(1, env_ids).mean(1).unbind(0))
 
     def _episode_means(
         self,
@@ -904,8 +902,7 @@ class MultiAgentEnv(ABC):
         per_env = self._episode_metrics_per_env()
         if not per_env:
             return {}
-        means = self._per_env_rows(list(per_env.values())).index_select(1, env_ids).mean(1)
-        return dict(zip(per_env, means, strict=True))
+        return dict(zip(per_env, self._means_over(list(per_env.values()), env_ids), strict=True))
 
     def _episode_metrics_per_env(self) -> dict[str, Tensor]:
         """Task metrics of every env's current state, ``name -> [num_envs, ...]`` (trailing axes, e.g.

@@ -106,7 +106,7 @@ def _cpu_has(*features: str) -> bool:
 
 
 # The builds of a kernel written over simd.h's lanes, widest first: (name, CPU flags it needs, compiler flags, libs).
-# The vector ones call glibc's libmvec for sin, cos, exp, acos and atan2.
+# The vector ones call glibc's libmvec for sin, cos, exp, acos, log and atan2.
 SIMD_BUILDS = (
     ("avx512", ("avx512f",), ("-mavx512f",), ("-lmvec",)),
     ("avx2", ("avx2",), ("-mavx2",), ("-lmvec",)),

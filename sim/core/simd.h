@@ -107,6 +107,9 @@ static inline void normal_pairs(vu pair, uint64_t key, vf* z0, vf* z1) {
     *z1 = r * vsin(t);
 }
 
+/* How many envs the block starting at env e0 holds: W, or fewer in the last block. */
+static inline int block_envs(int64_t E, int64_t e0) { return (int)(E - e0 < W ? E - e0 : W); }
+
 /* Loads and stores of one quantity for the lanes of a block: lane i is element base[i * stride], for the first n
  * lanes (the block's envs); the other lanes repeat lane n - 1, so they hold finite values and are never stored. */
 static inline vf ld(const float* base, int64_t stride, int n) {

@@ -44,6 +44,7 @@ class ObsNoiseCfg:
     angular_velocity: float = non_negative(0.02)  # rad/s
 
 
+GROUP = "mavs"  # the task's one agent group: its observations, actions and rewards are keyed by it
 FAULT_CABLE_MODES = ("attached", "released")
 CPU_KERNELS = ("auto", "native", "torch")
 # How the control loop holds vectors (sim.physics.components.LAYOUTS): "rows" ([..., 3] tensors, the reference

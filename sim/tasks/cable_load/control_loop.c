@@ -160,7 +160,7 @@ void cable_load_control_loop(
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t blk = 0; blk < blocks; blk++) {
         const int64_t e0 = blk * W;
-        const int nv = (int)(E - e0 < W ? E - e0 : W);
+        const int nv = block_envs(E, e0);
         body d[MAX_MAVS], l;
         vf speed[MAX_MAVS][MAX_ROTORS], tension[MAX_MAVS];
         vf sf[MAX_MAVS][3], tq[MAX_MAVS][3], aa[MAX_MAVS][3], pv[MAX_MAVS][3], pw[MAX_MAVS][3];

@@ -38,12 +38,11 @@ from sim.physics.quaternion import (
     quat_yaw,
 )
 from sim.physics.rigid_body import GRAVITY, RigidBodyState, point_velocity, rigid_body_step, wrench_at_point
-from sim.tasks.cable_load.config import CableLoadCfg, evaluation_overrides
+from sim.tasks.cable_load.config import GROUP, CableLoadCfg, evaluation_overrides
 from sim.tasks.cable_load.geometry import box_inertia, hover_equilibrium, load_attach_points
 from sim.tasks.cable_load.native import NativePostPhysics
 from sim.tasks.cable_load.native import kernels as native_kernels
 
-GROUP = "mavs"
 ACTION_NAMES = ("acc_x", "acc_y", "acc_z", "roll_rate", "pitch_rate")
 
 

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from sim.core import native
 from sim.physics.rigid_body import GRAVITY
+from sim.tasks.cable_load.config import GROUP
 
 if TYPE_CHECKING:
     from sim.tasks.cable_load.env import CableLoadEnv
@@ -30,7 +31,6 @@ MAX_ROTORS = 8
 FRAME_SIZE = 50  # the policy frame post_physics.c writes (env._policy_terms)
 REWARD_TERMS = ("position", "orientation", "action_smoothness", "body_rate", "cable_force", "formation", "termination")
 GROUND_FRICTION = 0.5  # sim.physics.components.ground_contact's default (the C file takes it as a parameter)
-GROUP = "mavs"
 REASONS = ("crash", "load_ground", "drone_proximity", "cable_proximity", "out_of_bounds")
 
 

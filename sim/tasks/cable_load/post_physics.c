@@ -207,7 +207,7 @@ void cable_load_state(int64_t E, int64_t N, int64_t S, int nthreads, const float
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t blk = 0; blk < blocks; blk++) {
         const int64_t e0 = blk * W;
-        const int nv = (int)(E - e0 < W ? E - e0 : W);
+        const int nv = block_envs(E, e0);
         block b;
         load_block(e0, nv, N, dpos, dquat, dvel, dw, lpos, lquat, lvel, lw, goal_pos, goal_quat, tension, failed,
                    episode_step, &b);
@@ -254,7 +254,7 @@ void cable_load_post_physics(
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t blk = 0; blk < blocks; blk++) {
         const int64_t e0 = blk * W;
-        const int nv = (int)(E - e0 < W ? E - e0 : W);
+        const int nv = block_envs(E, e0);
         block b;
         load_block(e0, nv, N, dpos, dquat, dvel, dw, lpos, lquat, lvel, lw, goal_pos, goal_quat, tension, failed,
                    episode_step, &b);

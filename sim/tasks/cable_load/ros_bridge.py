@@ -22,8 +22,7 @@ import torch
 import sim
 from sim.core.config import deep_merge
 from sim.physics.quaternion import quat_from_euler, quat_rotate_inv
-
-GROUP = "mavs"
+from sim.tasks.cable_load.config import GROUP
 
 
 def _integral_slice(env) -> slice:
