@@ -9,7 +9,8 @@
     truncated           Tensor[num_envs] bool   (time limit: bootstrap from info["final_obs"])
 
 Finished environments are reset inside ``step``; ``info["final_obs"]`` holds the observation
-before that reset for every env (equal to ``obs`` where nothing finished). ``info["episode"]``
+before that reset for every env (equal to ``obs`` where nothing finished; a lazy mapping,
+:class:`sim.core.final_obs.FinalObs`, on steps that reset envs: an entry is built at its first read). ``info["episode"]``
 holds means over the episodes that ended this step (return, length, each reward term, each
 termination reason), present only when at least one ended (every step, with ``count`` 0 when none did,
 under ``masked_resets``). ``info["actions_out_of_range"]`` and
@@ -51,6 +52,7 @@ import torch
 from torch import Tensor
 
 from sim.core.config import resolve_device
+from sim.core.final_obs import FinalObs, take_envs
 from sim.core.spec import EnvSpec
 
 if TYPE_CHECKING:
@@ -179,6 +181,10 @@ class MultiAgentEnv(ABC):
         self.nonfinite_resets_total = 0  # envs reset by the numerical guard since construction
         self._masked_resets = False  # reset finished envs by mask, not index: no host sync in step (masked_resets)
         self._masked_reset_checked = False  # the first masked reset checks that shared state stays unchanged
+        # The envs a step's auto-reset restarts, while it runs (else None). The observation tensors that step made are
+        # not returned yet and info["final_obs"] keeps those envs' rows as they were, so a task may write the rows
+        # into them in place (in its reset and _observations_after_reset) instead of copying whole tensors.
+        self._auto_reset_ids: Tensor | None = None
         # The control loop is pure tensor code with no data-dependent Python branches, so it
         # compiles to a few fused kernels; ~10x fewer kernel launches on CPU and GPU alike.
         self.compiled = bool(compile)
@@ -274,12 +280,20 @@ class MultiAgentEnv(ABC):
             # The terminal state's metrics (a landing, a crash), read before the auto-reset replaces it.
             info["final_metrics"] = self.step_metrics()
             info["episode"] = self._episode_stats(done_ids, reasons, truncated)
-            self._reset_all_idx(done_ids)
-            if self._observe_some is None:
-                obs = self._observations_after_reset()
-            else:  # the others keep the observation computed above (a reset changes only its own envs)
-                rows = _two_or_more(done_ids)
-                obs = _put_envs(obs, rows, self._observe_some(rows))
+            # The finished envs' last observation, kept before the reset (a task may now write those rows in place).
+            finished = take_envs(obs, done_ids)
+            self._auto_reset_ids = done_ids
+            try:
+                self._reset_all_idx(done_ids)
+                if self._observe_some is None:
+                    after = self._observations_after_reset()
+                else:  # the others keep the observation computed above (a reset changes only its own envs)
+                    rows = _two_or_more(done_ids)
+                    after = _put_envs(obs, rows, self._observe_some(rows))
+            finally:
+                self._auto_reset_ids = None
+            obs = after
+            info["final_obs"] = FinalObs(obs, done_ids, finished)
             if n_bad:
                 info["final_obs"] = _where_envs(bad, obs, info["final_obs"])
                 self._report_nonfinite(bad, n_bad)
@@ -599,8 +613,10 @@ class MultiAgentEnv(ABC):
 
     @abstractmethod
     def _observations(self) -> Obs:
-        """Read the observation; no side effects. Returned tensors must never be mutated in place
-        later (buffers are replaced, not written into), since ``info["final_obs"]`` keeps them."""
+        """Read the observation; no side effects. Returned tensors must never be mutated in place after ``step``
+        returns them (buffers are replaced, not written into): callers and ``info["final_obs"]`` keep them. The one
+        exception is a step's own auto-reset: while ``self._auto_reset_ids`` is set, the task may write those envs'
+        rows into the tensors this step made (``info["final_obs"]`` kept the rows before)."""
 
     @abstractmethod
     def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:

@@ -138,12 +138,16 @@ class NativePostPhysics:
     """Callable ``() -> (obs, reward, terms, terminated, reasons, bad)`` for a CPU ``CableLoadEnv``; it also
     advances ``env.history`` and ``env.attach_err_int`` as ``_update_observation_buffers`` does."""
 
+    # Not env state for a checkpoint (state_snapshot): its caches hold only what the last step's pass returned.
+    snapshot_constant = True
+
     def __init__(self, env: CableLoadEnv, lib: ctypes.CDLL) -> None:
         self.env = env
         # Whether the pass draws the step's noise itself, from a key (env._noise_key): in the vector builds, where
         # that is ~2x faster than randn; lane by lane (the generic build) the logs and cosines would cost ~4x randn.
         self.draws_noise = getattr(lib, "isa", "generic") != "generic"
         self._errors: tuple | None = None
+        self.last_state: Tensor | None = None
         self.fn = lib.cable_load_post_physics
         self.state_fn = lib.cable_load_state
         self.fn.restype = self.state_fn.restype = None
@@ -209,10 +213,11 @@ class NativePostPhysics:
         # Inference tensors keep no version counter: no reuse then (nothing would say they were written since).
         tracked = not any(t.is_inference() for t in inputs)
         self._errors = (inputs, tuple(t._version for t in inputs), (errors[0], errors[1])) if tracked else None
-        obs = {"mavs": {"policy": history.flatten(2), "state": state}}
+        self.last_state = state  # this step's, for the rows an auto-reset rewrites (CableLoadEnv)
+        obs = {GROUP: {"policy": history.flatten(2), "state": state}}
         return (
             obs,
-            {"mavs": reward},
+            {GROUP: reward},
             dict(zip(REWARD_TERMS, terms.unbind(0), strict=True)),
             terminated,
             dict(zip(REASONS, reasons.unbind(0), strict=True)),
@@ -236,21 +241,27 @@ class NativePostPhysics:
             return noise if noise is None else noise.contiguous(), None
         return None, noise
 
-    def state(self) -> Tensor:
-        """The critic's state ``[E, N, state_dim]``, as ``CableLoadEnv._state`` (the observations after a reset)."""
+    def state(self, env_ids: Tensor | None = None, out: Tensor | None = None) -> Tensor:
+        """The critic's state ``[E, N, state_dim]``, as ``CableLoadEnv._state`` (the observations after a reset).
+        With ``env_ids [k]``: only those envs' rows, written in place into ``out`` (the state the last pass
+        returned, while an auto-reset may still write it), which is returned."""
         env = self.env
         E, N = env.num_envs, env.n
         d, ld, c = env.drones, env.load, torch.Tensor.contiguous
-        state = torch.empty(E, N, self._state_size())
+        if env_ids is None:
+            out, rows, count = torch.empty(E, N, self._state_size()), None, E
+        else:
+            assert out is not None and out.shape == (E, N, self._state_size()), "rows are written into a full state"
+            rows, count = env_ids.contiguous(), env_ids.numel()
         inputs = [
             c(d.pos), c(d.quat), c(d.vel), c(d.ang_vel),
             c(ld.pos), c(ld.quat), c(ld.vel), c(ld.ang_vel),
             c(env.goal_pos), c(env.goal_quat), c(env.cable_tension),
-            c(env.failed), c(env.episode_step), state,
+            c(env.failed), c(env.episode_step), out,
         ]  # fmt: skip
-        sizes = (ctypes.c_int64(E), ctypes.c_int64(N), ctypes.c_int64(state.shape[-1]), ctypes.c_int(native.threads()))
-        self.state_fn(*sizes, *map(native.ptr, inputs), self.params)
-        return state
+        sizes = (ctypes.c_int64(N), ctypes.c_int64(out.shape[-1]), ctypes.c_int(native.threads()))
+        self.state_fn(ctypes.c_int64(count), native.ptr(rows), *sizes, *map(native.ptr, inputs), self.params)
+        return out
 
     def _state_size(self) -> int:
-        return self.env.spec.groups["mavs"].observations["state"].shape[0]
+        return self.env.spec.groups[GROUP].observations["state"].shape[0]

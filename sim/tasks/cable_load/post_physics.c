@@ -196,18 +196,20 @@ static void write_state(const block* b, int64_t e0, int nv, int64_t N, int64_t S
     }
 }
 
-/* The state alone, every env (_state): for the observations after an auto-reset. */
-void cable_load_state(int64_t E, int64_t N, int64_t S, int nthreads, const float* dpos, const float* dquat,
-                      const float* dvel, const float* dw, const float* lpos, const float* lquat, const float* lvel,
-                      const float* lw, const float* goal_pos, const float* goal_quat, const float* tension,
-                      const uint8_t* failed, const int64_t* episode_step, float* state, const double* p) {
+/* The state alone (_state): of every env (rows NULL, E envs), or of the E envs rows[0..E) only, written in place into
+ * their rows of ``state`` (an auto-reset's few envs: one env per block, on this thread). */
+void cable_load_state(int64_t E, const int64_t* rows, int64_t N, int64_t S, int nthreads, const float* dpos,
+                      const float* dquat, const float* dvel, const float* dw, const float* lpos, const float* lquat,
+                      const float* lvel, const float* lw, const float* goal_pos, const float* goal_quat,
+                      const float* tension, const uint8_t* failed, const int64_t* episode_step, float* state,
+                      const double* p) {
     const int fault = p[P_FAULT] != 0.0;
     const float max_steps = (float)p[P_MAX_STEPS];
-    const int64_t blocks = (E + W - 1) / W;
-#pragma omp parallel for num_threads(nthreads) schedule(static)
+    const int64_t blocks = rows ? E : (E + W - 1) / W;
+#pragma omp parallel for num_threads(rows ? 1 : nthreads) schedule(static)
     for (int64_t blk = 0; blk < blocks; blk++) {
-        const int64_t e0 = blk * W;
-        const int nv = block_envs(E, e0);
+        const int64_t e0 = rows ? rows[blk] : blk * W;
+        const int nv = rows ? 1 : block_envs(E, e0);
         block b;
         load_block(e0, nv, N, dpos, dquat, dvel, dw, lpos, lquat, lvel, lw, goal_pos, goal_quat, tension, failed,
                    episode_step, &b);
