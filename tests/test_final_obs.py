@@ -16,7 +16,10 @@ from sim.core.final_obs import FinalObs, take_envs
 def _obs(num_envs: int = 6) -> dict[str, dict[str, torch.Tensor]]:
     gen = torch.Generator().manual_seed(0)
     return {
-        "a": {"policy": torch.randn(num_envs, 2, 5, generator=gen), "state": torch.randn(num_envs, 2, 3, generator=gen)},
+        "a": {
+            "policy": torch.randn(num_envs, 2, 5, generator=gen),
+            "state": torch.randn(num_envs, 2, 3, generator=gen),
+        },
         "b": {"policy": torch.randn(num_envs, 1, 4, generator=gen)},
     }
 
@@ -56,7 +59,9 @@ def _make(task: str, kernels: str | None):
     return sim.make(task, num_envs=16, seed=2, episode_length_s=0.3)
 
 
-@pytest.mark.parametrize(("task", "kernels"), [("cable_load", "native"), ("cable_load", "torch"), ("point_reach", None)])
+@pytest.mark.parametrize(
+    ("task", "kernels"), [("cable_load", "native"), ("cable_load", "torch"), ("point_reach", None)]
+)
 def test_final_obs_is_the_pre_reset_observation_and_returned_observations_never_change(task: str, kernels) -> None:
     """Each step's ``final_obs`` equals the observation the step computed before its auto-reset (captured from the
     post-physics pass), and every observation a step or ``reset()`` returned keeps its values to the end, through

@@ -9,9 +9,9 @@
     truncated           Tensor[num_envs] bool   (time limit: bootstrap from info["final_obs"])
 
 Finished environments are reset inside ``step``; ``info["final_obs"]`` holds the observation
-before that reset for every env (equal to ``obs`` where nothing finished; a lazy mapping,
-:class:`sim.core.final_obs.FinalObs`, on steps that reset envs: an entry is built at its first read). ``info["episode"]``
-holds means over the episodes that ended this step (return, length, each reward term, each
+before that reset for every env (equal to ``obs`` where nothing finished; on steps that reset
+envs a lazy mapping, :class:`sim.core.final_obs.FinalObs`, whose entries are built at their first read).
+``info["episode"]`` holds means over the episodes that ended this step (return, length, each reward term, each
 termination reason), present only when at least one ended (every step, with ``count`` 0 when none did,
 under ``masked_resets``). ``info["actions_out_of_range"]`` and
 ``info["nonfinite_reset"]`` (``[num_envs]``, every step) count actions the task had to clamp and
