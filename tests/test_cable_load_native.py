@@ -348,3 +348,47 @@ def test_step_noise_is_drawn_by_the_pass_where_it_vectorises_and_reproducible(mo
     assert generic.cpu_kernels == "native" and generic._step_noise.__name__ == "_randn"
     generic.step(act)
     assert generic._obs_noise.shape == (8, generic.n, 50) and generic._obs_noise.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"randomization": {"enabled": False}, "obs_noise": {"enabled": False}},
+        {
+            "fault": {"enabled": True},
+            "disturbance": {"enabled": True},
+            "randomization": {"mav_mass_scale": (0.9, 1.1), "thrust_limit_scale": (0.8, 1.1)},
+            "num_mavs": 4,
+        },
+        {"randomization": {"action_delay_steps": (0, 0)}},
+    ],
+)
+def test_native_reset_equals_torch(overrides: dict) -> None:
+    """reset.c and the history rows of post_physics.c against CableLoadEnv._reset_envs, from the same draws and the
+    same mid-flight state: every per-env tensor agrees to round-off in the reset rows (libm's against torch's
+    transcendentals) and is left alone in the others; integers and flags are equal."""
+    env = _native_env(num_envs=37, **overrides)
+    env.reset()
+    gen = torch.Generator().manual_seed(8)
+    for _ in range(15):
+        env.step(env.sample_actions(gen))
+    before = {p: v.clone() if isinstance(v, torch.Tensor) else v for p, v in env.state_snapshot().items()}
+    ids = torch.tensor([36, 3, 0, 17])
+    draws = env._reset_draws(ids.numel())
+    env._reset_rows.__self__(ids, draws)  # the NativeReset; the history rows in place, as in a step's auto-reset
+    native_state = {p: v.clone() for p, v in env.state_snapshot().items() if isinstance(v, torch.Tensor)}
+    assert env.load_state_snapshot(before) is None
+    CableLoadEnv._reset_envs(env, ids, draws)
+    torch_state = {p: v for p, v in env.state_snapshot().items() if isinstance(v, torch.Tensor)}
+    changed = 0
+    for path, ref in torch_state.items():
+        if "#" in path:
+            continue
+        got = native_state[path]
+        if ref.is_floating_point():
+            torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5, msg=path)
+        else:
+            assert torch.equal(got, ref), path
+        changed += int(not torch.equal(ref, before[path]))
+    assert changed >= 20, "the reset writes most of the state"

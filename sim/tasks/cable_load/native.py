@@ -1,11 +1,12 @@
 """cable_load's step in C on a CPU (``cfg.cpu_kernels``): the control loop (``control_loop.c``) and the
-post-physics pass (``post_physics.c``), each one loop over the envs.
+post-physics pass (``post_physics.c``), each one loop over the envs, and the reset of a few envs (``reset.c``, and
+the history from ``post_physics.c``).
 
-:class:`NativeControlLoop` does what ``CableLoadEnv._control_loop`` does (INDI ticks and physics substeps), and
+:class:`NativeControlLoop` does what ``CableLoadEnv._control_loop`` does (INDI ticks and physics substeps),
 :class:`NativePostPhysics` what ``CableLoadEnv._post_physics`` (the base's pass over the task's hooks) does,
-returning the same tuple. The torch code stays the reference (``tests/test_cable_load_native.py`` holds the two
-together) and runs everywhere else: on a GPU, with ``cpu_kernels="torch"``, and where no C compiler is found
-(:func:`sim.core.native.load`).
+returning the same tuple, and :class:`NativeReset` what ``CableLoadEnv._reset_envs`` does. The torch code stays
+the reference (``tests/test_cable_load_native.py`` holds the two together) and runs everywhere else: on a GPU, with
+``cpu_kernels="torch"``, and where no C compiler is found (:func:`sim.core.native.load`).
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from torch import Tensor
 from sim.core import native
 from sim.physics.rigid_body import GRAVITY
 from sim.tasks.cable_load.config import GROUP
+from sim.tasks.cable_load.geometry import box_inertia, cable_directions
 
 if TYPE_CHECKING:
     from sim.tasks.cable_load.env import CableLoadEnv
 
 SOURCES = (Path(__file__).with_name("control_loop.c"), Path(__file__).with_name("post_physics.c"))
+RESET_SOURCE = Path(__file__).with_name("reset.c")  # scalar: a reset restarts a few envs
 MAX_MAVS = 6  # the C files' per-env arrays
 MAX_ROTORS = 8
 FRAME_SIZE = 50  # the policy frame post_physics.c writes (env._policy_terms)
@@ -47,15 +50,17 @@ def unsupported(env: CableLoadEnv) -> str | None:
     return None
 
 
-def kernels(env: CableLoadEnv) -> tuple[NativeControlLoop, NativePostPhysics] | str:
-    """Both kernels for ``env``, or why they cannot run here."""
+def kernels(env: CableLoadEnv) -> tuple[NativeControlLoop, NativePostPhysics, NativeReset] | str:
+    """The kernels for ``env`` (control loop, post-physics pass, reset), or why they cannot run here."""
     reason = unsupported(env)
     if reason is not None:
         return reason
     libs = [native.load_simd(source) for source in SOURCES]
-    if any(lib is None for lib in libs):
+    reset_lib = native.load(RESET_SOURCE)
+    if any(lib is None for lib in libs) or reset_lib is None:
         return "no C compiler could build them (see the warning above)"
-    return NativeControlLoop(env, libs[0]), NativePostPhysics(env, libs[1])
+    post = NativePostPhysics(env, libs[1])
+    return NativeControlLoop(env, libs[0]), post, NativeReset(env, reset_lib, post)
 
 
 class NativeControlLoop:
@@ -148,6 +153,7 @@ class NativePostPhysics:
         self.draws_noise = getattr(lib, "isa", "generic") != "generic"
         self._errors: tuple | None = None
         self.last_state: Tensor | None = None
+        self.lib = lib
         self.fn = lib.cable_load_post_physics
         self.state_fn = lib.cable_load_state
         self.fn.restype = self.state_fn.restype = None
@@ -234,6 +240,10 @@ class NativePostPhysics:
         fresh = all(a is b and a._version == v for a, b, v in zip(inputs, now, versions, strict=True))
         return errors if fresh else None
 
+    def forget_errors(self) -> None:
+        """Drop the cached errors (a C kernel wrote the state in place, which no version counter tracks)."""
+        self._errors = None
+
     def _noise(self) -> tuple[Tensor | None, Tensor | None]:
         """(noise [E, N, F], key [1]) for the pass: one of them, or neither without observation noise."""
         noise = self.env._obs_noise if self.env.cfg.obs_noise.enabled else None
@@ -265,3 +275,91 @@ class NativePostPhysics:
 
     def _state_size(self) -> int:
         return self.env.spec.groups[GROUP].observations["state"].shape[0]
+
+
+class NativeReset:
+    """Callable ``(env_ids [k], draws)`` for a CPU ``CableLoadEnv``: ``env._reset_envs`` in two C calls, the state
+    (``reset.c``) and then the history rows (``post_physics.c``, the frames the pass writes). Every row is written
+    in place, the history too (``CableLoadEnv._reset_idx`` makes sure that is allowed)."""
+
+    snapshot_constant = True  # configuration (state_snapshot)
+    # reset.c's draw order (draw[18]); "delay" and "fault_agent" are int64.
+    DRAWS = (
+        "load_mass", "load_inertia_scale", "cable_length_scale", "thrust_scale", "tau_scale", "delay",
+        "mav_mass_scale", "thrust_limit_scale", "start_xy", "goal_xy", "goal_z", "goal_rpy",
+        "fault_hit", "fault_time", "fault_agent", "disturbance_dir", "disturbance_frac", "disturbance_phase",
+    )  # fmt: skip
+    # reset.c's enum O_*: the float state it writes, as env attribute paths.
+    OUT = (
+        "load_inertia", "cable_length", "thrust_scale", "tau_scale", "motor_decay", "mav_mass", "mav_inertia",
+        "rotor_speed_max", "load_mass", "start_pos", "load.pos", "load.quat", "load.vel", "load.ang_vel",
+        "drones.pos", "drones.quat", "drones.vel", "drones.ang_vel", "rotor_speed", "cable_tension",
+        "hover_tension", "formation_offset", "indi.spec_force_f", "indi.thrust_f", "indi.torque_f",
+        "indi.ang_acc_f", "indi.prev_vel", "indi.prev_ang_vel", "indi.yaw_ref", "goal_pos", "goal_quat", "time",
+        "rotor_alive", "fault_time", "disturbance_amp", "disturbance_phase", "last_action", "prev_action", "cmd",
+        "attach_err_int",
+    )  # fmt: skip
+
+    def __init__(self, env: CableLoadEnv, lib: ctypes.CDLL, post: NativePostPhysics) -> None:
+        self.env, self.post = env, post
+        self.fn = lib.cable_load_reset
+        self.history_fn = post.lib.cable_load_reset_history
+        self.fn.restype = self.history_fn.restype = None
+        cfg, model, rnd = env.cfg, env.model, env.cfg.randomization
+        diag = box_inertia(torch.ones(1), cfg.load_size)[0]  # the float32 values box_inertia multiplies by
+        pinv = model.allocation_pinv
+        params = (
+            float(rnd.enabled),
+            float(rnd.enabled and rnd.mav_mass_scale[0] != rnd.mav_mass_scale[1]),
+            float(rnd.enabled and rnd.thrust_limit_scale[0] != rnd.thrust_limit_scale[1]),
+            float(cfg.fault.enabled), float(cfg.disturbance.enabled),
+            cfg.load_mass, *diag.tolist(), cfg.cable_length, env.phys_dt, env.params.motor_time_constant,
+            model.mass, *model.inertia.tolist(), env.params.rotor_speed_max, cfg.start_height,
+            env.n * math.cos(env.cable_angle), cfg.cable_stiffness, GRAVITY, *model.cable_attach.tolist(),
+            float(model.rotor_thrust_min), float(model.rotor_thrust_max), model.k_f,
+            math.radians(cfg.goal_tilt_deg), math.radians(cfg.goal_yaw_deg), cfg.fault.probability,
+            *pinv.flatten().tolist(),
+        )  # fmt: skip
+        self.params = (ctypes.c_double * len(params))(*params)
+        self.cable_dirs = cable_directions(env.n, env.cable_angle).contiguous()
+
+    def reset_idx(self, env_ids: Tensor) -> None:
+        """``env._reset_idx``'s work: the draws (the env's, eager), then this reset."""
+        self(env_ids, self.env._reset_draws(env_ids.numel()))
+
+    def __call__(self, env_ids: Tensor, draws: dict[str, Tensor]) -> None:
+        env, c = self.env, torch.Tensor.contiguous
+        rows = c(env_ids)
+        k = rows.numel()
+        state = []
+        for path in self.OUT:
+            head, _, name = path.rpartition(".")
+            t = getattr(getattr(env, head) if head else env, name)
+            if not t.is_contiguous():
+                raise ValueError(f"cable_load's C reset writes {path} in place: it must be contiguous")
+            state.append(t)
+        draw_args = [c(draws[name]) if name in draws else None for name in self.DRAWS]
+        delay = env.delay
+        buf = delay.buf if delay.max_delay > 0 else None
+        D = delay.max_delay + 1
+        out = (ctypes.c_void_p * len(state))(*(native.ptr(t).value for t in state))
+        drawn = (ctypes.c_void_p * len(draw_args))(*(native.ptr(t).value for t in draw_args))
+        sizes = tuple(ctypes.c_int64(x) for x in (k, env.n, env.params.num_rotors, env.last_action.shape[-1], D))
+        self.fn(
+            *sizes[:1], native.ptr(rows), *sizes[1:], drawn, native.ptr(env.attach), native.ptr(self.cable_dirs),
+            out, native.ptr(env.failed), native.ptr(env.fault_agent), native.ptr(delay.delay), native.ptr(buf),
+            self.params,
+        )  # fmt: skip
+        noise = c(draws["obs_noise"]) if "obs_noise" in draws else None
+        d, ld = env.drones, env.load
+        inputs = [
+            d.pos, d.quat, d.vel, d.ang_vel, ld.pos, ld.quat, ld.vel, ld.ang_vel, env.goal_pos, env.goal_quat,
+            env.cable_tension, env.failed, env.episode_step, env.attach, env.nominal_offset, env.attach_err_int,
+            env.last_action, noise, c(env._frame_noise_std), env.history,
+        ]  # fmt: skip
+        self.post.forget_errors()  # written through pointers: no version counter saw it
+        H = env.history.shape[2]
+        self.history_fn(
+            ctypes.c_int64(k), native.ptr(rows), ctypes.c_int64(env.n), ctypes.c_int64(H),
+            *map(native.ptr, inputs), self.post.params,
+        )  # fmt: skip

@@ -196,6 +196,64 @@ static void write_state(const block* b, int64_t e0, int nv, int64_t N, int64_t S
     }
 }
 
+/* The goal carrot (_goal_carrot): the goal with its heading within `lead` of the load's. */
+static void goal_carrot(const block* b, float lead, vf* carrot) {
+    const float pi = 3.14159265358979323846f;
+    vf yaw_err = remainder_pos(yaw(b->gq) - yaw(b->lq) + pi, 2 * pi) - pi;
+    vf half = (vclamp(yaw_err, splat(-lead), splat(lead)) - yaw_err) / 2;
+    vf turn[4] = {vcos(half), splat(0.0f), splat(0.0f), vsin(half)};
+    qmul(turn, b->gq, carrot);
+}
+
+/* MAV n's observation frame (_frame) of the block's envs, without noise: the per-env terms, then its own, with
+ * its attachment-error integral ``io`` and its last action (row ``en`` of ``last_action``). */
+static void mav_frame(const block* b, int64_t n, int64_t en, int64_t N, int nv, const vf* per_env, const vf* carrot,
+                      const float* attach, const float* nominal, vec3 io, const float* last_action, vf* fr) {
+    const vec3 att = const3(attach + 3 * n);
+    const vec3 slot = add(b->gp, qrot(carrot, const3(nominal + 3 * n)));
+    for (int k = 0; k < FRAME_ENV; k++) fr[k] = per_env[k];
+    vf* m = fr + FRAME_ENV;
+    for (int k = 0; k < 3; k++) {
+        m[k] = b->dp[n].v[k] - b->lp.v[k];
+        m[3 + k] = b->dv[n].v[k];
+        m[12 + k] = b->dw[n].v[k];
+        m[15 + k] = att.v[k];
+        m[18 + k] = slot.v[k] - b->dp[n].v[k];
+        m[21 + k] = io.v[k];
+    }
+    rot6d(b->dq[n], m + 6);
+    for (int k = 0; k < A; k++) m[24 + k] = ld(last_action + A * en + k, A * N, nv);
+}
+
+/* The history of the envs rows[0..k) after their reset (the end of _reset_envs): each MAV's frame, plus
+ * ``noise [k, N, F] * noise_std`` where given, in every one of the H slots. One env per block, on this thread. */
+void cable_load_reset_history(int64_t k, const int64_t* rows, int64_t N, int64_t H, const float* dpos,
+                              const float* dquat, const float* dvel, const float* dw, const float* lpos,
+                              const float* lquat, const float* lvel, const float* lw, const float* goal_pos,
+                              const float* goal_quat, const float* tension, const uint8_t* failed,
+                              const int64_t* episode_step, const float* attach, const float* nominal,
+                              const float* integ, const float* last_action, const float* noise,
+                              const float* noise_std, float* history, const double* p) {
+    const float lead = (float)p[P_LEAD];
+    for (int64_t i = 0; i < k; i++) {
+        const int64_t e = rows[i];
+        block b;
+        load_block(e, 1, N, dpos, dquat, dvel, dw, lpos, lquat, lvel, lw, goal_pos, goal_quat, tension, failed,
+                   episode_step, &b);
+        vf per_env[FRAME_ENV], carrot[4], fr[F];
+        load_terms(&b, per_env);
+        goal_carrot(&b, lead, carrot);
+        for (int64_t n = 0; n < N; n++) {
+            const int64_t en = e * N + n;
+            mav_frame(&b, n, en, N, 1, per_env, carrot, attach, nominal, ld3(integ + 3 * en, 3, 1), last_action,
+                      fr);
+            float row[F];
+            for (int j = 0; j < F; j++) row[j] = noise ? fr[j][0] + noise[(i * N + n) * F + j] * noise_std[j] : fr[j][0];
+            for (int64_t h = 0; h < H; h++) memcpy(history + (en * H + h) * F, row, sizeof row);
+        }
+    }
+}
+
 /* The state alone (_state): of every env (rows NULL, E envs), or of the E envs rows[0..E) only, written in place into
  * their rows of ``state`` (an auto-reset's few envs: one env per block, on this thread). */
 void cable_load_state(int64_t E, const int64_t* rows, int64_t N, int64_t S, int nthreads, const float* dpos,
@@ -270,11 +328,8 @@ void cable_load_post_physics(
         vf lq_conj[4] = {lq[0], -lq[1], -lq[2], -lq[3]};
         vec3 gp_rel = sub(gpv, lpv);
 
-        /* The goal carrot (_goal_carrot): the goal with its heading within `lead` of the load's. */
-        vf yaw_err = remainder_pos(yaw(gq) - yaw(lq) + pi, 2 * pi) - pi;
-        vf half = (vclamp(yaw_err, splat(-lead), splat(lead)) - yaw_err) / 2;
-        vf turn[4] = {vcos(half), splat(0.0f), splat(0.0f), vsin(half)}, carrot[4];
-        qmul(turn, gq, carrot);
+        vf carrot[4];
+        goal_carrot(&b, lead, carrot);
 
         /* Per MAV: cable points (for the cable distances). */
         vec3 cable_top[MAX_MAVS], cable_seg[MAX_MAVS];
@@ -289,23 +344,14 @@ void cable_load_post_physics(
             const int64_t en = e0 * N + n;
             vec3 att = const3(attach + 3 * n);
             vec3 err = sub(add(gpv, qrot(carrot, att)), add(lpv, qrot(lq, att)));
-            vec3 slot = add(gpv, qrot(carrot, const3(nominal + 3 * n)));
-            vf* fr = frame[n];
-            for (int k = 0; k < FRAME_ENV; k++) fr[k] = per_env[k];
-            vf* m = fr + FRAME_ENV;
+            vec3 io;
             for (int k = 0; k < 3; k++) {
                 vf i = leak * ld(integ_in + 3 * en + k, 3 * N, nv) + dt * vclamp(err.v[k], splat(-err_clip), splat(err_clip));
-                vf io = vclamp(i, splat(-int_limit), splat(int_limit));
-                st(integ_out + 3 * en + k, 3 * N, nv, io);
-                m[k] = b.dp[n].v[k] - lpv.v[k];
-                m[3 + k] = b.dv[n].v[k];
-                m[12 + k] = b.dw[n].v[k];
-                m[15 + k] = att.v[k];
-                m[18 + k] = slot.v[k] - b.dp[n].v[k];
-                m[21 + k] = io;
+                io.v[k] = vclamp(i, splat(-int_limit), splat(int_limit));
+                st(integ_out + 3 * en + k, 3 * N, nv, io.v[k]);
             }
-            rot6d(b.dq[n], m + 6);
-            for (int k = 0; k < A; k++) m[24 + k] = ld(last_action + A * en + k, A * N, nv);
+            vf* fr = frame[n];
+            mav_frame(&b, n, en, N, nv, per_env, carrot, attach, nominal, io, last_action, fr);
             if (noise_key) {
                 /* Row en's entries 2q and 2q + 1 are numbers of pair en F / 2 + q: native.normal's for this key. */
                 const vu row = (lane + (uint32_t)e0) * (uint32_t)N + (uint32_t)n;

@@ -1,0 +1,214 @@
+/* cable_load's reset of a few envs from their draws (CableLoadEnv._reset_envs without the history): the
+ * randomised parameters, the static hover of the team around a level load (geometry.hover_equilibrium), the INDI
+ * filters' steady state, the goal, the fault and the disturbance. Scalar C, one env after another: an auto-reset
+ * restarts a few envs a step, and what this replaces cost ~0.4 ms a call in dynamo's and inductor's wrappers.
+ *
+ * The torch code is the reference (tests/test_cable_load_native.py); float32 as it, in its order of operations,
+ * so the two agree to round-off (libm's sinf/cosf/atan2f/expf against torch's). Rows are written in place.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_MAVS 8
+#define MAX_ROTORS 8
+
+/* The order of native.py's NativeReset params. */
+enum {
+    R_RANDOMIZED, R_MAV_MASS_SCALED, R_THRUST_LIMIT_SCALED, R_FAULT, R_DISTURBANCE,
+    R_LOAD_MASS, R_INERTIA_DIAG, /* 3: the box's (sy^2 + sz^2) / 12, ... */
+    R_CABLE_LENGTH = R_INERTIA_DIAG + 3, R_DT, R_TAU, R_MAV_MASS, R_MAV_INERTIA, /* 3 */
+    R_SPEED_MAX = R_MAV_INERTIA + 3, R_START_HEIGHT, R_TENSION_DIV, /* N cos(cable_angle) */
+    R_STIFFNESS, R_GRAVITY, R_CABLE_ATTACH, /* 3 */
+    R_THRUST_MIN = R_CABLE_ATTACH + 3, R_THRUST_MAX, R_K_F, R_TILT, R_YAW, R_FAULT_P,
+    R_PINV, /* [R, 4] */
+};
+
+/* Which draws a reset uses (CableLoadEnv._reset_draws); NULL where its config draws none. */
+typedef struct {
+    const float *load_mass, *load_inertia_scale, *cable_length_scale, *thrust_scale, *tau_scale;
+    const int64_t* delay;
+    const float *mav_mass_scale, *thrust_limit_scale, *start_xy, *goal_xy, *goal_z, *goal_rpy;
+    const float *fault_hit, *fault_time;
+    const int64_t* fault_agent;
+    const float *disturbance_dir, *disturbance_frac, *disturbance_phase;
+} draws_t;
+
+/* The state tensors the reset writes, each [E, ...] (enum order of native.py's NativeReset.OUT). */
+enum {
+    O_LOAD_INERTIA, O_CABLE_LENGTH, O_THRUST_SCALE, O_TAU_SCALE, O_MOTOR_DECAY, O_MAV_MASS, O_MAV_INERTIA,
+    O_SPEED_MAX, O_LOAD_MASS, O_START_POS, O_LOAD_POS, O_LOAD_QUAT, O_LOAD_VEL, O_LOAD_W, O_MAV_POS, O_MAV_QUAT,
+    O_MAV_VEL, O_MAV_W, O_ROTOR_SPEED, O_TENSION, O_HOVER_TENSION, O_FORMATION, O_SPEC_FORCE, O_THRUST_F,
+    O_TORQUE_F, O_ANG_ACC_F, O_PREV_VEL, O_PREV_W, O_YAW_REF, O_GOAL_POS, O_GOAL_QUAT, O_TIME, O_ALIVE,
+    O_FAULT_TIME, O_DIST_AMP, O_DIST_PHASE, O_LAST_ACTION, O_PREV_ACTION, O_CMD, O_ATTACH_INT,
+    O_FLOATS /* float outputs above; then: */
+};
+
+static void cross(const float* a, const float* b, float* out) {
+    out[0] = a[1] * b[2] - a[2] * b[1];
+    out[1] = a[2] * b[0] - a[0] * b[2];
+    out[2] = a[0] * b[1] - a[1] * b[0];
+}
+
+/* quaternion.quat_rotate: v + w t + u x t, t = 2 u x v. */
+static void qrot(const float* q, const float* v, float* out) {
+    float t[3], c[3];
+    cross(q + 1, v, t);
+    for (int i = 0; i < 3; i++) t[i] *= 2.0f;
+    cross(q + 1, t, c);
+    for (int i = 0; i < 3; i++) out[i] = v[i] + q[0] * t[i] + c[i];
+}
+
+static void zero(float* p, int64_t n) { memset(p, 0, (size_t)n * sizeof(float)); }
+
+void cable_load_reset(int64_t k, const int64_t* rows, int64_t N, int64_t R, int64_t A, int64_t D,
+                      const float* draw[18], const float* attach, const float* cable_dirs, float* out[O_FLOATS],
+                      uint8_t* failed, int64_t* fault_agent, int64_t* delay, float* delay_buf, const double* p) {
+    draws_t d = {
+        draw[0], draw[1], draw[2], draw[3], draw[4], (const int64_t*)draw[5], draw[6], draw[7], draw[8], draw[9],
+        draw[10], draw[11], draw[12], draw[13], (const int64_t*)draw[14], draw[15], draw[16], draw[17],
+    };
+    const int randomized = p[R_RANDOMIZED] != 0.0, fault = p[R_FAULT] != 0.0, disturbed = p[R_DISTURBANCE] != 0.0;
+    const float g = (float)p[R_GRAVITY];
+    const float r_c[3] = {(float)p[R_CABLE_ATTACH], (float)p[R_CABLE_ATTACH + 1], (float)p[R_CABLE_ATTACH + 2]};
+    for (int64_t i = 0; i < k; i++) {
+        const int64_t e = rows[i];
+        float mass;
+        if (randomized) {
+            mass = d.load_mass[i];
+            for (int j = 0; j < 3; j++)
+                out[O_LOAD_INERTIA][3 * e + j] = mass * (float)p[R_INERTIA_DIAG + j] * d.load_inertia_scale[i];
+            for (int64_t n = 0; n < N; n++) {
+                const int64_t en = e * N + n, in = i * N + n;
+                out[O_CABLE_LENGTH][en] = (float)p[R_CABLE_LENGTH] * d.cable_length_scale[in];
+                out[O_THRUST_SCALE][en] = d.thrust_scale[in];
+                out[O_TAU_SCALE][en] = d.tau_scale[in];
+                out[O_MOTOR_DECAY][en] = expf(-(float)p[R_DT] / ((float)p[R_TAU] * d.tau_scale[in]));
+                if (p[R_MAV_MASS_SCALED] != 0.0) {
+                    const float s = d.mav_mass_scale[in];
+                    out[O_MAV_MASS][en] = (float)p[R_MAV_MASS] * s;
+                    for (int j = 0; j < 3; j++) out[O_MAV_INERTIA][3 * en + j] = (float)p[R_MAV_INERTIA + j] * s;
+                }
+                if (p[R_THRUST_LIMIT_SCALED] != 0.0)
+                    out[O_SPEED_MAX][en] = (float)p[R_SPEED_MAX] * sqrtf(d.thrust_limit_scale[in]);
+            }
+            delay[e] = d.delay[i];
+        } else {
+            mass = (float)p[R_LOAD_MASS];
+            for (int j = 0; j < 3; j++) out[O_LOAD_INERTIA][3 * e + j] = mass * (float)p[R_INERTIA_DIAG + j];
+        }
+        out[O_LOAD_MASS][e] = mass;
+
+        /* Start: a level load with the team in static hover above it (hover_equilibrium). */
+        const float start[3] = {d.start_xy[2 * i], d.start_xy[2 * i + 1], (float)p[R_START_HEIGHT]};
+        const float tension = mass * g / (float)p[R_TENSION_DIV];
+        for (int j = 0; j < 3; j++) {
+            out[O_START_POS][3 * e + j] = start[j];
+            out[O_LOAD_POS][3 * e + j] = start[j];
+            out[O_LOAD_VEL][3 * e + j] = 0.0f;
+            out[O_LOAD_W][3 * e + j] = 0.0f;
+        }
+        const float identity[4] = {1.0f, 0.0f, 0.0f, 0.0f};
+        memcpy(out[O_LOAD_QUAT] + 4 * e, identity, sizeof identity);
+        for (int64_t n = 0; n < N; n++) {
+            const int64_t en = e * N + n;
+            const float* dir = cable_dirs + 3 * n;
+            const float stretched = out[O_CABLE_LENGTH][en] + tension / (float)p[R_STIFFNESS];
+            float pull[3], thrust_vec[3], z_des[3], axis[3], q[4], pos[3], f_body[3], torque[3];
+            for (int j = 0; j < 3; j++) pull[j] = -dir[j] * tension; /* the cable's force on the MAV */
+            const float weight = out[O_MAV_MASS][en] * g;
+            for (int j = 0; j < 3; j++) thrust_vec[j] = -pull[j] + (j == 2 ? weight : 0.0f);
+            const float thrust = sqrtf(thrust_vec[0] * thrust_vec[0] + thrust_vec[1] * thrust_vec[1] +
+                                       thrust_vec[2] * thrust_vec[2]);
+            for (int j = 0; j < 3; j++) z_des[j] = thrust_vec[j] / thrust;
+            /* The minimal rotation taking e_z to z_des (yaw stays zero). */
+            axis[0] = -z_des[1];
+            axis[1] = z_des[0];
+            axis[2] = 0.0f;
+            const float sin_a = sqrtf(axis[0] * axis[0] + axis[1] * axis[1]);
+            const float clamped = sin_a > 1e-9f ? sin_a : 1e-9f;
+            const float half = 0.5f * atan2f(sin_a, z_des[2]);
+            q[0] = cosf(half);
+            for (int j = 0; j < 3; j++) q[1 + j] = sinf(half) * (axis[j] / clamped);
+            qrot(q, r_c, pos);
+            for (int j = 0; j < 3; j++) {
+                const float attach_world = start[j] + attach[3 * n + j];
+                pos[j] = attach_world + dir[j] * stretched - pos[j];
+            }
+            const float conj[4] = {q[0], -q[1], -q[2], -q[3]};
+            qrot(conj, pull, f_body);
+            cross(r_c, f_body, torque);
+            for (int j = 0; j < 3; j++) torque[j] = -torque[j];
+            /* Rotor speeds (wrench_to_speed_cmd), then for this vehicle's true thrust coefficient. */
+            const float wrench[4] = {thrust, torque[0], torque[1], torque[2]};
+            const float root_scale = sqrtf(out[O_THRUST_SCALE][en]);
+            for (int64_t r = 0; r < R; r++) {
+                float f = 0.0f;
+                for (int j = 0; j < 4; j++) f += wrench[j] * (float)p[R_PINV + 4 * r + j];
+                f = fminf(fmaxf(f, (float)p[R_THRUST_MIN]), (float)p[R_THRUST_MAX]);
+                out[O_ROTOR_SPEED][en * R + r] = sqrtf(f / (float)p[R_K_F]) / root_scale;
+            }
+            const float m = out[O_MAV_MASS][en];
+            float z_b[3];
+            const float e_z[3] = {0.0f, 0.0f, 1.0f};
+            qrot(q, e_z, z_b);
+            for (int j = 0; j < 3; j++) {
+                out[O_MAV_POS][3 * en + j] = pos[j];
+                out[O_FORMATION][3 * en + j] = pos[j] - start[j];
+                out[O_SPEC_FORCE][3 * en + j] = z_b[j] * (thrust / m) + pull[j] / m;
+                out[O_TORQUE_F][3 * en + j] = torque[j];
+            }
+            memcpy(out[O_MAV_QUAT] + 4 * en, q, sizeof q);
+            zero(out[O_MAV_VEL] + 3 * en, 3);
+            zero(out[O_MAV_W] + 3 * en, 3);
+            zero(out[O_ANG_ACC_F] + 3 * en, 3);
+            zero(out[O_PREV_VEL] + 3 * en, 3);
+            zero(out[O_PREV_W] + 3 * en, 3);
+            out[O_TENSION][en] = tension;
+            out[O_HOVER_TENSION][en] = tension;
+            out[O_THRUST_F][en] = thrust;
+            out[O_YAW_REF][en] = atan2f(2 * (q[0] * q[3] + q[1] * q[2]), 1 - 2 * (q[2] * q[2] + q[3] * q[3]));
+            out[O_ALIVE][en] = 1.0f;
+            failed[en] = 0;
+        }
+
+        /* The goal pose relative to the start (quat_from_euler). */
+        const float goal[3] = {start[0] + d.goal_xy[2 * i], start[1] + d.goal_xy[2 * i + 1], start[2] + d.goal_z[i]};
+        memcpy(out[O_GOAL_POS] + 3 * e, goal, sizeof goal);
+        const float scale[3] = {(float)p[R_TILT], (float)p[R_TILT], (float)p[R_YAW]};
+        float c[3], s[3];
+        for (int j = 0; j < 3; j++) {
+            const float angle = d.goal_rpy[3 * i + j] * scale[j];
+            c[j] = cosf(angle / 2);
+            s[j] = sinf(angle / 2);
+        }
+        float* gq = out[O_GOAL_QUAT] + 4 * e;
+        gq[0] = c[0] * c[1] * c[2] + s[0] * s[1] * s[2];
+        gq[1] = s[0] * c[1] * c[2] - c[0] * s[1] * s[2];
+        gq[2] = c[0] * s[1] * c[2] + s[0] * c[1] * s[2];
+        gq[3] = c[0] * c[1] * s[2] - s[0] * s[1] * c[2];
+
+        /* Fault: one MAV loses thrust at a random time. */
+        out[O_TIME][e] = 0.0f;
+        out[O_FAULT_TIME][e] = INFINITY;
+        if (fault) {
+            out[O_FAULT_TIME][e] = d.fault_hit[i] < (float)p[R_FAULT_P] ? d.fault_time[i] : INFINITY;
+            fault_agent[e] = d.fault_agent[i];
+        }
+        if (disturbed) {
+            const float* v = d.disturbance_dir + 3 * i;
+            float norm = sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+            norm = norm > 1e-9f ? norm : 1e-9f;
+            const float magnitude = d.disturbance_frac[i] * mass * g;
+            for (int j = 0; j < 3; j++) out[O_DIST_AMP][3 * e + j] = v[j] / norm * magnitude;
+            out[O_DIST_PHASE][e] = d.disturbance_phase[i];
+        }
+
+        /* The policy interface's memory. */
+        if (delay_buf) zero(delay_buf + e * D * N * A, D * N * A);
+        zero(out[O_LAST_ACTION] + e * N * A, N * A);
+        zero(out[O_PREV_ACTION] + e * N * A, N * A);
+        zero(out[O_CMD] + e * N * A, N * A);
+        zero(out[O_ATTACH_INT] + e * N * 3, N * 3);
+    }
+}
