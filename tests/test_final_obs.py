@@ -50,6 +50,13 @@ def test_final_obs_reads_as_the_observation_before_the_reset_and_builds_only_wha
     assert bool((after["a"]["policy"][ids] == -7.0).all())
     assert {g: dict(e) for g, e in final.items()}.keys() == before.keys()
 
+    def regroup(obs):  # env by env: both groups' policies side by side, as a wrapper env might
+        return {"all": {"policy": torch.cat((obs["a"]["policy"][..., :4], obs["b"]["policy"]), 1)}}
+
+    mapped = final.map(regroup)
+    assert isinstance(mapped, FinalObs)
+    assert torch.equal(mapped["all"]["policy"], regroup(before)["all"]["policy"])
+
 
 def _make(task: str, kernels: str | None):
     if task == "cable_load":
@@ -99,3 +106,29 @@ def test_final_obs_is_the_pre_reset_observation_and_returned_observations_never_
         for g, entries in copy.items():
             for k, v in entries.items():
                 assert torch.equal(obs[g][k], v), (g, k)
+
+
+def test_coplay_final_obs_is_the_matchs_regrouped_and_stays_lazy() -> None:
+    """drone_volleyball_coplay regroups its match's observations (both teams' drones in one group): on a step that
+    resets envs its ``final_obs`` is the match's pre-reset observation regrouped, still a lazy FinalObs."""
+    env = sim.make("drone_volleyball_coplay", num_envs=6, seed=0, episode_length_s=0.2)
+    evaluate = env.match._evaluate
+    captured: list = []
+
+    def capture():
+        out = evaluate()
+        captured.append({g: {k: v.clone() for k, v in e.items()} for g, e in out[0].items()})
+        return out
+
+    env.match._evaluate = capture
+    env.reset()
+    gen = torch.Generator().manual_seed(1)
+    lazy = 0
+    for _ in range(40):
+        _, _, terminated, truncated, info = env.step(env.sample_actions(gen))
+        final = info["final_obs"]
+        lazy += isinstance(final, FinalObs)
+        expected = env._drones_obs(captured[-1])
+        for k, v in expected["drones"].items():
+            assert torch.equal(final["drones"][k], v), k
+    assert lazy > 0, "some envs should reset (time limit)"

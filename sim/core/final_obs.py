@@ -10,7 +10,7 @@ entry's full tensor at its first read.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from torch import Tensor
 
@@ -37,7 +37,13 @@ class FinalObs(Mapping[str, Mapping[str, Tensor]]):
     """
 
     def __init__(self, obs: Mapping[str, Mapping[str, Tensor]], env_ids: Tensor, rows: Obs) -> None:
+        self.obs, self.env_ids, self.rows = obs, env_ids, rows
         self._groups = {g: _FinalGroup(entries, env_ids, rows[g]) for g, entries in obs.items()}
+
+    def map(self, fn: Callable[[Obs], Obs], obs: Obs | None = None) -> FinalObs:
+        """This final observation through ``fn``, a function of an observation that works env by env (regrouping
+        agents, say), still built where read; ``obs``: ``fn(self.obs)``, where the caller has computed it already."""
+        return FinalObs(fn(self.obs) if obs is None else obs, self.env_ids, fn(self.rows))
 
     def __getitem__(self, group: str) -> Mapping[str, Tensor]:
         return self._groups[group]

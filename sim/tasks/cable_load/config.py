@@ -146,9 +146,9 @@ class CableLoadCfg:
     # "components" agrees with "rows" to float32 round-off (tests/test_cable_load_components.py) and steps faster
     # from ~1k envs eager and at every size compiled (benchmarks/layout_compare.py); below that, eager, "rows" is.
     layout: str = "auto"
-    # How a CPU steps the task: "native" runs the control loop and the post-physics pass as C kernels
-    # (control_loop.c, post_physics.c; built once per machine by the C compiler; benchmarks/README.md has their
-    # speed), "torch" the torch code of env.py (the reference, what a GPU runs, compiled with compile=True),
+    # How a CPU steps the task: "native" runs the control loop, the post-physics pass and the reset as C kernels
+    # (control_loop.c, post_physics.c, reset.c; built once per machine by the C compiler; benchmarks/README.md has
+    # their speed), "torch" the torch code of env.py (the reference, what a GPU runs, compiled with compile=True),
     # "auto" native wherever it can run (CPU tensors, a C compiler), else torch.
     cpu_kernels: str = "auto"
     episode_length_s: float = positive(20.0)

@@ -333,7 +333,8 @@ class CableLoadEnv(MultiAgentEnv):
             self.history = self.history.clone()
         self._reset_rows(env_ids)
 
-    # Split in two (MultiAgentEnv._reset_idx): the draws, eager, then the tensor code, compiled with compile.
+    # Split in two (MultiAgentEnv._reset_idx): the draws, eager, then the tensor code (compiled with compile; or in C,
+    # NativeReset, with the C kernels).
     def _reset_draws(self, k: int) -> dict[str, Tensor]:
         """Every random number a reset of ``k`` envs uses, drawn from ``self.rng`` in a fixed order (each
         entry ``[k, ...]``; an entry is drawn only where its config needs it, so other configurations

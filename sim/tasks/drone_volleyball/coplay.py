@@ -37,6 +37,7 @@ import torch
 from torch import Tensor
 
 from sim.core.env import MultiAgentEnv, Obs
+from sim.core.final_obs import FinalObs
 from sim.core.spec import EnvSpec, GroupSpec, choices_from_actions
 from sim.tasks.drone_volleyball import rules as R
 from sim.tasks.drone_volleyball.config import GROUPS, SKILLS, VolleyballCfg, evaluation_overrides
@@ -225,9 +226,12 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
         shapes as in :class:`~sim.core.env.MultiAgentEnv`, the match's episode statistics."""
         act, n = self._check_actions(actions)[GROUP], self.n
         obs, reward, terminated, truncated, info = self.match.step({"team_a": act[:, :n], "team_b": act[:, n:]})
-        info["final_obs"] = self._drones_obs(info["final_obs"])
+        drones_obs, final = self._drones_obs(obs), info["final_obs"]
+        # A match step that reset envs hands a FinalObs: kept lazy (built where read), as the match's own.
+        is_lazy = isinstance(final, FinalObs)
+        info["final_obs"] = final.map(self._drones_obs, drones_obs) if is_lazy else self._drones_obs(final)
         reward = {GROUP: torch.cat([reward[g] for g in GROUPS], 1)}
-        return self._drones_obs(obs), reward, terminated, truncated, info
+        return drones_obs, reward, terminated, truncated, info
 
     def step_metrics(self) -> dict[str, Tensor]:
         return self.match.step_metrics()
