@@ -123,6 +123,14 @@ def _put_envs(obs: Obs, env_ids: Tensor, rows: Obs) -> Obs:
     return {g: {k: v.index_copy(0, env_ids, rows[g][k]) for k, v in entries.items()} for g, entries in obs.items()}
 
 
+def _put_envs_in_place(obs: Obs, env_ids: Tensor, rows: Obs) -> Obs:
+    """``obs`` with the envs ``env_ids [k]`` replaced by ``rows``, written into its tensors."""
+    for g, entries in obs.items():
+        for k, v in entries.items():
+            v.index_copy_(0, env_ids, rows[g][k])
+    return obs
+
+
 def env_rows(env_ids: Tensor | None) -> Callable[[Tensor], Tensor]:
     """Index per-env tensors ``[num_envs, ...]`` at the envs ``env_ids [k]`` (the identity where ``None``): for
     a task's observations (or any pure read) of a subset of its envs, e.g. the few that an auto-reset restarts."""
@@ -153,6 +161,10 @@ class MultiAgentEnv(ABC):
     """Base class: seeding, action validation, the step loop, auto-reset and episode statistics."""
 
     task_name: ClassVar[str] = "unnamed"  # the registry name (sim.tasks.TASKS); each task class declares it
+    # A task whose _evaluate makes its observation tensors anew at every call (none a view of state that outlives the
+    # step) may set this: an auto-reset then writes the reset envs' rows from _observations_of into them in place
+    # (info["final_obs"] kept those rows) instead of copying every entry (drone_volleyball: 20 MB a reset step).
+    fresh_observations: ClassVar[bool] = False
     # Where training's sim.compile=auto compiles this task's loop (train and eval envs): device type -> the
     # smallest train.total_steps from which it was measured to pay (a first compile costs minutes on a CPU).
     auto_compile_min_steps: ClassVar[dict[str, int]] = {}
@@ -289,7 +301,8 @@ class MultiAgentEnv(ABC):
                     after = self._observations_after_reset()
                 else:  # the others keep the observation computed above (a reset changes only its own envs)
                     rows = _two_or_more(done_ids)
-                    after = _put_envs(obs, rows, self._observe_some(rows))
+                    put = _put_envs_in_place if self.fresh_observations else _put_envs
+                    after = put(obs, rows, self._observe_some(rows))
             finally:
                 self._auto_reset_ids = None
             obs = after
