@@ -352,10 +352,11 @@ class NativeReset:
         )  # fmt: skip
         noise = c(draws["obs_noise"]) if "obs_noise" in draws else None
         d, ld = env.drones, env.load
+        # Read-only inputs as contiguous copies where they are views (an adapter's episode_step may be one), held here.
         inputs = [
-            d.pos, d.quat, d.vel, d.ang_vel, ld.pos, ld.quat, ld.vel, ld.ang_vel, env.goal_pos, env.goal_quat,
-            env.cable_tension, env.failed, env.episode_step, env.attach, env.nominal_offset, env.attach_err_int,
-            env.last_action, noise, c(env._frame_noise_std), env.history,
+            *map(c, (d.pos, d.quat, d.vel, d.ang_vel, ld.pos, ld.quat, ld.vel, ld.ang_vel, env.goal_pos)),
+            *map(c, (env.goal_quat, env.cable_tension, env.failed, env.episode_step, env.attach, env.nominal_offset)),
+            c(env.attach_err_int), c(env.last_action), noise, c(env._frame_noise_std), env.history,
         ]  # fmt: skip
         self.post.forget_errors()  # written through pointers: no version counter saw it
         H = env.history.shape[2]
