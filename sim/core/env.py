@@ -298,14 +298,13 @@ class MultiAgentEnv(ABC):
             try:
                 self._reset_all_idx(done_ids)
                 if self._observe_some is None:
-                    after = self._observations_after_reset()
+                    obs = self._observations_after_reset()
                 else:  # the others keep the observation computed above (a reset changes only its own envs)
                     rows = _two_or_more(done_ids)
                     put = _put_envs_in_place if self.fresh_observations else _put_envs
-                    after = put(obs, rows, self._observe_some(rows))
+                    obs = put(obs, rows, self._observe_some(rows))
             finally:
                 self._auto_reset_ids = None
-            obs = after
             info["final_obs"] = FinalObs(obs, done_ids, finished)
             if n_bad:
                 info["final_obs"] = _where_envs(bad, obs, info["final_obs"])

@@ -313,7 +313,6 @@ class CableLoadEnv(MultiAgentEnv):
         self._reset_rows = native_reset.reset_idx
         self._apply_actions = self._advance.apply_actions
         self._native_pass: NativePostPhysics = self._evaluate
-        self._native_state = self._evaluate.state
         self._cached_errors = self._evaluate.cached_errors
         self._after_reset = self._native_observations_after_reset
         if self._evaluate.draws_noise:
@@ -806,9 +805,9 @@ class CableLoadEnv(MultiAgentEnv):
         in a step's auto-reset only the reset envs' rows, written into the state that step's pass made."""
         ids, state = self._auto_reset_ids, self._native_pass.last_state
         if ids is None or state is None:
-            state = self._native_state()
+            state = self._native_pass.state()
         else:
-            self._native_state(ids, state)
+            self._native_pass.state(ids, state)
         return {GROUP: {"policy": self.history.flatten(2), "state": state}}
 
     def _state(self) -> Tensor:

@@ -302,7 +302,6 @@ void cable_load_post_physics(
     const float min_height = (float)p[P_MIN_HEIGHT], cos_tilt = (float)p[P_COS_TILT];
     const float bounds_xy = (float)p[P_BOUNDS_XY], bounds_z = (float)p[P_BOUNDS_Z];
     const float min_dist = (float)p[P_MIN_DIST], cable_dist = (float)p[P_CABLE_DIST];
-    const float pi = 3.14159265358979323846f;
     const vec3 r_c = const3(cable_attach);
     const uint64_t key = noise_key ? (uint64_t)*noise_key : 0;
     int noisy_pair[F / 2]; /* pairs of frame entries with some noise */

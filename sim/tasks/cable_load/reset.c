@@ -10,9 +10,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_MAVS 8
-#define MAX_ROTORS 8
-
 /* The order of native.py's NativeReset params. */
 enum {
     R_RANDOMIZED, R_MAV_MASS_SCALED, R_THRUST_LIMIT_SCALED, R_FAULT, R_DISTURBANCE,
@@ -41,7 +38,7 @@ enum {
     O_MAV_VEL, O_MAV_W, O_ROTOR_SPEED, O_TENSION, O_HOVER_TENSION, O_FORMATION, O_SPEC_FORCE, O_THRUST_F,
     O_TORQUE_F, O_ANG_ACC_F, O_PREV_VEL, O_PREV_W, O_YAW_REF, O_GOAL_POS, O_GOAL_QUAT, O_TIME, O_ALIVE,
     O_FAULT_TIME, O_DIST_AMP, O_DIST_PHASE, O_LAST_ACTION, O_PREV_ACTION, O_CMD, O_ATTACH_INT,
-    O_FLOATS /* float outputs above; then: */
+    O_FLOATS /* their count; the bool, int64 and delay-buffer outputs are arguments of their own */
 };
 
 static void cross(const float* a, const float* b, float* out) {
