@@ -34,6 +34,9 @@ _LOG = logging.getLogger(__name__)
 FLAGS = ("-O3", "-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-ffp-contract=off", "-std=c11")
 INCLUDE = Path(__file__).parent  # simd.h: every kernel may include it (its text is part of each build's key)
 _LOADED: dict[tuple, ctypes.CDLL | None] = {}
+# A task's ``cfg.cpu_kernels``: "auto" its C kernels wherever they run (CPU tensors, a C compiler), "native" always
+# (an error where they cannot run), "torch" its torch code.
+CPU_KERNELS = ("auto", "native", "torch")
 
 
 def cache_dir() -> Path:

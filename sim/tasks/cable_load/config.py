@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sim.core.config import at_least, bounded, fraction, non_negative, positive
+from sim.core.native import CPU_KERNELS
 from sim.physics.components import check_layout
 
 
@@ -46,7 +47,6 @@ class ObsNoiseCfg:
 
 GROUP = "mavs"  # the task's one agent group: its observations, actions and rewards are keyed by it
 FAULT_CABLE_MODES = ("attached", "released")
-CPU_KERNELS = ("auto", "native", "torch")
 # How the control loop holds vectors (sim.physics.components.LAYOUTS): "rows" ([..., 3] tensors, the reference
 # maths of sim.physics) or "components" (one tensor per x/y/z component; the same physics, faster in large batches);
 # "auto": components when compiled or from COMPONENTS_MIN_ENVS envs, rows below (eager small batches, e.g. the

@@ -539,14 +539,18 @@ class DroneVolleyballEnv(MultiAgentEnv):
 
     def _observations_of(self, env_ids: Tensor | None) -> Obs:
         """The observations of the envs ``env_ids [k]`` (every env where ``None``); see the core's hook."""
-        skill = self._skill_obs(env_ids)
-        policy = self._policy_obs(skill, env_ids)
-        state = self._state(env_ids)
+        skill, policy, state = self._observation_entries(env_ids)
         out = {}
         for g_i, g in enumerate(self.spec.groups):
             sl = slice(g_i * self.n, (g_i + 1) * self.n)
             out[g] = {"policy": policy[:, sl], "skill": skill[:, sl], "state": state[:, sl]}
         return out
+
+    def _observation_entries(self, ids: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Every drone's ``skill``, ``policy`` and ``state`` entries, ``[E, D, ...]`` each (``[k, D, ...]`` of the
+        envs ``ids [k]`` only, when given)."""
+        skill = self._skill_obs(ids)
+        return skill, self._policy_obs(skill, ids), self._state(ids)
 
     def _state(self, ids: Tensor | None = None) -> Tensor:
         """Critic state per drone ``[E, D, state_dim]``: the whole scene in the drone's team frame (``[k, D,

@@ -24,6 +24,7 @@ from torch import Tensor
 from sim.core.env import env_rows
 from sim.core.randomization import uniform
 from sim.core.spec import ObsTerm
+from sim.tasks.drone_volleyball import native
 from sim.tasks.drone_volleyball.config import SKILL_IDS, VolleyballCfg
 from sim.tasks.drone_volleyball.court import mirror
 from sim.tasks.drone_volleyball.env import DroneVolleyballEnv
@@ -99,7 +100,23 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         # set_scripted_opponent: (team index, mask [E]) where the rule-based team plays a group, and that team.
         self.scripted: tuple[int, Tensor] | None = None
         self._scripted_team = None
+        self._native_observations = self._use_cpu_kernels()
         self.reset()
+
+    def _use_cpu_kernels(self) -> bool:
+        """Whether the observations come from C (:mod:`sim.tasks.drone_volleyball.native`), as ``cfg.cpu_kernels``
+        asks: "auto" wherever they can run, "native" always (ValueError where they cannot), "torch" never."""
+        if self.cfg.cpu_kernels == "torch":
+            return False
+        reason = native.unsupported(self)
+        if reason is not None and self.cfg.cpu_kernels == "native":
+            raise ValueError(f"drone_volleyball: cpu_kernels='native' cannot run here: {reason}")
+        return reason is None
+
+    @property
+    def cpu_kernels(self) -> str:
+        """What computes the observations: "native" (C) or "torch"."""
+        return "native" if self._native_observations else "torch"
 
     def attach(self, hooks: MatchHooks) -> None:
         """Let a level built on this match join its steps (see :class:`MatchHooks`); one at a time."""
@@ -225,6 +242,19 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
             self.rules.new_rally(again)
             self._start_rally(again)
         self.hooks.after_rules(self)
+
+    def _observation_entries(self, ids: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        if not self._native_observations:
+            return super()._observation_entries(ids)
+        cfg = self.cfg
+        return native.observations(
+            native.inputs(self),
+            ids,
+            self.n,
+            cfg.paddle_offset,
+            float(cfg.rules.max_touches),
+            float(self.max_episode_steps),
+        )
 
     def _policy_obs(self, skill: Tensor, ids: Tensor | None = None) -> Tensor:
         """``[E, D, p]``: ``skill`` + teammates and opponents (relative, team frame) + the rally state."""

@@ -1,0 +1,152 @@
+"""drone_volleyball's match observations in C on a CPU (``cfg.cpu_kernels``; ``observations.c``).
+
+:func:`observations` computes what ``VolleyballMatchEnv._observations_of`` does from the torch code (the skill,
+policy and critic-state entries of every drone), as the custom op ``covey::volleyball_observations``, so that a
+compiled pass keeps it inside its graph (inductor calls it like one of its own kernels; a plain ctypes call would
+split the graph). The torch code stays the reference (``tests/test_volleyball_native.py`` holds the two together)
+and runs everywhere else: on a GPU, with ``cpu_kernels="torch"``, in the solo skills, and where no C compiler is
+found (:func:`sim.core.native.load`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from sim.core import native
+from sim.tasks.drone_volleyball.config import SKILLS
+
+if TYPE_CHECKING:
+    from sim.tasks.drone_volleyball.match_env import VolleyballMatchEnv
+
+SOURCE = Path(__file__).with_name("observations.c")
+MAX_DRONES = 6  # observations.c's per-env arrays
+# observations.c's inputs_t, in order: (name, dtype).
+INPUTS = (
+    ("pos", torch.float32),
+    ("quat", torch.float32),
+    ("vel", torch.float32),
+    ("ang_vel", torch.float32),
+    ("ball_pos", torch.float32),
+    ("ball_vel", torch.float32),
+    ("target", torch.float32),
+    ("skill_id", torch.int64),
+    ("touched", torch.bool),
+    ("last_action", torch.float32),
+    ("last_team", torch.int64),
+    ("touches", torch.int64),
+    ("last_toucher", torch.int64),
+    ("serving_team", torch.int64),
+    ("server", torch.int64),
+    ("episode_step", torch.int64),
+    ("served", torch.bool),
+)
+
+
+class _Inputs(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_void_p) for name, _ in INPUTS]
+
+
+def sizes(n: int) -> tuple[int, int, int]:
+    """Entries per drone (skill, policy, critic state) of a match of ``n`` drones a team."""
+    D, skill = 2 * n, 29 + len(SKILLS)
+    return skill, skill + 3 * (D - 1) + 5, 16 * D + 12 + n
+
+
+def _lib() -> ctypes.CDLL | None:
+    lib = native.load(SOURCE)
+    if lib is not None:
+        lib.volleyball_observations.restype = None
+    return lib
+
+
+def unsupported(env: VolleyballMatchEnv) -> str | None:
+    """None when the C observations can run ``env``, else why not."""
+    if env.device.type != "cpu":
+        return f"they run on CPU tensors only (the env is on {env.device})"
+    if env.drones.pos.dtype != torch.float32:
+        return f"they compute in float32 (the env holds {env.drones.pos.dtype})"
+    if env.num_drones > MAX_DRONES:
+        return f"they hold at most {MAX_DRONES} drones"
+    if _lib() is None:
+        return "no C compiler could build them (see the warning above)"
+    return None
+
+
+def inputs(env: VolleyballMatchEnv) -> list[Tensor]:
+    """The env's tensors :func:`observations` reads, in :data:`INPUTS` order."""
+    d, ru = env.drones, env.rules
+    return [
+        d.pos,
+        d.quat,
+        d.vel,
+        d.ang_vel,
+        env.ball_pos,
+        env.ball_vel,
+        env.skill_target,
+        env.skill_id,
+        env.touched,
+        env.last_action,
+        ru.last_team,
+        ru.touches,
+        ru.last_toucher,
+        ru.serving_team,
+        ru.server,
+        env.episode_step,
+        ru.served,
+    ]
+
+
+@torch.library.custom_op("covey::volleyball_observations", mutates_args=())
+def observations(
+    tensors: list[Tensor],
+    rows: Tensor | None,
+    n: int,
+    paddle_offset: float,
+    max_touches: float,
+    max_episode_steps: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(skill [k, D, s], policy [k, D, p], state [k, D, c])`` of a match of ``n`` drones a team (``D = 2 n``; the
+    sizes of :func:`sizes`) from ``tensors`` (:func:`inputs`, ``[E, ...]`` each), for the envs ``rows [k]`` (int64;
+    None: every env, ``k = E``)."""
+    lib = _lib()
+    if lib is None:
+        raise RuntimeError("covey::volleyball_observations needs a C compiler (native.unsupported)")
+    D, E = 2 * n, tensors[0].shape[0]
+    if not 1 <= n <= MAX_DRONES // 2 or tensors[0].shape[1:] != (D, 3):
+        raise ValueError(
+            f"volleyball_observations: {n} drones a team, but positions of shape {tuple(tensors[0].shape)}"
+        )
+    held = [t.to(dtype).contiguous() for t, (_, dtype) in zip(tensors, INPUTS, strict=True)]
+    if rows is not None:
+        rows = rows.to(torch.int64).contiguous()
+        if rows.numel() and not 0 <= int(rows.min()) <= int(rows.max()) < E:  # the kernel reads those rows unchecked
+            raise IndexError(f"volleyball_observations: rows outside [0, {E})")
+    k = E if rows is None else rows.shape[0]
+    skill_n, policy_n, state_n = sizes(n)
+    skill, policy, state = (torch.empty(k, D, m) for m in (skill_n, policy_n, state_n))
+    lib.volleyball_observations(
+        ctypes.c_int64(k),
+        native.ptr(rows),
+        ctypes.c_int32(n),
+        ctypes.c_int32(len(SKILLS)),
+        ctypes.c_float(paddle_offset),
+        ctypes.c_float(max_touches),
+        ctypes.c_float(max_episode_steps),
+        ctypes.byref(_Inputs(*(t.data_ptr() for t in held))),
+        native.ptr(policy),
+        native.ptr(skill),
+        native.ptr(state),
+        ctypes.c_int32(native.threads()),
+    )
+    return skill, policy, state
+
+
+@observations.register_fake
+def _(tensors, rows, n, paddle_offset, max_touches, max_episode_steps):
+    k = tensors[0].shape[0] if rows is None else rows.shape[0]
+    return tuple(tensors[0].new_empty(k, 2 * n, m) for m in sizes(n))
