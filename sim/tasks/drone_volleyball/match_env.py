@@ -236,11 +236,14 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
 
     # ----------------------------------------------------------------- after the physics
     def _after_rules(self) -> None:
-        # Game mode: after a point the next rally starts from the serve (the rules picked the server).
-        again = (self.events.rally_over & ~self.events.game_over).nonzero().squeeze(-1)
-        if again.numel() > 0:
-            self.rules.new_rally(again)
-            self._start_rally(again)
+        # Game mode: after a point the next rally starts from the serve (the rules picked the server). A game of one
+        # rally (points_to_win 0) ends with every rally: no index to take, so no host sync, and the compiled pass
+        # stays one graph (the data-dependent branch split it in two, and the rest then ran as several).
+        if self.cfg.rules.points_to_win > 0:
+            again = (self.events.rally_over & ~self.events.game_over).nonzero().squeeze(-1)
+            if again.numel() > 0:
+                self.rules.new_rally(again)
+                self._start_rally(again)
         self.hooks.after_rules(self)
 
     def _observation_entries(self, ids: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
