@@ -565,6 +565,9 @@ class MultiAgentEnv(ABC):
         if self._reset_envs_compiled is None:  # dynamic in the env axis only: the others are the config's
             self._reset_envs_compiled = torch.compile(self._reset_envs, dynamic=False)
         env_ids, draws = _two_or_more_with_draws(env_ids, draws)
+        # Marked on a copy: the caller's index stays unmarked (the auto-reset's subset observations then read it, and
+        # a marking their graph was not traced with would compile it again).
+        env_ids = env_ids.clone()
         for t in (env_ids, *draws.values()):
             torch._dynamo.mark_dynamic(t, 0)
         self._reset_envs_compiled(env_ids, draws)

@@ -191,7 +191,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self.skill_target = zeros(E, D, 3)  # world frame
         self.touched = torch.zeros(E, D, dtype=torch.bool, device=dev)
         self.last_action = zeros(E, D, 4)
-        self.cmd = zeros(E, D, 4)
+        self.cmd = self.last_action  # one tensor, as after every _apply_actions (a compiled reset guards on aliasing)
         # Step contact flags (accumulated over the substeps of one control step).
         self.hits = torch.zeros(E, D, dtype=torch.bool, device=dev)
         self.ball_ground = torch.zeros(E, dtype=torch.bool, device=dev)
