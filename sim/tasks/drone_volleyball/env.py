@@ -581,7 +581,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
     def _event_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
         """The rules' event counts of the episodes ``env_ids`` that ended (popped; kept per env in
         ``final_counters`` across the auto-reset for match statistics), as ``events/<name>`` means."""
-        counters = self.rules.pop_counters(env_ids)
-        for k, v in counters.items():
-            self.final_counters[k] = self.final_counters[k].index_put((env_ids,), v)
-        return {f"events/{k}": v.mean() for k, v in counters.items()}
+        table = self.rules.pop_counter_table(env_ids)  # [K, k]: a few ops for all counters
+        final = torch.stack([self.final_counters[name] for name in R.COUNTER_NAMES]).index_copy(1, env_ids, table)
+        self.final_counters = dict(zip(R.COUNTER_NAMES, final.unbind(0), strict=True))
+        return {f"events/{name}": mean for name, mean in zip(R.COUNTER_NAMES, table.mean(1).unbind(0), strict=True)}

@@ -167,7 +167,8 @@ class RallyRules:
     * ``score [E, 2]`` long: points of team A and team B this game.
     * ``rally_time [E]`` float: seconds since the rally started.
     * ``in_rally [E]`` bool: a rally is in progress (False from its end to the next ``new_rally``).
-    * ``counters``: name -> ``[E]`` float32 cumulative counts (:data:`COUNTER_NAMES`), see :meth:`pop_counters`.
+    * ``counters``: name -> ``[E]`` float32 cumulative counts (:data:`COUNTER_NAMES`; views of the rows of
+      ``counter_table [K, E]``), see :meth:`pop_counters`.
     """
 
     def __init__(
@@ -205,7 +206,7 @@ class RallyRules:
         self.score = full(0, shape=(num_envs, 2))
         self.rally_time = full(0.0, torch.float32)
         self.in_rally = full(False, torch.bool)
-        self.counters: dict[str, Tensor] = {name: full(0.0, torch.float32) for name in COUNTER_NAMES}
+        self.counter_table = torch.zeros(len(COUNTER_NAMES), num_envs, device=self.device)  # [K, E], see counters
         self.reset(torch.arange(num_envs, device=self.device))
 
     # ----------------------------------------------------------------- episode control
@@ -272,13 +273,21 @@ class RallyRules:
         lead = torch.where(serving, rotation, (rotation + 1) % n)  # [E, 2]
         return (lead.unsqueeze(-1) + torch.arange(n, device=self.device)) % n
 
+    @property
+    def counters(self) -> dict[str, Tensor]:
+        """Cumulative counts, name (:data:`COUNTER_NAMES`) -> ``[E]`` float32: the rows of ``counter_table``
+        ``[K, E]`` (views; one table, so that popping the counters of a few envs costs two ops, not two per name)."""
+        return dict(zip(COUNTER_NAMES, self.counter_table.unbind(0), strict=True))
+
+    def pop_counter_table(self, env_ids: Tensor) -> Tensor:
+        """``[K, k]``: the counters of ``env_ids [k]`` (rows in :data:`COUNTER_NAMES` order), zeroed here afterwards."""
+        out = self.counter_table.index_select(1, env_ids)
+        self.counter_table = self.counter_table.index_fill(1, env_ids, 0.0)
+        return out
+
     def pop_counters(self, env_ids: Tensor) -> dict[str, Tensor]:
         """The counters of ``env_ids [k]`` (name -> ``[k]`` float32), zeroed here afterwards."""
-        out = {}
-        for name, buf in self.counters.items():
-            out[name] = buf[env_ids]
-            self.counters[name] = buf.index_put((env_ids,), torch.zeros((), dtype=buf.dtype, device=self.device))
-        return out
+        return dict(zip(COUNTER_NAMES, self.pop_counter_table(env_ids).unbind(0), strict=True))
 
     # ----------------------------------------------------------------- the step
     def update(
@@ -404,7 +413,7 @@ class RallyRules:
             "serve_points_a": serve_won[:, 0].float(),
             "serve_points_b": serve_won[:, 1].float(),
         }
-        self.counters = {name: self.counters[name] + add[name] for name in COUNTER_NAMES}
+        self.counter_table = self.counter_table + torch.stack([add[name] for name in COUNTER_NAMES])
 
         return RallyEvents(
             point_to=point_to,
