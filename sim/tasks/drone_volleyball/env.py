@@ -128,7 +128,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
 
     task_name = "drone_volleyball"
     cfg_class = VolleyballCfg
-    fresh_observations = True  # _observations_of builds every entry with cat/stack (MultiAgentEnv)
+    fresh_observations = True  # _observations_of makes every entry anew (cat/stack, or the C op; MultiAgentEnv)
     renderer = "sim.tasks.drone_volleyball.render:VolleyballRenderer"
 
     def __new__(cls, cfg: VolleyballCfg | None = None, *args, **kwargs) -> DroneVolleyballEnv:
