@@ -416,6 +416,29 @@ def test_a_training_rollout_syncs_the_host_once_per_step_and_once_more_where_an_
     assert len(counter.calls) <= steps + sum(dones) + 4, counter.calls
 
 
+@pytest.mark.parametrize("points_to_win", [0, 2])
+def test_a_volleyball_match_step_syncs_the_host_only_for_the_auto_reset(points_to_win: int) -> None:
+    """Issue 14: with the action checks deferred (as the training rollout runs them), a drone_volleyball step waits
+    for the device for the auto-reset's index (one `nonzero`) and, where an episode ended, the count of non-finite
+    envs; nothing else. A game of one rally (the default) has no rally to restart; a game to N points takes the
+    index of the envs whose rally ended without ending the game (one more `nonzero` a step: left as it is)."""
+    env = sim.make("drone_volleyball", num_envs=64, seed=0, mode="2v2", rules={"points_to_win": points_to_win})
+    env.defer_action_checks = True
+    env.reset()
+    gen = torch.Generator().manual_seed(0)
+    ended_steps = 0
+    for _ in range(100):
+        actions = env.sample_actions(gen)
+        counter = _SyncCounter()
+        with counter:
+            _, _, term, trunc, _ = env.step(actions)
+        ended = bool((term | trunc).any())
+        ended_steps += ended
+        expected = ["nonzero"] * (1 if points_to_win == 0 else 2) + (["__int__"] if ended else [])
+        assert sorted(counter.calls) == sorted(expected), (counter.calls, ended)
+    assert ended_steps >= 3, "episodes must end for the test to mean anything"
+
+
 def test_with_masked_resets_a_training_rollout_never_syncs_inside_its_steps(tmp_path) -> None:
     """Issue 14: with ``sim.masked_resets=true`` (``env.masked_resets``) the auto-reset needs no index of the
     finished envs, so the rollout waits for the device only at its end (the index of its truncated steps,

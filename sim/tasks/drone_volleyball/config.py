@@ -114,7 +114,7 @@ class VolleyballCfg:
     # Observations, rules and rewards always use rows.
     layout: str = "auto"
     # How a CPU computes a match's observations: "native" in C (observations.c, built once per machine by the C
-    # compiler; ~4x faster than inductor's code for them, benchmarks/README.md), "torch" with the torch code of
+    # compiler; 3.9x inductor's code for them, benchmarks/README.md), "torch" with the torch code of
     # env.py / match_env.py (the reference, what a GPU runs), "auto" native wherever it can run (CPU tensors, a C
     # compiler), else torch. The solo skills always use torch ("native" is an error there).
     cpu_kernels: str = "auto"
