@@ -25,30 +25,30 @@ if TYPE_CHECKING:
 
 SOURCE = Path(__file__).with_name("observations.c")
 MAX_DRONES = 6  # observations.c's per-env arrays
-# observations.c's inputs_t, in order: (name, dtype).
+# observations.c's inputs_t, in order: (the env's attribute, dtype).
 INPUTS = (
-    ("pos", torch.float32),
-    ("quat", torch.float32),
-    ("vel", torch.float32),
-    ("ang_vel", torch.float32),
+    ("drones.pos", torch.float32),
+    ("drones.quat", torch.float32),
+    ("drones.vel", torch.float32),
+    ("drones.ang_vel", torch.float32),
     ("ball_pos", torch.float32),
     ("ball_vel", torch.float32),
-    ("target", torch.float32),
+    ("skill_target", torch.float32),
     ("skill_id", torch.int64),
     ("touched", torch.bool),
     ("last_action", torch.float32),
-    ("last_team", torch.int64),
-    ("touches", torch.int64),
-    ("last_toucher", torch.int64),
-    ("serving_team", torch.int64),
-    ("server", torch.int64),
+    ("rules.last_team", torch.int64),
+    ("rules.touches", torch.int64),
+    ("rules.last_toucher", torch.int64),
+    ("rules.serving_team", torch.int64),
+    ("rules.server", torch.int64),
     ("episode_step", torch.int64),
-    ("served", torch.bool),
+    ("rules.served", torch.bool),
 )
 
 
 class _Inputs(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_void_p) for name, _ in INPUTS]
+    _fields_ = [(path.replace(".", "_"), ctypes.c_void_p) for path, _ in INPUTS]
 
 
 def sizes(n: int) -> tuple[int, int, int]:
@@ -78,27 +78,15 @@ def unsupported(env: VolleyballMatchEnv) -> str | None:
 
 
 def inputs(env: VolleyballMatchEnv) -> list[Tensor]:
-    """The env's tensors :func:`observations` reads, in :data:`INPUTS` order."""
-    d, ru = env.drones, env.rules
-    return [
-        d.pos,
-        d.quat,
-        d.vel,
-        d.ang_vel,
-        env.ball_pos,
-        env.ball_vel,
-        env.skill_target,
-        env.skill_id,
-        env.touched,
-        env.last_action,
-        ru.last_team,
-        ru.touches,
-        ru.last_toucher,
-        ru.serving_team,
-        ru.server,
-        env.episode_step,
-        ru.served,
-    ]
+    """The env's tensors :func:`observations` reads, in :data:`INPUTS` order (plain getattr: compiled passes
+    trace it, where dynamo does not trace ``operator.attrgetter``)."""
+    out = []
+    for path, _ in INPUTS:
+        value = env
+        for name in path.split("."):
+            value = getattr(value, name)
+        out.append(value)
+    return out
 
 
 @torch.library.custom_op("covey::volleyball_observations", mutates_args=())
