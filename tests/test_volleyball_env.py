@@ -109,6 +109,9 @@ def test_modes_have_the_documented_groups_and_shapes() -> None:
             assert obs[g]["policy"].shape[-1] == env.spec.groups[g].observations["policy"].shape[0]
     with pytest.raises(ValueError, match="mode must be one of"):
         sim.make("drone_volleyball", num_envs=1, mode="4v4")
+    # A switch the task does not implement is refused, not ignored (it was declared and never applied).
+    with pytest.raises(ValueError, match="adds no observation noise"):
+        sim.make("drone_volleyball", num_envs=1, obs_noise={"enabled": True})
 
 
 def test_outcome_names_cover_the_counters() -> None:

@@ -150,6 +150,8 @@ class VolleyballCfg:
         check_layout(self.layout)
         if self.cpu_kernels not in CPU_KERNELS:
             raise ValueError(f"cpu_kernels must be one of {CPU_KERNELS}, got {self.cpu_kernels!r}")
+        if self.obs_noise.enabled:  # declared, never applied: refused rather than silently ignored
+            raise ValueError("obs_noise.enabled: drone_volleyball adds no observation noise (not implemented)")
         if self.cpu_kernels == "native" and not self.is_match:
             raise ValueError(f"cpu_kernels='native': the solo skill {self.mode!r} has no C observations (matches only)")
 
