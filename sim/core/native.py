@@ -32,7 +32,7 @@ _LOG = logging.getLogger(__name__)
 # torch code's order stays within round-off of it. (FMA took ~10% off the cable_load control loop, but moved contacts
 # across their thresholds: differences 50x larger, and a harder reference test.)
 FLAGS = ("-O3", "-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-ffp-contract=off", "-std=c11")
-INCLUDE = Path(__file__).parent  # simd.h: every kernel may include it (its text is part of each build's key)
+INCLUDE = Path(__file__).parent  # simd.h, vec3.h: any kernel may include them (their text is in each build's key)
 _LOADED: dict[tuple, ctypes.CDLL | None] = {}
 # A task's ``cfg.cpu_kernels``: "auto" its C kernels wherever they run (CPU tensors, a C compiler), "native" always
 # (an error where they cannot run), "torch" its torch code.

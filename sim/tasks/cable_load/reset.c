@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "vec3.h"
+
 /* The order of native.py's NativeReset params. */
 enum {
     R_RANDOMIZED, R_MAV_MASS_SCALED, R_THRUST_LIMIT_SCALED, R_FAULT, R_DISTURBANCE,
@@ -40,21 +42,6 @@ enum {
     O_FAULT_TIME, O_DIST_AMP, O_DIST_PHASE, O_LAST_ACTION, O_PREV_ACTION, O_CMD, O_ATTACH_INT,
     O_FLOATS /* their count; the bool, int64 and delay-buffer outputs are arguments of their own */
 };
-
-static void cross(const float* a, const float* b, float* out) {
-    out[0] = a[1] * b[2] - a[2] * b[1];
-    out[1] = a[2] * b[0] - a[0] * b[2];
-    out[2] = a[0] * b[1] - a[1] * b[0];
-}
-
-/* quaternion.quat_rotate: v + w t + u x t, t = 2 u x v. */
-static void qrot(const float* q, const float* v, float* out) {
-    float t[3], c[3];
-    cross(q + 1, v, t);
-    for (int i = 0; i < 3; i++) t[i] *= 2.0f;
-    cross(q + 1, t, c);
-    for (int i = 0; i < 3; i++) out[i] = v[i] + q[0] * t[i] + c[i];
-}
 
 static void zero(float* p, int64_t n) { memset(p, 0, (size_t)n * sizeof(float)); }
 
@@ -127,14 +114,14 @@ void cable_load_reset(int64_t k, const int64_t* rows, int64_t N, int64_t R, int6
             const float half = 0.5f * atan2f(sin_a, z_des[2]);
             q[0] = cosf(half);
             for (int j = 0; j < 3; j++) q[1 + j] = sinf(half) * (axis[j] / clamped);
-            qrot(q, r_c, pos);
+            qrot3(q, r_c, pos);
             for (int j = 0; j < 3; j++) {
                 const float attach_world = start[j] + attach[3 * n + j];
                 pos[j] = attach_world + dir[j] * stretched - pos[j];
             }
             const float conj[4] = {q[0], -q[1], -q[2], -q[3]};
-            qrot(conj, pull, f_body);
-            cross(r_c, f_body, torque);
+            qrot3(conj, pull, f_body);
+            cross3(r_c, f_body, torque);
             for (int j = 0; j < 3; j++) torque[j] = -torque[j];
             /* Rotor speeds (wrench_to_speed_cmd), then for this vehicle's true thrust coefficient. */
             const float wrench[4] = {thrust, torque[0], torque[1], torque[2]};
@@ -148,7 +135,7 @@ void cable_load_reset(int64_t k, const int64_t* rows, int64_t N, int64_t R, int6
             const float m = out[O_MAV_MASS][en];
             float z_b[3];
             const float e_z[3] = {0.0f, 0.0f, 1.0f};
-            qrot(q, e_z, z_b);
+            qrot3(q, e_z, z_b);
             for (int j = 0; j < 3; j++) {
                 out[O_MAV_POS][3 * en + j] = pos[j];
                 out[O_FORMATION][3 * en + j] = pos[j] - start[j];

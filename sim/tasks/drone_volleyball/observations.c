@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "vec3.h"
+
 #define MAX_DRONES 6
 #define MAX_STATE (16 * MAX_DRONES + 12 + MAX_DRONES / 2)
 
@@ -38,21 +40,6 @@ static void rot6(const float* q, float* out) {
     out[3] = 2 * (x * y - w * z);
     out[4] = 1 - 2 * (x * x + z * z);
     out[5] = 2 * (y * z + w * x);
-}
-
-static void cross(const float* a, const float* b, float* out) {
-    out[0] = a[1] * b[2] - a[2] * b[1];
-    out[1] = a[2] * b[0] - a[0] * b[2];
-    out[2] = a[0] * b[1] - a[1] * b[0];
-}
-
-/* quaternion.quat_rotate: v + w t + u x t, t = 2 u x v. */
-static void qrot(const float* q, const float* v, float* out) {
-    float t[3], c[3];
-    cross(q + 1, v, t);
-    for (int i = 0; i < 3; i++) t[i] = 2.0f * t[i];
-    cross(q + 1, t, c);
-    for (int i = 0; i < 3; i++) out[i] = v[i] + q[0] * t[i] + c[i];
 }
 
 /* court.mirror: v in the frame of a team (flip: team B's, x and y negated). */
@@ -131,7 +118,7 @@ void volleyball_observations(int64_t k, const int64_t* rows, int32_t n, int32_t 
             memcpy(sk + 12, in.ang_vel + i * 3, 3 * sizeof(float));
             const float offset[3] = {0.0f, 0.0f, paddle_offset};
             float center[3], to_ball[3], to_target[3];
-            qrot(q, offset, center);
+            qrot3(q, offset, center);
             for (int c = 0; c < 3; c++) {
                 to_ball[c] = ball[c] - (pos[d * 3 + c] + center[c]);
                 to_target[c] = target[d * 3 + c] - pos[d * 3 + c];
