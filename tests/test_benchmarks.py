@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_throughput.py"
 
@@ -107,3 +108,28 @@ def test_component_major_multirotor_step_matches_the_row_major_one():
     for _ in range(20):
         soa.step()
     assert (soa.state().ang_vel - start).abs().max() > 1e-3  # the rate commands turn the drones: not a still state
+
+
+def test_step_phases_times_disjoint_parts_of_the_step_and_leaves_the_env_as_it_was():
+    """benchmarks/step_phases.py: the phases it wraps are disjoint parts of ``env.step`` (their sum stays below the
+    steps' time), the reset phases are timed exactly on the steps where episodes end, and the env is left with its
+    own methods and compiled functions (no wrapper stays behind)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    from step_phases import PHASES, format_phases, measure
+
+    import sim
+
+    env = sim.make("cable_load", num_envs=16, seed=0, episode_length_s=0.05)  # 5 steps: episodes end every 5th step
+    env.reset()
+    before = {name: env.__dict__.get(name) for _, name in PHASES}
+    gen = torch.Generator().manual_seed(0)
+    actions = [{"mavs": torch.rand(16, env.n, 5, generator=gen) * 2 - 1} for _ in range(12)]
+    steps, spent, resets = measure(env, actions)
+    assert len(steps) == 12 and resets >= 16 * 2
+    assert sum(sum(calls) for calls in spent.values()) < sum(steps)
+    assert len(spent["control loop"]) == len(spent["post-physics pass"]) == 12
+    ended_steps = len(spent["reset of the ended envs"])
+    assert 2 <= ended_steps < 12 and len(spent["episode statistics"]) == ended_steps
+    assert {name: env.__dict__.get(name) for _, name in PHASES} == before
+    table = format_phases(steps, spent, resets)
+    assert "reset of the ended envs" in table and "step (median)" in table
