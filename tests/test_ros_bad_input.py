@@ -381,16 +381,25 @@ def test_bad_input_on_every_subscription_gives_the_safe_command_within_one_tick(
             good_tick(f"{key}: future stamp")  # back on the test's timeline (a restart: no extra safe tick)
             # Frozen: messages keep coming, all with the same stamps, for longer than the stale timeout.
             good_tick(f"{key}: before frozen stamps")
-            end = time.monotonic() + timeout + 0.1
-            while time.monotonic() < end:
+            for _ in range(5):
+                end = time.monotonic() + timeout + 0.1
+                while time.monotonic() < end:
+                    for k, (g, _) in table.items():
+                        h.deliver(k, _stamped(g(), clock["sec"]))
+                # Once more just before the tick, so that a stall of this process under load (CI once saw 0.7 s)
+                # cannot make the inputs stale by arrival time instead of frozen by stamp.
+                t0 = time.monotonic()
                 for k, (g, _) in table.items():
                     h.deliver(k, _stamped(g(), clock["sec"]))
-            # Once more just before the tick, so that a stall of this process under load (CI once saw 0.7 s)
-            # cannot make the inputs stale by arrival time instead of frozen by stamp.
-            for k, (g, _) in table.items():
-                h.deliver(k, _stamped(g(), clock["sec"]))
-            expect_safe(f"{key}: frozen stamps")
-            assert "not advancing" in h.node.last_status, h.node.last_status
+                expect_safe(f"{key}: frozen stamps")
+                if "not advancing" in h.node.last_status:
+                    break
+                # Stale by arrival: right when this round of deliveries and the tick took longer than the timeout
+                # (CI saw vlm_driving's BEV 0.397 s old on a loaded machine); repeated, as ok_tick does.
+                slow = time.monotonic() - t0 > timeout
+                assert slow and h.node.last_status.startswith("safe: stale"), h.node.last_status
+            else:
+                pytest.fail(f"{model.parent.name}: {key}: frozen stamps never told apart from late arrivals")
             good_tick(f"{key}: frozen stamps")
             # Stale: no message for longer than the timeout.
             time.sleep(timeout + 0.05)
