@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -77,6 +78,14 @@ def load(source: Path, flags: tuple[str, ...] = (), libs: tuple[str, ...] = ()) 
             _LOG.warning("could not build %s (%s): its torch code runs instead", source.name, detail.strip())
     _LOADED[source, flags, libs] = lib
     return lib
+
+
+def attribute(obj: Any, path: str) -> Any:
+    """``obj``'s attribute at the dotted ``path`` (``"drones.pos"``): kernels name the env state they read and write
+    by such paths. Plain getattr, so that compiled code traces it."""
+    for name in path.split("."):
+        obj = getattr(obj, name)
+    return obj
 
 
 def ptr(t: Tensor | None) -> ctypes.c_void_p:

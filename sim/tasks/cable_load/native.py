@@ -333,8 +333,7 @@ class NativeReset:
         k = rows.numel()
         state = []
         for path in self.OUT:
-            head, _, name = path.rpartition(".")
-            t = getattr(getattr(env, head) if head else env, name)
+            t = native.attribute(env, path)
             if not t.is_contiguous():
                 raise ValueError(f"cable_load's C reset writes {path} in place: it must be contiguous")
             state.append(t)
