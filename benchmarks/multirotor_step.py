@@ -89,7 +89,7 @@ class ComponentMajorDrones:
     """The same drone-substep as :class:`Drones`, on component-major state: one ``[drones]`` tensor per vector
     component (``px, py, pz, ...``) instead of ``[drones, 3]`` rows.
 
-    A layout study for issue 14, not used by the tasks yet. With ``[..., 3]`` rows, every eager op loops over 3 or 4
+    A layout study, not used by the tasks yet. With ``[..., 3]`` rows, every eager op loops over 3 or 4
     components inside and the compiled kernels vectorise over those instead of over the drones; here every op is a
     plain contiguous loop over the drones. The rotation matrix is built once per substep and serves the thrust
     direction and both drag rotations. :func:`max_state_difference` checks it against :class:`Drones`.

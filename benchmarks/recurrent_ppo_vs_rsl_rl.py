@@ -9,7 +9,7 @@ on the 5-value ``policy`` entry and a feed-forward critic (MLP [128, 128]) on th
 ``state`` entry, with the same PPO settings (covey's ``PPOCfg`` defaults: lr 3e-4 with the
 KL-adaptive schedule, 5 epochs x 4 minibatches, clip 0.2, gamma 0.99, lambda 0.95, entropy 0.003,
 initial action std e^-1), ``--num-envs`` envs x ``--rollout-steps`` steps per iteration. rsl_rl sees
-the task through a minimal ``VecEnv`` adapter defined here (the full adapters are issue 20's).
+the task through a minimal ``VecEnv`` adapter defined here (the full adapters are in sim/adapters/).
 Every ``--every`` iterations each policy is evaluated deterministically on 256 fresh episodes
 (success: the final distance below 0.1 m). The two learners alternate blocks of iterations, so
 machine load hits both alike. The last line is ``final_success covey=<x> rsl_rl=<y>``.

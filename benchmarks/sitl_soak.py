@@ -25,7 +25,7 @@ Measured:
   ``ok`` (the node commanded the safe command: a stale, missing or bad input), and the bridge's
   ``stale_command_steps`` (agent-steps on which the bridge had no fresh command) and ``bad_commands``.
 
-The bar (issue 13): memory growth <= 5% for every process, every window >= 95% of the nominal rate,
+The bar: memory growth <= 5% for every process, every window >= 95% of the nominal rate,
 no safe episode and no stale command step after the start.
 """
 

@@ -74,12 +74,12 @@ class RobotGraphPart:
         try:
             self.k = int(self.deployment["graph_k"])
         except KeyError as err:
-            raise ValueError(f"metadata deployment lacks {err} (export {self.task} with covey >= issue 16)") from err
+            raise ValueError(f"metadata deployment lacks {err} (re-export {self.task} with the current export.py)") from err
 
     def constant(self, key: str) -> np.ndarray:
         """``metadata["deployment"][key]`` as a float64 array; ValueError when the export lacks it."""
         if key not in self.deployment:
-            raise ValueError(f"metadata deployment lacks {key!r} (export {self.task} with covey >= issue 16)")
+            raise ValueError(f"metadata deployment lacks {key!r} (re-export {self.task} with the current export.py)")
         return np.asarray(self.deployment[key], dtype=np.float64)
 
     def require(self, names: Iterable[str]) -> None:
