@@ -16,7 +16,8 @@ Shapes: E = environments (or any batch), A = agents in the group.
 Discrete choices (e.g. a volleyball strategy picking a player and a target) keep the env contract
 of float actions in [-1, 1]: head ``k`` with ``n_k`` options samples an index ``i`` and sends
 ``-1 + 2 i / (n_k - 1)`` (the env rounds it back, ``sim.core.spec.choice_from_action``); the
-log-probability and entropy are the categorical ones, summed over heads.
+log-probability and entropy are the categorical ones, summed over heads. The distributions are
+:mod:`policies.distributions`; the fixed linear action prior (residual learning) is :mod:`policies.action_prior`.
 
 ``sharing="shared"`` gives every agent of the group the same weights; ``"per_agent"`` gives each
 agent its own, batched over the agent axis (see :mod:`policies.mlp`).
@@ -38,6 +39,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from policies.action_prior import prior_term, register_action_prior, residual_mean, set_action_prior
+from policies.distributions import (
+    categorical_log_prob_entropy,
+    categorical_log_probs,
+    categorical_mode,
+    categorical_sample,
+    gaussian_entropy,
+    gaussian_log_prob,
+    gaussian_sample,
+)
 from policies.encoders import CNNS, EncoderCfg, InputSpec, ObsEncoder, pick
 from policies.graph import GRAPH_ACTORS, GraphActorCfg, build_graph_actor
 from policies.memory import MEMORY_KINDS, RecurrentMemory, zero_done
@@ -45,7 +56,6 @@ from policies.mlp import ACTIVATIONS, build_mlp
 from policies.normalizer import RunningNorm
 
 SHARING = ("shared", "per_agent")
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
 @dataclass(frozen=True)
@@ -306,10 +316,8 @@ class ActorCritic(nn.Module):
             log_std_shape = (dims.action_dim // 3,)
         self.log_std = nn.Parameter(torch.full(log_std_shape, float(cfg.init_log_std)))
         # Fixed linear prior on the first actor input when it is a vector (GroupSpec.action_prior);
-        # the network learns the residual.
-        first = dims.actor_inputs[0]
-        self._prior_dim = first.shape[0] if first.kind == "vector" else 0
-        self.register_buffer("action_prior", torch.zeros(self._prior_dim, dims.action_dim))
+        # the network learns the residual (policies.action_prior).
+        self._prior_dim = register_action_prior(self, dims.actor_inputs[0], dims.action_dim)
         self._register_load_state_dict_pre_hook(self._upgrade_state_dict)
 
     def _upgrade_state_dict(self, state_dict: dict, prefix: str, *args: Any) -> None:
@@ -338,11 +346,7 @@ class ActorCritic(nn.Module):
 
     def set_action_prior(self, prior: Tensor | None) -> None:
         """Use ``prior [prior_dim, act_dim]`` (from ``GroupSpec.action_prior_matrix()``); saved with the weights."""
-        if prior is None:
-            return
-        if prior.shape != self.action_prior.shape:
-            raise ValueError(f"action prior shape {tuple(prior.shape)} != {tuple(self.action_prior.shape)}")
-        self.action_prior.copy_(prior)
+        set_action_prior(self.action_prior, prior)
 
     def initial_memory(self, *batch: int, device: torch.device | str | None = None) -> dict[str, Tensor]:
         """Zero recurrent states ``{"actor": [*batch, L, S], "critic": ...}`` ({} when feed-forward)."""
@@ -366,15 +370,13 @@ class ActorCritic(nn.Module):
             feat, memory = self.actor_memory(feat, memory)
         else:
             memory = None  # (fx passes a placeholder for the unused argument)
-        prior = xs[0] @ self.action_prior if self._prior_dim else None
-        return self.actor(feat), prior, memory
+        return self.actor(feat), prior_term(xs[0], self.action_prior, self._prior_dim), memory
 
     def _mean(self, out: Tensor, prior: Tensor | None) -> Tensor:
         if self.dims.discrete:
-            heads = zip(self._logits_of(out), self.dims.action_nvec, strict=True)
-            return torch.stack([action_from_choice(lg.argmax(-1), n) for lg, n in heads], -1)
-        mean = out if prior is None else prior + out
-        return torch.tanh(mean) if self.cfg.squash else mean
+            heads = zip(categorical_mode(self._logits_of(out)), self.dims.action_nvec, strict=True)
+            return torch.stack([action_from_choice(idx, n) for idx, n in heads], -1)
+        return residual_mean(out, prior, self.cfg.squash)
 
     def logits(self, obs: Any) -> list[Tensor]:
         """Per discrete head, log-probabilities ``[E, A, n_k]`` (feed-forward policies)."""
@@ -382,7 +384,7 @@ class ActorCritic(nn.Module):
 
     def _logits_of(self, out: Tensor) -> list[Tensor]:
         """Per discrete head, log-probabilities ``[E, A, n_k]``."""
-        return [torch.log_softmax(lg, -1) for lg in out.split(self.dims.action_nvec, -1)]
+        return categorical_log_probs(out, self.dims.action_nvec)
 
     def action_mean(self, obs: Any, memory: Tensor | None = None) -> Tensor:
         """``[E, A, act_dim]``: the Gaussian mean (unclamped; prior plus learned residual), or for
@@ -397,18 +399,12 @@ class ActorCritic(nn.Module):
         takes its ``memory`` and also returns the next one."""
         out, prior, new_memory = self._actor_out(obs, memory)
         if self.dims.discrete:
-            actions, log_prob = [], 0.0
-            for lg, n in zip(self._logits_of(out), self.dims.action_nvec, strict=True):
-                # Gumbel-max: argmax(logits + Gumbel noise) is a categorical sample (seeded by ``generator``).
-                u = torch.rand(lg.shape, generator=generator, device=lg.device).clamp(1e-9, 1.0 - 1e-7)
-                idx = (lg - torch.log(-torch.log(u))).argmax(-1)
-                actions.append(action_from_choice(idx, n))
-                log_prob = log_prob + lg.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
-            action = torch.stack(actions, -1)
+            indices, log_prob = categorical_sample(self._logits_of(out), generator)
+            heads = zip(indices, self.dims.action_nvec, strict=True)
+            action = torch.stack([action_from_choice(idx, n) for idx, n in heads], -1)
         else:
             mean = self._mean(out, prior)
-            noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
-            action = mean + noise * self._log_std_full().exp()
+            action = gaussian_sample(mean, self._log_std_full(), generator)
             log_prob = self._log_prob(mean, action)
         return (action, log_prob) if new_memory is None else (action, log_prob, new_memory)
 
@@ -421,12 +417,8 @@ class ActorCritic(nn.Module):
     def _dist_terms(self, out: Tensor, prior: Tensor | None, action: Tensor) -> tuple[Tensor, Tensor]:
         """``(log_prob, entropy)`` of ``action`` under the head output ``out``."""
         if self.dims.discrete:
-            log_prob, entropy = 0.0, 0.0
-            for k, (lg, n) in enumerate(zip(self._logits_of(out), self.dims.action_nvec, strict=True)):
-                idx = choice_from_action(action[..., k], n)
-                log_prob = log_prob + lg.gather(-1, idx.unsqueeze(-1)).squeeze(-1)
-                entropy = entropy - (lg.exp() * lg).sum(-1)
-            return log_prob, entropy
+            indices = [choice_from_action(action[..., k], n) for k, n in enumerate(self.dims.action_nvec)]
+            return categorical_log_prob_entropy(self._logits_of(out), indices)
         return self._log_prob(self._mean(out, prior), action), self.entropy()
 
     def evaluate(self, obs: Any, critic_obs: Any, action: Tensor, with_mean: bool = False) -> tuple[Tensor, ...]:
@@ -461,7 +453,7 @@ class ActorCritic(nn.Module):
         xs = pick(obs, self.dims.actor_inputs)
         feat = self.actor_encoder(xs)
         feat = self.actor_memory.sequence(feat, memory0["actor"], resets)
-        prior = xs[0] @ self.action_prior if self._prior_dim else None
+        prior = prior_term(xs[0], self.action_prior, self._prior_dim)
         out = self.actor(feat)
         log_prob, entropy = self._dist_terms(out, prior, action)
         cfeat = self.critic_encoder(pick(critic_obs, self.dims.critic_inputs))
@@ -475,13 +467,13 @@ class ActorCritic(nn.Module):
         ``memory0 [B, A, L, S]``, ``resets [T, B]``), gradients through the window (imitation of sequences)."""
         xs = pick(obs, self.dims.actor_inputs)
         feat = self.actor_memory.sequence(self.actor_encoder(xs), memory0, resets)
-        prior = xs[0] @ self.action_prior if self._prior_dim else None
+        prior = prior_term(xs[0], self.action_prior, self._prior_dim)
         return self._mean(self.actor(feat), prior)
 
     def entropy(self) -> Tensor:
         """Gaussian entropy summed over action dims: ``sum(0.5 + log(sqrt(2 pi)) + log_std)``
         (discrete heads: see :meth:`evaluate`, it depends on the observation)."""
-        return (0.5 + _LOG_SQRT_2PI + self._log_std_full()).sum(-1)
+        return gaussian_entropy(self._log_std_full())
 
     def action_log_std(self) -> Tensor:
         """``[act_dim]`` (or ``[A, act_dim]`` per agent) log std of the Gaussian, per action component."""
@@ -492,10 +484,7 @@ class ActorCritic(nn.Module):
         return self.log_std.repeat_interleave(3, -1) if self.has_graph_actor else self.log_std
 
     def _log_prob(self, mean: Tensor, action: Tensor) -> Tensor:
-        # log N(a; mu, sigma) = -((a - mu) / sigma)^2 / 2 - log sigma - log sqrt(2 pi), summed over dims
-        log_std = self._log_std_full()
-        z = (action - mean) * torch.exp(-log_std)
-        return (-0.5 * z.square() - log_std - _LOG_SQRT_2PI).sum(-1)
+        return gaussian_log_prob(mean, self._log_std_full(), action)
 
     @torch.no_grad()
     def set_constant_choice(self, choice: Sequence[int], logit: float = 30.0) -> None:
