@@ -26,47 +26,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from deploy_ros.quaternion import quat_rotate, quat_yaw
+from covey_common.messages import MESSAGE_TYPES, ImageFrame, InvalidInput, OdometryState, PoseState
+from covey_common.quaternion import quat_rotate, quat_yaw
 
 MAX_ABS_VALUE = 1e8  # m, m/s, rad/s: beyond any workspace, even geodetic (ECEF ~6.4e6 m, UTM < 1e7 m)
 QUAT_NORM_TOL = 0.1  # |norm - 1| beyond this: a malformed quaternion, not round-off
-
-
-class InvalidInput(ValueError):
-    """A message (or an observation built from it) that cannot be used; the reason is the message."""
-
-
-@dataclass(frozen=True)
-class OdometryState:
-    """A parsed ``nav_msgs/Odometry``: ``pos [3]`` world m, ``quat [4]`` wxyz body -> world,
-    ``vel [3]`` WORLD m/s, ``ang_vel [3]`` BODY rad/s (float64)."""
-
-    pos: np.ndarray
-    quat: np.ndarray
-    vel: np.ndarray
-    ang_vel: np.ndarray
-
-
-@dataclass(frozen=True)
-class PoseState:
-    """A parsed ``geometry_msgs/PoseStamped``: ``pos [3]`` world m, ``quat [4]`` wxyz (float64)."""
-
-    pos: np.ndarray
-    quat: np.ndarray
-
-
-@dataclass(frozen=True)
-class ImageFrame:
-    """A parsed ``sensor_msgs/Image``: ``pixels`` uint8 ``[H, W, C]`` (RGB for rgb8/bgr8, ``C = 1`` for mono8,
-    ``C = n`` channels as sent for 8UCn), and the message's own ``encoding``."""
-
-    pixels: np.ndarray
-    encoding: str
 
 
 def _quat_wxyz(o: Any) -> np.ndarray:
@@ -225,6 +193,26 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "nav_msgs/Path": parse_path,
 }
 """Message type (``package/Type``) -> parser; a profile input may name any of these."""
+
+__all__ = [
+    "MAX_ABS_VALUE",
+    "MESSAGE_TYPES",
+    "PARSERS",
+    "QUAT_NORM_TOL",
+    "ImageFrame",
+    "InvalidInput",
+    "OdometryState",
+    "PoseState",
+    "image_channels",
+    "image_encoding",
+    "message_class",
+    "parse_float_array",
+    "parse_image",
+    "parse_odometry",
+    "parse_path",
+    "parse_point_cloud",
+    "parse_pose_stamped",
+]
 
 
 def message_class(type_name: str) -> type:

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from covey_common.spec import choice_from_action
 from policies.action_prior import prior_term, register_action_prior, residual_mean, set_action_prior
 from policies.distributions import (
     categorical_log_prob_entropy,
@@ -101,11 +102,6 @@ class GroupDims:
 def action_from_choice(index: Tensor, n: int) -> Tensor:
     """Choice ``index`` (of ``n``) -> its action value in [-1, 1] (inverse of the env's rounding)."""
     return index.float() * (2.0 / (n - 1)) - 1.0 if n > 1 else torch.zeros_like(index, dtype=torch.float32)
-
-
-def choice_from_action(action: Tensor, n: int) -> Tensor:
-    """Action value in [-1, 1] -> choice index (long) of ``n`` options."""
-    return torch.round((action.clamp(-1.0, 1.0) + 1.0) * (0.5 * (n - 1))).long()
 
 
 @dataclass(frozen=True)

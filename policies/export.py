@@ -21,7 +21,6 @@ provenance; see :func:`export_onnx`.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,10 +30,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from covey_common.files import atomic_path
+from covey_common.onnx import ONNX_FORMAT, ONNX_METADATA_KEY
+from covey_common.onnx import runtime_session as onnx_runtime_session
 from policies.actor_critic import ActorCritic, DeterministicActor
 
-ONNX_METADATA_KEY = "covey"
-ONNX_FORMAT = "covey-onnx-v2"
 PARITY_ATOL = 1e-5  # max |onnxruntime - torch| on the normalised action
 OPSET = 18  # the lowest the torch 2.13 dynamo exporter implements (asking 17 converts down, with a warning)
 
@@ -88,16 +88,6 @@ class ParityReport:
     @property
     def max_action(self) -> float:
         return max(self.random_action, self.recorded_action or 0.0)
-
-
-def onnx_runtime_session(path: str | Path) -> Any:
-    """A deterministic single-thread CPU onnxruntime session."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
 
 def read_metadata(path: str | Path) -> dict:
@@ -155,48 +145,44 @@ def export_onnx(
     example = _random_inputs(module.actor.ac, lead, torch.Generator().manual_seed(seed))
     axes = ["batch", "agent"] if per_agent else ["batch"]
     batch = torch.export.Dim("batch")
-    tmp = path.with_name(path.name + ".tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with torch.no_grad():
-            torch.onnx.export(
-                module,
-                tuple(example[n] for n in input_names),
-                str(tmp),
-                input_names=input_names,
-                output_names=output_names,
-                dynamic_shapes=(tuple({0: batch} for _ in input_names),),  # one entry: the *args tuple
-                opset_version=OPSET,
-                external_data=False,
-                verbose=False,
+    with atomic_path(path) as tmp:  # removed on any failure: nothing is written to path
+        try:
+            with torch.no_grad():
+                torch.onnx.export(
+                    module,
+                    tuple(example[n] for n in input_names),
+                    str(tmp),
+                    input_names=input_names,
+                    output_names=output_names,
+                    dynamic_shapes=(tuple({0: batch} for _ in input_names),),  # one entry: the *args tuple
+                    opset_version=OPSET,
+                    external_data=False,
+                    verbose=False,
+                )
+            model = onnx.load(str(tmp))
+            meta = {
+                "format": ONNX_FORMAT,
+                **dict(metadata),
+                "inputs": [{**i.to_dict(), **_entry_meta(metadata, i.name)} for i in dims.actor_inputs],
+                "memory": _memory_meta(module.actor.ac, mem_in, mem_out),
+                "input_axes": axes,
+            }
+            onnx.helper.set_model_props(model, {ONNX_METADATA_KEY: json.dumps(meta)})
+            onnx.checker.check_model(model)
+            onnx.save(model, str(tmp))
+            report = _parity(module, tmp, input_names, output_names, lead[1:], recorded_obs, random_samples, seed)
+        except ExportError:
+            raise
+        except Exception as exc:
+            raise ExportError(f"ONNX export failed: {exc}") from exc
+        rel_cmd = report.command / float(action_scale.abs().max().clamp(min=1e-12))
+        if not (report.max_action <= atol and rel_cmd <= atol):  # a NaN difference fails too
+            raise ExportError(
+                f"ONNX parity check failed: max |onnx - torch| = {report.max_action:.3g} on actions "
+                f"(random {report.random_action:.3g}, recorded {report.recorded_action}), {report.command:.3g} on "
+                f"commands; allowed {atol:g}. Nothing written to {path}."
             )
-        model = onnx.load(str(tmp))
-        meta = {
-            "format": ONNX_FORMAT,
-            **dict(metadata),
-            "inputs": [{**i.to_dict(), **_entry_meta(metadata, i.name)} for i in dims.actor_inputs],
-            "memory": _memory_meta(module.actor.ac, mem_in, mem_out),
-            "input_axes": axes,
-        }
-        onnx.helper.set_model_props(model, {ONNX_METADATA_KEY: json.dumps(meta)})
-        onnx.checker.check_model(model)
-        onnx.save(model, str(tmp))
-        report = _parity(module, tmp, input_names, output_names, lead[1:], recorded_obs, random_samples, seed)
-    except ExportError:
-        tmp.unlink(missing_ok=True)
-        raise
-    except Exception as exc:
-        tmp.unlink(missing_ok=True)
-        raise ExportError(f"ONNX export failed: {exc}") from exc
-    rel_cmd = report.command / float(action_scale.abs().max().clamp(min=1e-12))
-    if not (report.max_action <= atol and rel_cmd <= atol):  # a NaN difference fails too
-        tmp.unlink(missing_ok=True)
-        raise ExportError(
-            f"ONNX parity check failed: max |onnx - torch| = {report.max_action:.3g} on actions "
-            f"(random {report.random_action:.3g}, recorded {report.recorded_action}), {report.command:.3g} on "
-            f"commands; allowed {atol:g}. Nothing written to {path}."
-        )
-    os.replace(tmp, path)
     return report
 
 

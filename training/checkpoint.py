@@ -38,7 +38,6 @@ without constructing an environment.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from covey_common.files import atomic_write, tmp_path
 from policies import GroupDims, PolicyCfg, build_actor_critics
 
 FORMAT = "covey-ckpt-v1"
@@ -123,18 +123,9 @@ def save_checkpoint(path: str | Path, payload: dict) -> None:
     payload = {**payload, "schema": SCHEMA}
     payload["content_hash"] = content_hash(payload)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+    # sync_dir: the rename itself must reach the disk, or a power cut could bring back the old name.
+    with atomic_write(path, "wb", sync_dir=True) as f:
         torch.save(payload, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    # The rename itself must reach the disk, or a power cut could bring back the old name.
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
@@ -148,7 +139,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     """
     path = Path(path)
     if not path.is_file():
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = tmp_path(path)
         why = f" (only {tmp.name}: its first write was interrupted)" if tmp.exists() else ""
         raise NoCheckpointError(f"no complete checkpoint at {path}{why}")
     try:

@@ -39,7 +39,6 @@ Wilson score intervals for rates. Everything runs batched on the env's device un
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -50,8 +49,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from covey_common.onnx import OnnxRunner, runtime_session, session_metadata
 from policies import StatefulActor
-from policies.export import ONNX_METADATA_KEY, onnx_runtime_session
 from sim.core.env import MultiAgentEnv, Obs
 
 Policy = Callable[[Obs], dict[str, Tensor]]
@@ -154,13 +153,14 @@ def actor_policy(actors: Mapping[str, Any], env: MultiAgentEnv) -> Policy:
 def onnx_session(path: str | Path) -> Any:
     """An onnxruntime CPU session for ``path`` (one intra-op thread, so results are reproducible)."""
     try:
-        return onnx_runtime_session(path)
+        return runtime_session(path)
     except ImportError as err:
         raise ImportError("evaluating an ONNX model needs onnxruntime: pip install -e '.[onnx]'") from err
 
 
 class OnnxPolicy:
-    """An exported actor (``covey-onnx-v2``) run by onnxruntime on one group of ``env``.
+    """An exported actor (``covey-onnx-v2``) run by onnxruntime on one group of ``env``
+    (:class:`covey_common.onnx.OnnxRunner`).
 
     Inputs are the model's observation entries (by name, from ``obs[group]``) and, for a recurrent
     model, its state (``h_in``...; zeros after :meth:`reset`, then fed back from ``h_out``). A
@@ -174,16 +174,11 @@ class OnnxPolicy:
         group = group if group is not None else next(iter(groups))
         if group not in groups:
             raise ValueError(f"the ONNX model's group {group!r} is not a group of the env ({sorted(groups)})")
-        props = session.get_modelmeta().custom_metadata_map
-        meta = json.loads(props.get(ONNX_METADATA_KEY, "{}"))
-        memory = meta.get("memory") or {}
-        self.mem_in, self.mem_out = list(memory.get("inputs", [])), list(memory.get("outputs", []))
-        self.mem_shapes = [tuple(s) for s in memory.get("shapes", [])]
-        names = [i.name for i in session.get_inputs()]
-        self.entries = [n for n in names if n not in self.mem_in]
+        self.runner = runner = OnnxRunner(session, session_metadata(session, strict=False))
+        self.entries = runner.entries
         spec = groups[group]
         unknown = [n for n in self.entries if n not in spec.observations]
-        if unknown or "action" not in {o.name for o in session.get_outputs()}:
+        if unknown or "action" not in runner.output_names:
             raise ValueError(
                 f"the ONNX model's inputs {unknown} are not observation entries of group {group!r} "
                 f"({sorted(spec.observations)}), or it has no 'action' output: re-export it with export.py"
@@ -191,24 +186,17 @@ class OnnxPolicy:
         first = next(i for i in session.get_inputs() if i.name == self.entries[0])
         self.per_agent = len(first.shape) == len(spec.observations[self.entries[0]].shape) + 2
         self.session, self.env, self.group, self.spec = session, env, group, spec
-        self.state: list[np.ndarray] | None = None
 
     def reset(self) -> None:
-        self.state = None
+        self.runner.reset()
 
     def __call__(self, obs: Obs) -> dict[str, Tensor]:
         xs = {n: obs[self.group][n] for n in self.entries}
         e, a = next(iter(xs.values())).shape[:2]
         lead = (e, a) if self.per_agent else (e * a,)
         feed = {n: np.ascontiguousarray(x.detach().cpu().numpy().reshape(*lead, *x.shape[2:])) for n, x in xs.items()}
-        if self.mem_in:
-            if self.state is None:
-                self.state = [np.zeros((*lead, *s), np.float32) for s in self.mem_shapes]
-            feed.update(zip(self.mem_in, self.state, strict=True))
-        out = self.session.run(["action", *self.mem_out], feed)
-        if self.mem_in:
-            self.state = list(out[1:])
-        y = torch.from_numpy(np.asarray(out[0], dtype=np.float32))
+        (action,) = self.runner.run(feed, lead)
+        y = torch.from_numpy(np.asarray(action, dtype=np.float32))
         return {self.group: y.reshape(e, a, self.spec.action_dim).to(self.env.device)}
 
 

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from covey_common.files import atomic_write
+
 FIRST_COLUMNS = ("global_step", "iteration", "wall_time", "samples_per_s")
 WANDB_MODES = ("offline", "online", "disabled")
 
@@ -56,12 +58,10 @@ class CsvLogger:
 
     def _rewrite(self, rows: list[dict[str, str]]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", newline="") as f:
+        with atomic_write(self.path, "w", fsync=False, newline="") as f:
             writer = csv.DictWriter(f, self.columns)
             writer.writeheader()
             writer.writerows(rows)
-        tmp.replace(self.path)
 
 
 def _fmt(value: Any) -> Any:

@@ -53,16 +53,16 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from covey_common.files import atomic_write
 from sim.core.config import at_least, check_bounds, fraction, non_negative, positive
 
 META_SOLVERS = ("self", "fsp", "psro_nash", "pfsp", "first_quarter")
@@ -214,10 +214,12 @@ class OpponentPool:
         entries = []
         for snapshot_id, meta in self._meta.items():
             file_name = self._file_name(snapshot_id)
-            _atomic_write(directory / file_name, lambda f, i=snapshot_id: torch.save(self._weights[i], f))
+            with atomic_write(directory / file_name) as f:
+                torch.save(self._weights[snapshot_id], f)
             entries.append({**asdict(meta), "file": file_name})
         index = {"format": POOL_FORMAT, "pool_size": self.pool_size, "next_id": self._next_id, "snapshots": entries}
-        _atomic_write(directory / INDEX_FILE, lambda f: f.write(json.dumps(index, indent=2).encode()))
+        with atomic_write(directory / INDEX_FILE) as f:
+            f.write(json.dumps(index, indent=2).encode())
         keep = {e["file"] for e in entries}
         for stale in directory.glob("snapshot_*.pt"):
             if stale.name not in keep:
@@ -262,16 +264,6 @@ class OpponentPool:
             pool._weights[meta.id] = weights
             pool._meta[meta.id] = meta
         return pool
-
-
-def _atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
-    """``write(f)`` into ``<path>.tmp``, fsync, then ``os.replace`` (as :func:`training.checkpoint.save_checkpoint`)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 # ===================================================================== Elo

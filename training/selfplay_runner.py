@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from covey_common.files import atomic_path
 from policies.memory import zero_done
 from sim.core.config import at_least, build_config, non_negative
 from training.runner import Runner
@@ -219,6 +220,5 @@ class SelfPlayRunner(Runner):
     def _save_league(self) -> None:
         league_dir = self.run_dir / "league"
         self.league.pool.save(league_dir)
-        tmp = league_dir / "league_state.pt.tmp"
-        torch.save(self.league.state_dict(), tmp)
-        tmp.replace(league_dir / "league_state.pt")
+        with atomic_path(league_dir / "league_state.pt") as tmp:
+            torch.save(self.league.state_dict(), tmp)

@@ -10,29 +10,9 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from covey_common.spec import GRAPH_DTYPE_NAMES, GRAPH_ROLES, OBS_KINDS, ObsTerm, choice_from_action
 
-@dataclass(frozen=True)
-class ObsTerm:
-    """A named slice of a flat observation vector (one time step, before history stacking)."""
-
-    name: str
-    size: int
-    unit: str = ""
-    frame: str = ""
-    description: str = ""
-
-
-OBS_KINDS = ("vector", "image", "graph")
-GRAPH_ROLES = ("node_features", "node_vectors", "node_types", "node_mask", "edge_index", "edge_types", "edge_mask")
-_GRAPH_DTYPES = {
-    "node_features": torch.float32,  # [N, F] invariant node features
-    "node_vectors": torch.float32,  # [N, V, 3] 3D vectors per node (positions, velocities): equivariant inputs
-    "node_types": torch.int64,  # [N] type index (heterogeneous graphs)
-    "node_mask": torch.bool,  # [N] real node (True) or padding
-    "edge_index": torch.int64,  # [E, 2] (sender, receiver) node indices
-    "edge_types": torch.int64,  # [E] type index
-    "edge_mask": torch.bool,  # [E] real edge or padding
-}
+_GRAPH_DTYPES = {role: getattr(torch, name) for role, name in GRAPH_DTYPE_NAMES.items()}  # role -> torch dtype
 
 
 @dataclass(frozen=True)
@@ -190,11 +170,6 @@ class EnvSpec:
     @property
     def control_hz(self) -> float:
         return 1.0 / self.control_dt
-
-
-def choice_from_action(action: torch.Tensor, n: int) -> torch.Tensor:
-    """A discrete action value in [-1, 1] -> the index (long) of one of ``n`` options (see GroupSpec)."""
-    return torch.round((action.clamp(-1.0, 1.0) + 1.0) * (0.5 * (n - 1))).long()
 
 
 def choices_from_actions(action: torch.Tensor, nvec: tuple[int, ...]) -> torch.Tensor:

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from covey_common.files import atomic_path
+
 FORMAT_VERSION = 1
 
 
@@ -162,9 +164,8 @@ class RadianceField(nn.Module):
         }
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        torch.save(blob, tmp)
-        tmp.replace(path)  # a reader never sees half a checkpoint
+        with atomic_path(path) as tmp:  # a reader never sees half a checkpoint
+            torch.save(blob, tmp)
 
 
 def load_field(path: str | Path, map_location: str | torch.device = "cpu") -> RadianceField:

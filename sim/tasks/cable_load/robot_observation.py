@@ -4,7 +4,7 @@ The deployment profile (:meth:`CableLoadEnv.deployment_profile`) names
 :class:`PolicyObservation` as the robot-side builder of the ``policy`` entry, fed by the
 ``odom``, ``load`` and ``goal`` inputs; the ROS policy node imports it by name. Each term below
 mirrors one entry of ``CableLoadEnv._frame`` (same order of operations); the generic term/history
-machinery is :class:`deploy_ros.observation.ObservationBuilder`.
+machinery is :class:`covey_common.observation.ObservationBuilder`.
 
 Conventions (those of ``sim.physics``): quaternions are ``[w, x, y, z]`` and rotate body -> world;
 positions and linear velocities are in the world frame, angular velocities in the body frame.
@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from deploy_ros.observation import ObservationBuilder, TermBuilder, TermContext
-from deploy_ros.quaternion import (
+from covey_common.observation import ObservationBuilder, TermBuilder, TermContext
+from covey_common.quaternion import (
     matrix_to_6d,
     quat_conj,
     quat_from_yaw,

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from deploy_ros.quaternion import quat_rotate
+from covey_common.quaternion import quat_rotate
 from sim.tasks.hepi.robot_graph import RobotGraphPart, graph_parts
 
 __all__ = ["GraphPart", "graph_parts"]

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from deploy_ros.messages import InvalidInput
-from deploy_ros.observation import check_agent_index
+from covey_common.messages import InvalidInput
+from covey_common.observation import check_agent_index
 
 ROLES = ("node_features", "node_vectors", "node_types", "node_mask", "edge_index", "edge_types", "edge_mask")
 _DTYPES = {"node_types": np.int64, "edge_index": np.int64, "edge_types": np.int64, "node_mask": bool, "edge_mask": bool}

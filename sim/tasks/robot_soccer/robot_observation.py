@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from deploy_ros.messages import OdometryState
-from deploy_ros.observation import ObservationBuilder, TermContext
-from deploy_ros.quaternion import quat_yaw
+from covey_common.messages import OdometryState
+from covey_common.observation import ObservationBuilder, TermContext
+from covey_common.quaternion import quat_yaw
 
 
 def _body_velocity(ctx: TermContext) -> np.ndarray:

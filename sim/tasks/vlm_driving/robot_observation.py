@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from deploy_ros.messages import InvalidInput, OdometryState
-from deploy_ros.observation import ObservationBuilder, TermContext
-from deploy_ros.quaternion import quat_yaw
+from covey_common.messages import InvalidInput, OdometryState
+from covey_common.observation import ObservationBuilder, TermContext
+from covey_common.quaternion import quat_yaw
 
 TRACK_WINDOW = np.arange(-2, 16)  # route points searched around the last tracked one (the env's window)
 WAYPOINT_WINDOW = 64  # route points searched for the waypoints (the env's _route_point_at)
