@@ -1,11 +1,12 @@
 """Export a trained policy to ONNX: ``python export.py checkpoint=<path> [out=<file.onnx>]``.
 
-    python export.py checkpoint=assets/policies/cable_load/policy.pt
-    python export.py checkpoint=runs/cable_load/<time>/checkpoints/best.pt out=runs/cable_load.onnx
+    python export.py checkpoint=runs/cable_load/<time>/checkpoints/best.pt        # -> .../best.onnx
+    python export.py checkpoint=assets/policies/cable_load/policy.pt scenario=nominal out=runs/cable_load.onnx
 
 Writes one model per agent group: ``out`` itself for a single group, else ``<stem>_<group>.onnx``
-(default ``out``: the checkpoint path with ``.onnx``). Each graph holds observation normalisation,
-the encoders, a recurrent policy's memory, the deterministic actor (with the task's action prior) and
+(default ``out``: the checkpoint path with ``.onnx``). An existing file is never replaced unless
+``overwrite=true`` (a shipped policy's ``.onnx`` sits beside its ``.pt``). Each graph holds observation
+normalisation, the encoders, a recurrent policy's memory, the deterministic actor (with the task's action prior) and
 action scaling: one input per actor observation entry (``policy``, ``image``...; recurrent policies
 add ``h_in``), outputs ``action`` (in [-1, 1]), ``command`` (physical units) and ``h_out``; see
 :mod:`policies.export`. Its metadata (``metadata_props["covey"]``, JSON) gives the task and config,
@@ -46,6 +47,7 @@ class ExportArgs:
         },
     )
     atol: float = field(default=1e-5, metadata={"help": "max |onnx - torch| allowed"})
+    overwrite: bool = field(default=False, metadata={"help": "replace existing output files (refused otherwise)"})
 
     def __post_init__(self) -> None:
         for key in ("record_steps", "record_envs", "atol"):
@@ -156,11 +158,15 @@ def export_checkpoint(
     seed: int = 0,
     atol: float = 1e-5,
     scenario: str | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Export every group of ``checkpoint``; returns ``{"files": {group: path}, "parity": {...}}``.
 
     ``scenario`` names the task's case the model deploys on (e.g. the nominal team of a policy trained with
     faults): its config, not the training one, is recorded and drives the parity recording.
+
+    Raises:
+        FileExistsError: an output file exists and ``overwrite`` is false (checked before any work).
     """
     import sim
     from policies.export import export_onnx
@@ -169,6 +175,12 @@ def export_checkpoint(
 
     payload = load_checkpoint(checkpoint)
     models = build_models_from_checkpoint(payload).eval().requires_grad_(False)
+    paths = output_paths(out or Path(checkpoint).with_suffix(".onnx"), sorted(models))
+    existing = [str(p) for p in paths.values() if p.exists()]
+    if existing and not overwrite:
+        raise FileExistsError(
+            f"{', '.join(existing)} exists; give out=<new file.onnx>, or overwrite=true to replace it"
+        )
     task_cfg = dict(payload["task_cfg"])
     if scenario is not None:
         task_cfg = apply_scenario(task_cfg, scenario)
@@ -183,7 +195,6 @@ def export_checkpoint(
     actors = {g: ac.deterministic_actor() for g, ac in models.items()}
     recorded = record_observations(env, actors, record_steps)
     meta = {**payload["meta"], "global_step": payload["global_step"]}
-    paths = output_paths(out or Path(checkpoint).with_suffix(".onnx"), sorted(models))
     report: dict[str, Any] = {"files": {}, "parity": {}}
     for group, path in paths.items():
         ac = models[group]
@@ -219,7 +230,7 @@ def main(argv: list[str]) -> int:
     args = exit_on_user_error("export.py", lambda: parse_args(argv))  # one line, exit code 2
     try:
         report = export_checkpoint(**args)
-    except (ExportError, ValueError, FileNotFoundError) as err:
+    except (ExportError, ValueError, FileNotFoundError, FileExistsError) as err:
         print(f"export.py: {err}", file=sys.stderr)
         return 1
     for group, path in report["files"].items():
