@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from sim.core.teams import GROUPS, MatchTeams, PolicyLoader, TeamPolicy, TeamSpec, flat_team
-from training.evaluation import round_seed, wilson_ci95
+from training.evaluation import mean_ci95, round_seed, wilson_ci95
 
 __all__ = [
     "GROUPS",
@@ -179,8 +179,11 @@ def summarize_matches(res: MatchResults) -> dict:
 
 
 def _mean_ci95(x: Tensor) -> list[float]:
-    """Normal-approximation 95% interval of the mean of per-game values ``x [G]``."""
+    """95% interval of the mean of per-game counts ``x [G]`` (never below 0): Wilson's when every game
+    counts 0 or 1 (the count is then a rate), else the normal approximation with its low bound at 0."""
     x = x.double()
-    half = 1.96 * float(x.std()) / math.sqrt(x.numel()) if x.numel() > 1 else float("nan")
-    m = float(x.mean())
-    return [m - half, m + half]
+    if bool(((x == 0) | (x == 1)).all()):
+        _, lo, hi = wilson_ci95(int(x.sum()), x.numel())
+        return [lo, hi]
+    _, lo, hi = mean_ci95(x)
+    return [float("nan"), float("nan")] if lo is None else [max(0.0, lo), hi]
