@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_cable_load_team_is_a_bridge_and_one_namespaced_policy_node_per_mav() -> None:
     cmds = node_commands(params_file("cable_load"), ["-p", "model:=x.onnx"])
     assert list(cmds) == ["sim_bridge", "mav0", "mav1", "mav2"]
-    assert cmds["sim_bridge"][1:3] == ["-m", "deploy_ros.sim_bridge"]
+    assert cmds["sim_bridge"][1:3] == ["-m", "sim.ros.bridge"]
     for i in range(3):
         cmd = cmds[f"mav{i}"]
         assert cmd[1:3] == ["-m", "deploy_ros.policy_node"]
@@ -80,3 +80,11 @@ def test_deploy_ros_code_names_no_task() -> None:
                 text = getattr(node, "id", None) or node.name
             found += [(path.name, task) for task in TASKS if text and task in text]
     assert found == []
+
+
+def test_the_former_sim_bridge_entry_point_still_starts_the_bridge(tmp_path: Path) -> None:
+    """``python -m deploy_ros.sim_bridge`` runs :mod:`sim.ros.bridge` (deploy_ros imports no sim module)."""
+    missing = tmp_path / "none.onnx"
+    cmd = [sys.executable, "-m", "deploy_ros.sim_bridge", "--ros-args", "-p", f"model:={missing}"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.startswith("sim_bridge:") and "does not exist" in proc.stderr

@@ -66,8 +66,9 @@ def test_policy_node_on_a_corrupt_model_is_one_line_and_exit_1(tmp_path: Path) -
 
 
 def test_every_entry_point_reports_bad_parameters_and_files_in_one_line(tmp_path: Path, capsys) -> None:
-    from deploy_ros import policy_node, sim_bridge
+    from deploy_ros import policy_node
     from deploy_ros.launch import node_commands
+    from sim.ros import bridge as sim_bridge
 
     model = ROOT / "assets" / "policies" / "cable_load" / "policy.onnx"
     truncated = tmp_path / "truncated.onnx"
@@ -421,7 +422,7 @@ def test_bad_input_on_every_subscription_gives_the_safe_command_within_one_tick(
 def test_sim_bridge_gives_an_agent_the_safe_command_after_a_bad_command() -> None:
     import torch
 
-    from deploy_ros.sim_bridge import SimBridge
+    from sim.ros.bridge import SimBridge
 
     model = ROOT / "assets" / "policies" / "cable_load" / "policy.onnx"
     ctx = rclpy.Context()

@@ -18,7 +18,7 @@ rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("onnxruntime")
 
 from deploy_ros.launch import node_commands, params_file, running_nodes  # noqa: E402
-from deploy_ros.sim_bridge import read_task_cfg  # noqa: E402
+from sim.ros.bridge import read_task_cfg  # noqa: E402
 from sim.tasks.cable_load.ros_bridge import load_errors, make_env  # noqa: E402
 from training.evaluation import onnx_policy, onnx_session  # noqa: E402
 
@@ -118,7 +118,7 @@ def test_bridge_in_process_steps_with_stale_commands_and_refuses_models_without_
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
 
-    from deploy_ros.sim_bridge import SimBridge
+    from sim.ros.bridge import SimBridge
 
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=claim_ros_domain("sitl_in_process"))

@@ -215,7 +215,7 @@ class Lockstep:
         from std_msgs.msg import Float32MultiArray
 
         from deploy_ros.policy_node import PolicyNode
-        from deploy_ros.sim_bridge import SimBridge
+        from sim.ros.bridge import SimBridge
 
         self.ctx = rclpy.Context()
         rclpy.init(context=self.ctx, domain_id=claim_ros_domain("driving_in_process"))
@@ -270,7 +270,7 @@ def test_sitl_node_commands_what_torch_commands_and_refuses_bad_input(model):
     pytest.importorskip("rclpy")
     from sensor_msgs.msg import Image
 
-    from deploy_ros.sim_bridge import sim_stamp
+    from sim.ros.messages import sim_stamp
 
     path, ac = model
     h = Lockstep(path, stale_timeout_s=1.0)

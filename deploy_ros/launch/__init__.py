@@ -58,7 +58,7 @@ def node_commands(
     common = ["--ros-args", "--params-file", str(params), *(extra_args or [])]
     cmds: dict[str, list[str]] = {}
     if bridge:
-        cmds["sim_bridge"] = [sys.executable, "-m", "deploy_ros.sim_bridge", *common]
+        cmds["sim_bridge"] = [sys.executable, "-m", "sim.ros.bridge", *common]  # the simulator side (torch)
     for i in range(n):
         namespace = pattern.replace("{i}", str(i))
         ns = ["-r", f"__ns:={namespace}", "-r", "__node:=covey_policy", "-p", f"agent_index:={i}"]

@@ -1,4 +1,4 @@
-"""cable_load's side of the ROS sim bridge (:mod:`deploy_ros.sim_bridge`): the env, what it publishes, the result.
+"""cable_load's side of the ROS sim bridge (:mod:`sim.ros.bridge`): the env, what it publishes, the result.
 
 Named by the deployment profile (``ros.bridge``). It publishes what the team's estimators and the
 operator would, on the topics the policy nodes of ``deploy_ros/params/cable_load.yaml`` read:
@@ -81,7 +81,7 @@ class CableLoadBridge:
 
     def publish(self, stamp: Any) -> None:
         """Every MAV's odometry, the load's and the goal, at sim time ``stamp``."""
-        from deploy_ros.sim_bridge import odometry_msg, pose_msg
+        from sim.ros.messages import odometry_msg, pose_msg
 
         d, ld = self.env.drones, self.env.load
         for i, pub in enumerate(self.odom_pubs):

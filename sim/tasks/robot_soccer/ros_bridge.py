@@ -1,4 +1,4 @@
-"""robot_soccer's side of the sim bridge (:mod:`deploy_ros.sim_bridge`): one game against the scripted opponent.
+"""robot_soccer's side of the sim bridge (:mod:`sim.ros.bridge`): one game against the scripted opponent.
 
 The bridge plays team_a's robots over ROS: each robot's head camera frame (the composited 40x30 view the policy was
 trained on, with the env's frame latency) as ``/player<i>/camera/image`` (``sensor_msgs/Image``, rgb8) and its
@@ -50,7 +50,7 @@ class SoccerBridge:
         """Every player's camera frame (as its policy would observe it) and odometry at sim time ``stamp``."""
         from sensor_msgs.msg import Image
 
-        from deploy_ros.sim_bridge import odometry_msg
+        from sim.ros.messages import odometry_msg
 
         env = self.env
         frames = env.observe()[GROUP]["image"][0].cpu().numpy()  # [A, H, W, 3] uint8

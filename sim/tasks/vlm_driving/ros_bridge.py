@@ -1,4 +1,4 @@
-"""vlm_driving's side of the sim bridge (:mod:`deploy_ros.sim_bridge`): one car driven over ROS among the traffic.
+"""vlm_driving's side of the sim bridge (:mod:`sim.ros.bridge`): one car driven over ROS among the traffic.
 
 The bridge publishes what the car's own stack would (see :mod:`sim.tasks.vlm_driving.deploy`), under ``/car0``:
 env 0's BEV mask stack as ``perception/bev`` (``sensor_msgs/Image`` 8UC6, exactly the policy's ``bev`` entry),
@@ -41,7 +41,7 @@ def route_msg(env: Any, stamp: Any) -> Any:
     from geometry_msgs.msg import PoseStamped
     from nav_msgs.msg import Path
 
-    from deploy_ros.sim_bridge import set_pose
+    from sim.ros.messages import set_pose
 
     maps = env.maps
     m, r = int(env.map_id[0]), int(env.route_id[0])
@@ -85,7 +85,7 @@ class DrivingBridge:
         from sensor_msgs.msg import Image
         from std_msgs.msg import Float32MultiArray
 
-        from deploy_ros.sim_bridge import odometry_msg
+        from sim.ros.messages import odometry_msg
 
         env = self.env
         bev = env.bev()[0].cpu().numpy()  # uint8 [B, B, C]

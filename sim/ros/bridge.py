@@ -1,0 +1,319 @@
+"""Sim bridge: one covey environment of any task stepped in real time, speaking the robots' topics (SITL).
+
+    python -m sim.ros.bridge --ros-args -p model:=assets/policies/cable_load/policy.onnx
+
+The model's metadata gives the task config (``task_cfg``; noise and randomisation are switched off
+as in evaluation) and, in its deployment profile (``ros.bridge``), the task's bridge adapter: a
+``"module:Class"`` in the task package, constructed as ``Class(node, task_cfg, seed)``. The adapter
+makes the env (``adapter.env``), declares its own parameters (e.g. a goal), publishes what the
+robots' estimators would from the env state (``adapter.publish(stamp)``), names the command topic
+of every agent (``adapter.command_topics``: group -> one topic per agent) and reports the episode
+(``adapter.result()``: a JSON-friendly dict). This node does the rest, the same for every task:
+
+    /clock           rosgraph_msgs/Clock  sim time (nodes may run with use_sim_time)
+    <command topics> std_msgs/Float32MultiArray (subscribed): each agent's command in physical units,
+                     in the order of the group's action names; it becomes the action
+                     ``command / action_scale`` clipped to [-1, 1]. An agent without a command newer
+                     than ``command_timeout_s`` gets the profile's safe command, and so does one whose
+                     last command was malformed (wrong size, NaN/inf, beyond the action range):
+                     counted as ``bad_commands`` in the result.
+
+Parameters: ``model`` (ONNX file, required), ``seed`` (0), ``scenario`` (""; a named case of the task,
+as ``evaluate.py scenario=<name>``, merged over the model's ``task_cfg``: e.g. ``mav_loss`` to fly a
+MAV loss in SITL), ``rate_hz`` (default the policy rate),
+``realtime_factor`` (1.0 = real time), ``command_timeout_s`` (0.1), ``duration_s`` (stop after this
+much sim time and write ``result_file``; 0 = run forever), ``wait_for_commands`` (true: hold the
+start state, still publishing it, until every agent has sent a command; give up with exit code 1
+after ``wait_timeout_s``, 60), ``lockstep`` (false; true: step only when every agent has answered the
+current state, its policy node running with ``lockstep`` too, so a loaded machine slows the run down
+instead of delaying commands: the result is the in-process evaluation's, for SITL tests; the timer
+then sets the fastest pace, a state unanswered for ``command_timeout_s`` is sent again, and none for
+``wait_timeout_s`` ends the run with exit code 1), ``result_file`` (JSON: the adapter's result plus ``sim_time_s``,
+``steps``, ``stale_command_steps`` and ``stepping_wall_s``, the wall time from the first step, written at the
+end), ``compile`` (false; true: the adapter makes its env with ``torch.compile`` of the control loop and warms
+it up before the first tick: about 3x faster steps on a CPU after a one-off compile of 1-3 min, for machines
+that cannot otherwise step the task in real time; adapters read it as ``node.compile``).
+
+This node runs the simulator, so it needs torch (the policy nodes do not) and lives on the simulator side;
+``python -m deploy_ros.sim_bridge`` starts it too. It names no task. Adapters build their messages with
+:mod:`sim.ros.messages`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import rclpy
+import torch
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from std_msgs.msg import Float32MultiArray
+
+from covey_common.cli import check_params_files, report
+from covey_common.profile import import_object
+from sim.ros.messages import sim_stamp
+
+
+def read_metadata(model: str | Path) -> dict:
+    """The ``covey`` metadata of an exported model (FileNotFoundError / ValueError when unusable)."""
+    from policies.export import read_metadata as read
+
+    if not Path(model).is_file():
+        raise FileNotFoundError(f"model file {model} does not exist")
+    try:
+        return read(model)
+    except ValueError:
+        raise
+    except Exception as exc:  # onnx raises protobuf's DecodeError (and others) for a corrupt file
+        reason = " ".join(str(exc).split())
+        raise ValueError(f"{model} is not a loadable ONNX model (corrupt or truncated? re-export): {reason}") from exc
+
+
+def read_task_cfg(model: str | Path) -> dict:
+    """The task config stored in an exported model's ``covey`` metadata."""
+    meta = read_metadata(model)
+    if "task_cfg" not in meta:
+        raise ValueError(f"{model}: its covey metadata has no task_cfg")
+    return dict(meta["task_cfg"])
+
+
+COMMAND_TOL = 1e-3  # relative slack on the action range for float32 round-off of a node's command
+
+
+# --------------------------------------------------------------------------- node
+
+
+class SimBridge(Node):
+    """Steps the task's env on a wall-clock timer; see the module docstring for topics and parameters.
+
+    Args:
+        **kwargs: passed to ``rclpy.node.Node`` (``context``, ``parameter_overrides``...).
+
+    Raises:
+        ValueError, FileNotFoundError: no model, or one without a task config or bridge adapter.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("covey_sim_bridge", **kwargs)
+        model = self.declare_parameter("model", "").value
+        seed = int(self.declare_parameter("seed", 0).value)
+        self.compile = bool(self.declare_parameter("compile", False).value)  # read by the adapter
+        if not model:
+            raise ValueError("sim_bridge needs -p model:=<file.onnx>")
+        meta = read_metadata(model)
+        ros = meta.get("ros") or {}
+        if "task_cfg" not in meta or not ros.get("bridge"):
+            raise ValueError(
+                f"{model} (task {meta.get('task')!r}) names no sim bridge adapter (metadata ros.bridge) or task_cfg"
+            )
+        task_cfg = dict(meta["task_cfg"])
+        scenario = str(self.declare_parameter("scenario", "").value)
+        if scenario:
+            from sim.core.registry import apply_scenario
+
+            task_cfg = apply_scenario(task_cfg, scenario)
+        self.adapter = import_object(ros["bridge"])(self, task_cfg, seed)
+        self.env = self.adapter.env
+        spec = self.env.spec
+        rate = float(self.declare_parameter("rate_hz", spec.control_hz).value)
+        factor = float(self.declare_parameter("realtime_factor", 1.0).value)
+        self.command_timeout = float(self.declare_parameter("command_timeout_s", 0.1).value)
+        self.duration = float(self.declare_parameter("duration_s", 0.0).value)
+        self.result_file = self.declare_parameter("result_file", "").value
+        # Hold the start state (still publishing it) until every agent has sent a command, so that
+        # nodes still starting up do not cost the team the first seconds of the episode.
+        self.waiting = bool(self.declare_parameter("wait_for_commands", True).value)
+        self.wait_timeout = float(self.declare_parameter("wait_timeout_s", 60.0).value)
+        self.lockstep = bool(self.declare_parameter("lockstep", False).value)
+        self.started = time.monotonic()
+        self.failed = ""
+        self.sim_time = 0.0
+        self.steps = 0
+        self.first_step_at: float | None = (
+            None  # wall clock (monotonic) of the first step: the result's stepping_wall_s
+        )
+        self.stale_count = 0
+        self.bad_commands = 0  # commands of the wrong size or non-finite (dropped; the agent gets the safe command)
+        self.done = False
+
+        topics: dict[str, list[str]] = dict(self.adapter.command_topics)
+        self.scale: dict[str, np.ndarray] = {}
+        self.safe: dict[str, np.ndarray] = {}
+        self.commands: dict[str, np.ndarray] = {}
+        self.command_time: dict[str, np.ndarray] = {}
+        self.answered: dict[str, np.ndarray] = {}  # lockstep: which agents answered the current state
+        for group, names in topics.items():
+            g = spec.groups[group]
+            if len(names) != g.n_agents:
+                raise ValueError(f"bridge adapter gives {len(names)} command topics for {g.n_agents} agents of {group}")
+            self.scale[group] = np.asarray(g.action_scale, dtype=np.float32)
+            safe = ros["command"]["safe"] if group == meta.get("group") else [0.0] * g.action_dim
+            self.safe[group] = np.asarray(safe, dtype=np.float32)
+            self.commands[group] = np.zeros((g.n_agents, g.action_dim), dtype=np.float32)
+            self.command_time[group] = np.full(g.n_agents, -math.inf)
+            self.answered[group] = np.zeros(g.n_agents, dtype=bool)
+            for i, topic in enumerate(names):
+                self.create_subscription(Float32MultiArray, topic, self._on_command(group, i, topic), 10)
+        self.clock_pub = self.create_publisher(Clock, "/clock", 10)
+        self.publish_state()
+        self.state_sent = self.state_since = time.monotonic()  # lockstep: last (re)send, first send of this state
+        self.timer = self.create_timer(1.0 / (rate * factor), self.tick)
+        self.get_logger().info(
+            f"{meta.get('task')} bridge: {', '.join(f'{g}: {len(t)} agents' for g, t in topics.items())} at "
+            f"{rate:g} Hz x{factor:g}; {self.adapter.describe()}"
+        )
+
+    def _on_command(self, group: str, i: int, topic: str):
+        def callback(msg: Float32MultiArray) -> None:
+            data = np.asarray(msg.data, dtype=np.float64)
+            ok = data.shape == (self.commands[group].shape[1],) and np.isfinite(data).all()
+            self.answered[group][i] = True  # lockstep: a bad answer is an answer (the agent flies the safe command)
+            # Beyond the action range (|command / scale| > 1): a broken node, not a command to clip and fly.
+            if not ok or np.abs(data / self.scale[group]).max() > 1.0 + COMMAND_TOL:
+                # A bad command voids the last good one: this agent flies the safe command from the next tick.
+                self.command_time[group][i] = -math.inf
+                self.bad_commands += 1
+                self.get_logger().warning(f"{topic}: bad command {list(msg.data)[:8]}", throttle_duration_sec=1.0)
+                return
+            self.commands[group][i] = data.astype(np.float32)
+            self.command_time[group][i] = time.monotonic()
+
+        return callback
+
+    def tick(self) -> None:
+        if self.done:
+            return
+        now = time.monotonic()
+        if self.lockstep:
+            self.lockstep_tick(now)
+            return
+        fresh = {g: (now - t) <= self.command_timeout for g, t in self.command_time.items()}
+        if self.waiting:
+            self.waiting = not all(f.all() for f in fresh.values())
+            if self.waiting:
+                if now - self.started > self.wait_timeout:
+                    silent = {g: np.flatnonzero(~f).tolist() for g, f in fresh.items() if not f.all()}
+                    self.failed = f"no commands from agents {silent} in {self.wait_timeout:g} s"
+                    self.get_logger().error(self.failed)
+                    self.done = True
+                    return
+                self.publish_state()  # keep the nodes' inputs fresh; sim time stands still
+                return
+            self.get_logger().info("every agent sends commands: stepping")
+        self.step(fresh)
+
+    def lockstep_tick(self, now: float) -> None:
+        """Lockstep: step once every agent has answered the current state; until then resend it now and
+        then (a lost message), and give up after ``wait_timeout_s``."""
+        if not all(a.all() for a in self.answered.values()):
+            if now - self.state_since > self.wait_timeout:
+                silent = {g: np.flatnonzero(~a).tolist() for g, a in self.answered.items() if not a.all()}
+                self.failed = f"lockstep: no answer from agents {silent} in {self.wait_timeout:g} s"
+                self.get_logger().error(self.failed)
+                self.done = True
+            elif now - self.state_sent > self.command_timeout:
+                self.publish_state()
+                self.state_sent = now
+            return
+        if self.waiting:
+            self.waiting = False
+            self.get_logger().info("every agent answered the start state: stepping in lockstep")
+        # A voided (bad) answer flies the safe command, as a stale one does in real time.
+        self.step({g: t > -math.inf for g, t in self.command_time.items()})
+        for a in self.answered.values():
+            a[:] = False
+        self.state_sent = self.state_since = time.monotonic()
+
+    def step(self, fresh: dict[str, np.ndarray]) -> None:
+        """One control step: each agent's last command where ``fresh`` (per group ``[n_agents]`` bool), the
+        safe command elsewhere (counted as stale); then the new state is published."""
+        if self.first_step_at is None:
+            self.first_step_at = time.monotonic()
+        actions = {}
+        for group, f in fresh.items():
+            self.stale_count += int((~f).sum())
+            command = np.where(f[:, None], self.commands[group], self.safe[group])
+            actions[group] = torch.as_tensor((command / self.scale[group]).clip(-1.0, 1.0), dtype=torch.float32)
+        zeros = self.env.zero_actions()
+        self.env.step({g: actions[g].unsqueeze(0) if g in actions else zeros[g] for g in self.env.spec.groups})
+        self.steps += 1
+        self.sim_time = self.steps * self.env.spec.control_dt
+        self.publish_state()
+        if self.duration and self.sim_time >= self.duration - 1e-9:
+            self.finish()
+
+    def finish(self) -> None:
+        self.done = True
+        result: dict[str, Any] = dict(self.adapter.result())
+        result.update(
+            sim_time_s=self.sim_time,
+            steps=self.steps,
+            stale_command_steps=self.stale_count,
+            bad_commands=self.bad_commands,
+        )
+        if self.first_step_at is not None:  # the wall time it stepped for: sim_time_s / this is its real-time ratio
+            result["stepping_wall_s"] = time.monotonic() - self.first_step_at
+        if self.result_file:
+            Path(self.result_file).write_text(json.dumps(result))
+        _ignore_stop_signals()
+        try:
+            self.get_logger().info(f"done: {json.dumps(result)}")
+        except Exception:  # noqa: BLE001 - stopping on a signal: the context may be gone already
+            pass
+
+    def publish_state(self) -> None:
+        stamp = sim_stamp(self.sim_time)
+        self.clock_pub.publish(Clock(clock=stamp))
+        self.adapter.publish(stamp)
+
+
+def _ignore_stop_signals() -> None:
+    """Ignore SIGINT from here on: the result is written, and a stop signal now (a supervisor ending a run that fell
+    behind real time, as benchmarks/sitl_soak.py does) would only kill the exiting process with -SIGINT."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: nothing to protect there
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; any error is one line on stderr and exit code 1 (``COVEY_DEBUG=1``: the traceback).
+
+    Stopped early (Ctrl-C, SIGTERM) after it started stepping, it still writes ``result_file`` for
+    the sim time it ran.
+    """
+    node = None
+    try:
+        torch.set_num_threads(1)
+        check_params_files(argv)
+        rclpy.init(args=argv if argv is not None else sys.argv)
+        node = SimBridge()
+        while rclpy.ok() and not node.done:
+            rclpy.spin_once(node, timeout_sec=0.1)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except Exception as err:  # noqa: BLE001 - one line for the operator, whatever failed
+        if node is None or rclpy.ok():
+            return report("sim_bridge", err)
+        # Otherwise a signal shut the context down under a running callback: a stop, not a failure.
+    finally:
+        if node is not None and not node.done and node.steps > 0 and not node.failed:
+            node.finish()
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+        if node is not None and node.done:
+            _ignore_stop_signals()  # again: rclpy's shutdown restores the handler it found (KeyboardInterrupt)
+    return 1 if node is None or node.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
