@@ -53,16 +53,46 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULT_MAX_ENVS = 1024
+# This file is the CLI; policy sources, matches and leagues, and the video are modules of training/.
+from training.eval_matches import evaluate_league, evaluate_match
+from training.eval_sources import (
+    DEFAULT_MAX_ENVS,
+    EvalError,
+    Source,
+    command_both_teams,
+    load_checkpoint_source,
+    load_onnx_source,
+    load_trained_policy,
+    log,
+    resolve_scenario,
+    resolve_source,
+    resolve_task_cfg,
+)
+from training.eval_video import video_hook
 
-
-class EvalError(Exception):
-    """A problem with the user's input (arguments, files); printed as ``evaluate.py: error: ...``, exit code 2."""
+__all__ = [
+    "DEFAULT_MAX_ENVS",
+    "EvalArgs",
+    "EvalError",
+    "Source",
+    "evaluate",
+    "evaluate_league",
+    "evaluate_match",
+    "load_checkpoint_source",
+    "load_onnx_source",
+    "load_trained_policy",
+    "main",
+    "parse_args",
+    "resolve_scenario",
+    "resolve_source",
+    "resolve_task_cfg",
+    "usage",
+]
 
 
 @dataclass(frozen=True)
@@ -165,160 +195,7 @@ def usage() -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------- policy sources
-@dataclass
-class Source:
-    """Where the actions come from: ``kind`` torch | onnx | zero, the task config it was trained on."""
-
-    kind: str
-    task_cfg: dict[str, Any] | None
-    make_policy: Callable[[Any], Callable] | None  # env -> policy; None for zero
-    meta: dict[str, Any] = field(default_factory=dict)
-
-
-def load_trained_policy(path: str | Path, device: str) -> Any:
-    """``training.checkpoint.load_policy`` of a checkpoint, failures as :class:`EvalError`."""
-    file = Path(path)
-    if not file.is_file():
-        raise EvalError(f"checkpoint not found: {file}")
-    try:
-        from training.checkpoint import load_policy
-    except ImportError as err:
-        raise EvalError(f"cannot load checkpoints: training.checkpoint is unavailable ({err})") from err
-    try:
-        return load_policy(file, device=device)
-    except Exception as err:  # the CLI boundary: any failure to read the file is reported, not a traceback
-        raise EvalError(f"cannot load checkpoint {file}: {type(err).__name__}: {err}") from err
-
-
-def load_checkpoint_source(path: str, device: str) -> Source:
-    """The trained actors of a covey checkpoint (``training.checkpoint.load_policy``)."""
-    from training.evaluation import actor_policy
-
-    loaded = load_trained_policy(path, device)
-    meta = {k: v for k, v in (loaded.meta or {}).items() if k in ("run_id", "global_step", "algo", "covey_version")}
-    return Source("torch", dict(loaded.task_cfg), lambda env: actor_policy(loaded.actors, env), meta)
-
-
-def load_onnx_source(path: str) -> Source:
-    """An ONNX actor; its task config from the ``covey`` metadata entry when present."""
-    from policies.export import ONNX_METADATA_KEY
-    from training.evaluation import onnx_policy, onnx_session
-
-    file = Path(path)
-    if not file.is_file():
-        raise EvalError(f"ONNX file not found: {file}")
-    try:
-        session = onnx_session(file)
-    except ImportError as err:
-        raise EvalError(str(err)) from err
-    except Exception as err:  # onnxruntime raises its own exception types for unreadable models
-        raise EvalError(f"cannot load ONNX model {file}: {type(err).__name__}: {err}") from err
-    raw = session.get_modelmeta().custom_metadata_map.get(ONNX_METADATA_KEY)
-    meta: dict[str, Any] = {}
-    if raw is not None:
-        try:
-            meta = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise EvalError(f"ONNX metadata {ONNX_METADATA_KEY!r} of {file} is not JSON: {err}") from err
-        if not isinstance(meta, dict):
-            raise EvalError(f"ONNX metadata {ONNX_METADATA_KEY!r} of {file} must be a JSON object")
-    task_cfg = meta.get("task_cfg")
-    group = meta.get("group")
-    info = {k: v for k, v in meta.items() if k in ("run_id", "global_step", "covey_version")}
-    return Source("onnx", task_cfg, lambda env: onnx_policy(session, env, group=group), info)
-
-
-def resolve_scenario(task: str, name: str | None) -> Any:
-    """The task's :class:`~sim.core.env.Scenario` called ``name`` (None: none asked for)."""
-    from sim.core.registry import scenario
-
-    if name is None:
-        return None
-    try:
-        return scenario(task, name)
-    except ValueError as err:
-        raise EvalError(str(err)) from err
-
-
-def resolve_task_cfg(source_cfg: Mapping[str, Any] | None, args: EvalArgs, overrides: Mapping[str, Any]) -> dict:
-    """The evaluation task config: trained config (or the task's defaults), eval overrides, the
-    scenario's overrides, ``task.*``."""
-    from sim.core.config import deep_merge
-    from sim.core.registry import evaluation_overrides
-
-    if source_cfg is not None:
-        cfg = dict(source_cfg)
-        if "name" not in cfg:
-            raise EvalError("the policy's task config has no 'name'")
-        if args.task is not None and args.task != cfg["name"]:
-            raise EvalError(f"task={args.task} but the policy was trained on {cfg['name']!r}")
-    elif args.task is not None:
-        cfg = {"name": args.task}  # the task's config dataclass defaults: what train.py task=<name> trains with
-    else:
-        raise EvalError("no task: give checkpoint=<path>, onnx=<file> with covey metadata, or task=<name>")
-    for key in ("num_envs", "device", "seed", "compile"):
-        cfg.pop(key, None)
-    if args.eval_mode:
-        eval_overrides = evaluation_overrides(cfg["name"])
-        if not eval_overrides:
-            _log(f"note: task {cfg['name']!r} has no evaluation_overrides(); eval_mode changes nothing")
-        cfg = deep_merge(cfg, eval_overrides)
-    if args.scenario is not None:
-        from sim.core.registry import apply_scenario
-
-        try:
-            cfg = apply_scenario(cfg, args.scenario)
-        except ValueError as err:
-            raise EvalError(str(err)) from err
-    return deep_merge(cfg, overrides)
-
-
 # --------------------------------------------------------------------------- main
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def _video_hook(env: Any, args: EvalArgs) -> tuple[Callable[[int, Any], None], Callable[[], str]]:
-    """``(on_step, finish)``: draw env 0 every k-th control step while its first episode runs."""
-    from sim.render import RenderUnavailableError, check_video_path, make_renderer, write_video
-
-    try:
-        check_video_path(args.video)
-        renderer = make_renderer(env, width=args.video_width, height=args.video_height)
-    except (ValueError, ImportError, RenderUnavailableError) as err:
-        raise EvalError(f"cannot write video {args.video}: {err}") from err
-    control_hz = 1.0 / env.spec.control_dt
-    every = max(1, round(control_hz / args.video_fps))
-    frames: list = []
-
-    def on_step(t: int, alive: Any) -> None:
-        if t % every == 0 and bool(alive[0]):
-            frames.append(renderer.render([0])[0])
-
-    def finish() -> str:
-        renderer.close()
-        path = write_video(frames, args.video, fps=control_hz / every)
-        return f"wrote {path} ({len(frames)} frames at {control_hz / every:g} fps)"
-
-    return on_step, finish
-
-
-def resolve_source(args: EvalArgs) -> Source:
-    """The policy to evaluate: ONNX (task config from its metadata, else the checkpoint), checkpoint, or zero."""
-    if args.onnx is not None:
-        source = load_onnx_source(args.onnx)
-        if source.task_cfg is None and args.checkpoint is not None:
-            source.task_cfg = load_checkpoint_source(args.checkpoint, args.device).task_cfg
-    elif args.checkpoint is not None:
-        source = load_checkpoint_source(args.checkpoint, args.device)
-    elif args.policy == "zero":
-        source = Source("zero", None, None)
-    else:
-        raise EvalError("nothing to evaluate: give checkpoint=<path>, onnx=<file> or policy=zero task=<name>")
-    return Source("zero", source.task_cfg, None) if args.policy == "zero" else source
-
-
 def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping[str, float]) -> dict[str, Any]:
     """Run the evaluation described by the arguments, print the table; returns the report."""
     import torch
@@ -352,10 +229,10 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         criteria = {**success_criteria(env.task_name), **(scenario.success if scenario else {}), **success}
         policy = source.make_policy(env) if source.make_policy is not None else zero_policy(env)
         if args.commander is not None:
-            _command_both_teams(env, args.commander, args.device)
+            command_both_teams(env, args.commander, args.device)
     except ValueError as err:
         raise EvalError(str(err)) from err
-    on_step, finish = _video_hook(env, args) if args.video else (None, None)
+    on_step, finish = video_hook(env, args) if args.video else (None, None)
 
     runs = [(source.kind, policy, on_step)]
     if args.baseline and source.kind != "zero":
@@ -379,9 +256,9 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
             raise EvalError(f"{name} evaluation failed: {err}") from err
         steps = results.episode_steps * num_envs * math.ceil(args.episodes / num_envs)
         secs = time.perf_counter() - start
-        _log(f"{name}: {args.episodes} episodes in {secs:.1f} s ({steps / secs:,.0f} env steps/s)")
+        log(f"{name}: {args.episodes} episodes in {secs:.1f} s ({steps / secs:,.0f} env steps/s)")
     if finish is not None:
-        _log(finish())
+        log(finish())
 
     baseline = summaries.get("baseline")
     columns = {"policy" if source.kind != "zero" else "zero actions": summaries[source.kind]}
@@ -422,193 +299,6 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     }
 
 
-def _command_both_teams(env: Any, path: str, device: str) -> None:
-    """Both teams of a skills level (HCSP: the strategy task's ``skills_task``) commanded by the strategy checkpoint
-    ``path``, as in co-self-play's skills phase (:mod:`training.coselfplay`)."""
-    from training.coselfplay import hcsp_levels, strategy_policy
-
-    if not callable(getattr(env, "set_strategy", None)):
-        raise EvalError(f"commander= commands a skills level (an env with set_strategy); {env.task_name!r} is not one")
-    name = str(load_trained_policy(path, device).task_cfg.get("name"))
-    try:
-        levels = hcsp_levels(name)
-    except ValueError as err:
-        raise EvalError(f"commander={path}: {err}") from err
-    if levels[1] != env.task_name:
-        raise EvalError(f"commander={path}: a strategy over {levels[1]!r}, this env is {env.task_name!r}")
-    strategy = strategy_policy(path, device, name)
-    for team in (0, 1):
-        env.set_strategy(team, strategy)
-
-
-def _match_env_and_teams(names: list[str], args: EvalArgs, task_overrides: Mapping[str, Any]) -> tuple:
-    """``(env, teams, task_cfg)``: the match env and one team policy per name, both from the task
-    (its class's ``match_teams()``, :mod:`training.matches`). The env's task is ``task=``, else the
-    one the first checkpoint team plays on (``MatchTeams.match_task`` of the task it was trained on)."""
-    import sim
-    from sim.core.teams import TeamSpec
-    from training.matches import build_team
-
-    cache: dict[str, Any] = {}
-
-    def load(path: str) -> Any:  # each checkpoint is read once per evaluation
-        if path not in cache:
-            cache[path] = load_trained_policy(path, args.device)
-        return cache[path]
-
-    try:
-        specs = [TeamSpec.parse(n) for n in names]
-        checkpoints = [s.checkpoint for s in specs if s.checkpoint is not None]
-        source_cfg = None
-        if checkpoints:
-            trained = dict(load(checkpoints[0]).task_cfg)
-            teams_api = sim.task_class(str(trained.get("name"))).match_teams()
-            if teams_api is None:
-                raise EvalError(f"{checkpoints[0]}: task {trained.get('name')!r} is not a two-team task")
-            source_cfg = teams_api.match_task(trained)
-        elif args.task is None:
-            raise EvalError("which task? give task=<name> (or a checkpoint team) with match= or league=")
-        else:  # the task's defaults, as its matches are played (e.g. both teams as agent groups)
-            teams_api = sim.task_class(args.task).match_teams()
-            if teams_api is None:
-                raise EvalError(f"task {args.task!r} is not a two-team task")
-            source_cfg = teams_api.match_task({"name": args.task})
-        task_cfg = resolve_task_cfg(source_cfg, args, task_overrides)
-        num_envs = min(args.games, args.num_envs or DEFAULT_MAX_ENVS)
-        env = sim.make(task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile)
-        teams = [build_team(env, n, load) for n in names]
-    except ValueError as err:
-        raise EvalError(str(err)) from err
-    return env, teams, task_cfg
-
-
-def evaluate_league(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Round-robin: every pair of ``league`` plays ``games`` games; prints the pairwise table and the
-    Elo ratings fitted to all results (``training.selfplay.fit_elo``, mean 1000)."""
-    import numpy as np
-
-    from training.matches import play_matches, summarize_matches
-    from training.selfplay import fit_elo
-
-    names = [t.strip() for t in args.league.split(",")]
-    if len(names) < 2 or not all(names) or len(set(names)) != len(names):
-        raise EvalError(f"league must name two or more distinct teams 'A,B,...', got {args.league!r}")
-    env, teams, task_cfg = _match_env_and_teams(names, args, task_overrides)
-    reuse = _reusable_pairs(args, env.task_name, task_cfg) if args.league_reuse else {}
-    P = len(names)
-    scores, games = np.full((P, P), np.nan), np.zeros((P, P), dtype=int)
-    pairs = []
-    start = time.perf_counter()
-    for i in range(P):
-        for j in range(i + 1, P):
-            summary = reuse.get((names[i], names[j]))
-            if summary is None:
-                try:
-                    summary = summarize_matches(play_matches(env, teams[i], teams[j], args.games, args.seed))
-                except ValueError as err:
-                    raise EvalError(str(err)) from err
-            scores[i, j], scores[j, i] = summary["win_rate_a"], 1.0 - summary["win_rate_a"]
-            games[i, j] = games[j, i] = summary["games"]
-            pairs.append({"team_a": names[i], "team_b": names[j], **summary})
-            how = "reused" if (names[i], names[j]) in reuse else "played"
-            _log(f"{names[i]} vs {names[j]}: {summary['win_rate_a']:.3f} ({summary['games']} games, {how})")
-    played = sum((p["team_a"], p["team_b"]) not in reuse for p in pairs)
-    _log(f"{played} matches played ({len(pairs) - played} reused) in {time.perf_counter() - start:.1f} s")
-    elo = fit_elo(scores, games)
-    order = np.argsort(-elo)
-    print(f"task {env.task_name} ({task_cfg.get('mode')}), {args.games} games per pair, seed {args.seed}")
-    print("  Elo    team")
-    for k in order:
-        print(f"  {elo[k]:6.0f} {names[k]}")
-    print("  score of row vs column: " + " | ".join(f"{n}" for n in names))
-    for i in range(P):
-        print(f"  {names[i]}: " + " ".join("  -  " if i == j else f"{scores[i, j]:.3f}" for j in range(P)))
-    return {
-        "teams": names,
-        "elo": {names[k]: float(elo[k]) for k in range(P)},
-        "games": args.games,
-        "pairs": pairs,
-        "seed": args.seed,
-        "task": env.task_name,
-        "task_cfg": task_cfg,
-    }
-
-
-def _reusable_pairs(args: EvalArgs, task: str, task_cfg: Mapping[str, Any]) -> dict[tuple[str, str], dict]:
-    """``{(team_a, team_b): summary}`` of the earlier league report ``args.league_reuse``; it must have been
-    played under this league's task, task config, games per pair and seed, or its results would not be
-    comparable (the games of a pair are reproducible: same seed, same env)."""
-    path = Path(str(args.league_reuse))
-    try:
-        old = json.loads(path.read_text())
-        old_pairs = old["pairs"]
-        setting = {"task": old["task"], "games": old["games"], "seed": old["seed"]}
-        old_cfg = old["task_cfg"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise EvalError(f"league_reuse={path}: not a league report ({err})") from err
-    want = {"task": task, "games": args.games, "seed": args.seed}
-    for key, val in want.items():
-        if setting[key] != val:
-            raise EvalError(f"league_reuse={path}: played with {key}={setting[key]!r}, this league {key}={val!r}")
-    now = json.loads(json.dumps(task_cfg, default=str))  # as the report stores it
-    differ = sorted(k for k in set(now) | set(old_cfg) if now.get(k) != old_cfg.get(k))
-    if differ:
-        raise EvalError(f"league_reuse={path}: its task config differs from this league's in {', '.join(differ)}")
-    return {(p["team_a"], p["team_b"]): p for p in old_pairs}
-
-
-def evaluate_match(args: EvalArgs, task_overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """Play ``games`` games between the two teams of ``match``; print the table; returns the report."""
-    from training.matches import play_matches, summarize_matches
-
-    names = [t.strip() for t in args.match.split(",")]
-    if len(names) != 2 or not all(names):
-        raise EvalError(f"match must name two teams 'A,B', got {args.match!r}")
-    env, teams, task_cfg = _match_env_and_teams(names, args, task_overrides)
-    on_step, finish = _video_hook(env, args) if args.video else (None, None)
-    start = time.perf_counter()
-    try:
-        summary = summarize_matches(play_matches(env, teams[0], teams[1], args.games, args.seed, on_step))
-    except ValueError as err:
-        raise EvalError(str(err)) from err
-    if finish is not None:
-        _log(finish())  # the first game of env 0, until it ended
-    _log(f"{args.games} games in {time.perf_counter() - start:.1f} s")
-    lo, hi = summary["win_rate_ci95"]
-    print(
-        f"task {env.task_name} ({task_cfg.get('mode')}), {names[0]} (team A) vs {names[1]} (team B), seed {args.seed}"
-    )
-    record = f"{summary['wins_a']} W / {summary['draws']} D / {summary['losses_a']} L"
-    print(f"  win rate A   {summary['win_rate_a']:.3f}  [{lo:.3f}, {hi:.3f}]  ({record})")
-    print(f"  points/game  {summary['points_per_game']:.2f}   hits/rally {summary['hits_per_rally']:.2f}")
-    if "rally_win_rate_a" in summary:
-        rallies = summary["rallies_per_game"] * summary["games"]
-        line = f"  rallies A    {summary['rally_win_rate_a']:.3f} of {rallies:.0f}"
-        if "serve_win_rate_a" in summary:
-            line += (
-                f"   on its serve {summary['serve_win_rate_a']:.3f} ({summary['serve_rallies_a']:.0f})"
-                f"   receiving {summary['receive_win_rate_a']:.3f} ({summary['receive_rallies_a']:.0f})"
-            )
-        print(line)
-    ci = summary.get("outcomes_ci95", {})
-    print(
-        "  outcomes/game "
-        + ", ".join(
-            f"{k} {v:.2f}" + (f" [{ci[k][0]:.2f}, {ci[k][1]:.2f}]" if k in ci else "")
-            for k, v in summary["outcomes_per_game"].items()
-            if v > 0
-        )
-    )
-    return {
-        **summary,
-        "team_a": names[0],
-        "team_b": names[1],
-        "seed": args.seed,
-        "task": env.task_name,
-        "task_cfg": task_cfg,
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
@@ -627,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = Path(args.report)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-        _log(f"wrote {path}")
+        log(f"wrote {path}")
     print(line, flush=True)
     return 0
 
