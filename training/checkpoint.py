@@ -142,6 +142,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
         tmp = tmp_path(path)
         why = f" (only {tmp.name}: its first write was interrupted)" if tmp.exists() else ""
         raise NoCheckpointError(f"no complete checkpoint at {path}{why}")
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if path.suffix == ".onnx" or (head[:1] == b"\x08" and b"pytorch" in head):  # an ONNX ModelProto's first field
+        raise ValueError(f"{path} is an ONNX model, not a covey checkpoint (.pt): give it as onnx={path}")
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises several types for truncated / foreign files
