@@ -1,4 +1,4 @@
-"""Frames per second of the vision-language reward (training/rewards/), and SAC updates per second.
+"""Frames per second of the vision-language reward (sim/rewards/), and SAC updates per second.
 
     python benchmarks/vlm_reward.py                           # the dual encoder (assets/vlm/image_tower.pt)
     python benchmarks/vlm_reward.py --clip-dir <dir>          # also a local transformers CLIPModel
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    from training.rewards.vision_language import VisionLanguageReward, VLMRewardCfg, load_backend
+    from sim.rewards.vision_language import VisionLanguageReward, VLMRewardCfg, load_backend
 
     out: dict = {"threads": args.threads, "batch": args.batch, "torch": torch.__version__}
     backends = {"dual": VLMRewardCfg(image_tower=args.tower)}

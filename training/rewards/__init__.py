@@ -1,7 +1,4 @@
-"""Learned rewards. ``vision_language``: VLM-RL's contrasting-language-goal reward (a frame scored against a
-positive and a negative goal text, synthesised with vehicle-state terms), on real CLIP weights from a local
-directory (``clip_backend``) or on the offline default dual encoder (``dual_encoder``: a frozen sentence
-encoder and an image tower trained by ``python -m training.rewards.train_image_tower``).
+"""Moved to :mod:`sim.rewards` (the vision-language reward runs inside ``env.step``, so it is simulator code).
 
-Submodules are imported explicitly; the backends import ``transformers`` only when built (the ``vlm`` extra).
+Only ``python -m training.rewards.train_image_tower`` stays here, for the commands written before the move.
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sim.core.config import at_least, fraction, non_negative, positive
-from training.rewards.vision_language import VLMRewardCfg
+from sim.rewards.vision_language import VLMRewardCfg
 
 REWARDS = ("vlm", "vlm_rm", "expert", "route_completion")
 OBSERVATIONS = ("state", "bev")

@@ -31,7 +31,7 @@ Rewards (``reward=``):
     vlm               VLM-RL: r_CLG from the reward camera's frame (top-down RGB around the ego,
                       :func:`raster.render_camera`) against the two goal texts, every ``vlm.every_k``
                       steps (held in between), synthesised with speed, lane centring, heading and the
-                      std of recent lateral offsets; -10 on termination (training/rewards/vision_language.py)
+                      std of recent lateral offsets; -10 on termination (sim/rewards/vision_language.py)
     vlm_rm            the plain VLM-RM reward: cos(frame, positive goal)
     expert            the same synthesis with r_CLG replaced by a privileged safety term (the free gap
                       to the nearest car ahead, (gap - 5 m) / 15 m clipped to [0, 1]): a hand-written reward
@@ -131,7 +131,7 @@ class VLMDrivingEnv(MultiAgentEnv):
         self.reset()
 
     def _load_vlm(self):
-        from training.rewards.vision_language import VisionLanguageReward, load_backend
+        from sim.rewards.vision_language import VisionLanguageReward, load_backend
 
         vcfg = replace(self.cfg.vlm, mode="vlm_rm" if self.cfg.reward == "vlm_rm" else "vlm_rl")
         return VisionLanguageReward(load_backend(vcfg, self.device), vcfg)
@@ -524,7 +524,7 @@ class VLMDrivingEnv(MultiAgentEnv):
         if cfg.reward == "route_completion":
             r = cfg.route_completion_scale * delta
         else:
-            from training.rewards.vision_language import hierarchical_reward
+            from sim.rewards.vision_language import hierarchical_reward
 
             state = self.reward_state(terminated)
             if cfg.reward == "expert":

@@ -1,8 +1,8 @@
 """Captioned reward-camera frames from the vlm_driving simulator, labelled from its ground truth, for
-training the dual encoder's image tower (training/rewards/train_image_tower.py).
+training the dual encoder's image tower (sim/rewards/train_image_tower.py).
 
     python -m sim.tasks.vlm_driving.frames --n 24000 --size 96 --out runs/vlm/sim_frames.npz
-    python -m training.rewards.train_image_tower --frames runs/vlm/sim_frames.npz --out assets/vlm/image_tower.pt
+    python -m sim.rewards.train_image_tower --frames runs/vlm/sim_frames.npz --out assets/vlm/image_tower.pt
 
 Scenes are real simulator states: envs reset on random maps and routes, driven by the scripted driver
 for a random number of steps among IDM/MOBIL traffic; each frame is then given one class by
@@ -13,7 +13,7 @@ construction, checked against the ground truth:
     near_miss   a car 0.4-1.2 m beside the ego, or 0.6-2 m ahead of / behind it, not touching
     off_road    the ego moved 2-8 m beyond the road edge onto the grass (checked with the lane lookup)
 
-The classes are ``training.rewards.synthetic.CLASSES``, so the synthetic captions apply. Output:
+The classes are ``sim.rewards.synthetic.CLASSES``, so the synthetic captions apply. Output:
 ``frames uint8 [N, S, S, 3]``, ``labels int [N]``, ``classes``.
 """
 
@@ -28,9 +28,9 @@ import torch
 from torch import Tensor
 
 from sim.physics.boxes2d import boxes_overlap
+from sim.rewards.synthetic import CLASSES
 from sim.tasks.vlm_driving import raster
 from sim.tasks.vlm_driving.traffic import CAR_LENGTH, CAR_WIDTH
-from training.rewards.synthetic import CLASSES
 
 
 def _uniform(shape: tuple[int, ...], lo: float, hi: float, g: torch.Generator) -> Tensor:

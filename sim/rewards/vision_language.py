@@ -7,8 +7,8 @@
     r = relabel_rewards(vlm, frames [T, E, H, W, 3], state {name: [T, E]})  # a rollout, every k steps
 
 A backend embeds frames ``uint8 [N, H, W, 3]`` and texts into one space (``embed_images ->
-[N, D]``, ``embed_texts -> [M, D]``, both unit-norm): :class:`training.rewards.clip_backend.ClipBackend`
-(real CLIP weights from a local directory) or :class:`training.rewards.dual_encoder.DualEncoder`
+[N, D]``, ``embed_texts -> [M, D]``, both unit-norm): :class:`sim.rewards.clip_backend.ClipBackend`
+(real CLIP weights from a local directory) or :class:`sim.rewards.dual_encoder.DualEncoder`
 (a frozen sentence encoder and an image tower trained in-project).
 
 VLM-RL's hierarchical synthesis (every threshold is a :class:`VLMRewardCfg` field, because an
@@ -191,9 +191,9 @@ def relabel_rewards(
 def load_backend(cfg: VLMRewardCfg, device: torch.device | str = "cpu") -> EmbeddingBackend:
     """The backend ``cfg.backend`` names (weights from local files only; errors name what is missing)."""
     if cfg.backend == "clip":
-        from training.rewards.clip_backend import ClipBackend
+        from sim.rewards.clip_backend import ClipBackend
 
         return ClipBackend(cfg.clip_dir, device=device)
-    from training.rewards.dual_encoder import DualEncoder
+    from sim.rewards.dual_encoder import DualEncoder
 
     return DualEncoder.load(cfg.image_tower, text_model_dir=cfg.text_model_dir or None, device=device)

