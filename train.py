@@ -1,18 +1,22 @@
 """Train a policy: ``python train.py task=<name> [overrides]``.
 
-    python train.py task=cable_load                                  # defaults: the config dataclasses + configs/
+    python train.py task=cable_load                                  # the task's recipe: configs/recipe/cable_load.yaml
     python train.py task=cable_load num_envs=1024 device=cpu algo.lr=3e-4 seed=3
     python train.py task=point_reach algo=ippo algo.policy.sharing=per_agent train.total_steps=200000
     python train.py task=cable_load task.goal_xy_range=0.5 task.rewards.position=2.0   # any task field
     python train.py task=cable_load resume=runs/cable_load/2026-11-21_10-00-00
     python train.py task=cable_load wandb.mode=disabled sim.compile=true train.max_minutes=60
-    python train.py task=drone_volleyball algo=selfplay task.mode=1v1     # self-play (training/selfplay_runner.py)
+    python train.py task=drone_volleyball '~stage' algo=selfplay task.mode=1v1  # flat self-play, no HCSP stage
     python train.py task=point_reach algo=sac sac.batch_size=512         # SAC (training/sac_runner.py)
     python train.py task=drone_volleyball algo=hcsp stage=skills task.mode=serve   # HCSP stage 1: one skill
     python train.py task=drone_volleyball algo=hcsp stage=strategy                 # HCSP stage 2: team strategy
     python train.py task=drone_volleyball algo=hcsp stage=coselfplay               # HCSP stage 3: both, in matches
     python train.py task=cable_load --cfg job                        # print every key and value, run nothing
     torchrun --nproc_per_node=2 train.py task=cable_load distributed=true  # data-parallel (training/distributed.py)
+
+Each task brings its training recipe (the algorithm, envs and budget that made its shipped policy:
+``configs/recipe/<task>.yaml``); the HCSP tasks start at a stage (``configs/stage/<task>.yaml``). Anything
+on the command line wins over the recipe.
 
 A run writes ``runs/<task>/<YYYY-mm-dd_HH-MM-SS>/``: config.yaml (resolved), metrics.csv,
 checkpoints/{latest,best}.pt and wandb/ (offline unless ``wandb.mode=online``). Every key is a field

@@ -5,7 +5,8 @@ them (or pick variants). Importing this module registers with hydra's ``ConfigSt
 
     covey_schema        :class:`CoveyCfg`, the root (configs/config.yaml lists it first)
     task/<name>         one node per registered task: its ``cfg_class`` plus ``name`` (no yaml
-                        file needed: ``task=<name>`` works for every task in ``sim.tasks.TASKS``)
+                        file needed: ``task=<name>`` works for every task in ``sim.tasks.TASKS``),
+                        and its training recipe, ``configs/recipe/<name>.yaml`` (:func:`with_recipe`)
 
 so ``python train.py --cfg job`` shows every field, a misspelt key fails while hydra composes,
 and :func:`check_config` then builds every node's dataclass (types, bounds, ``__post_init__``).
@@ -188,6 +189,27 @@ def task_node(name: str) -> DictConfig:
     return _writable(OmegaConf.structured(schema))
 
 
+def recipe_path(name: str) -> Path:
+    """Where task ``name``'s training recipe is: ``configs/recipe/<name>.yaml`` (it may not exist)."""
+    return CONFIG_DIR / "recipe" / f"{name}.yaml"
+
+
+def with_recipe(node: DictConfig, name: str) -> DictConfig:
+    """``node`` (task ``name``'s) with a defaults list that brings the task's recipe, where it has one.
+
+    The recipe is a ``# @package _global_`` config of the group ``recipe``: its ``override /algo: <algo>``
+    and its values (envs, ``train.*`` ...) enter wherever ``task=<name>`` does. Through the task's node, not
+    an interpolation in the root (``recipe: ${task}``), because hydra forbids group overrides (the recipe's
+    algo) below an interpolated entry; command-line choices and values still win over it.
+    """
+    if not recipe_path(name).is_file():
+        return node
+    OmegaConf.set_struct(node, False)
+    node["defaults"] = [{"/recipe": name}, "_self_"]
+    OmegaConf.set_struct(node, True)
+    return node
+
+
 def register_configs() -> None:
     """Store the root schema and every registered task's node in hydra's ConfigStore (idempotent).
 
@@ -201,7 +223,7 @@ def register_configs() -> None:
         if f"{name}.yaml" in stored or name in BROKEN_TASKS:
             continue
         try:
-            cs.store(group="task", name=name, node=task_node(name))
+            cs.store(group="task", name=name, node=with_recipe(task_node(name), name))
         except ValueError as err:
             BROKEN_TASKS[name] = str(err)
 
