@@ -1,15 +1,23 @@
-"""One-line errors for the ROS entry points (policy node, sim bridge, launcher).
+"""One-line errors for the command-line entry points, on both sides of the robot boundary.
 
 A robot operator who passes a wrong parameter, a corrupt model or a broken parameter file must see
 one line naming the problem and a non-zero exit code, not a 20-line traceback from onnxruntime,
-rcl or yaml. ``COVEY_DEBUG=1`` re-raises the original exception for developers.
+rcl or yaml. ``COVEY_DEBUG=1`` re-raises the original exception for developers (the ROS entry points:
+:func:`report`); ``HYDRA_FULL_ERROR=1`` does for the simulator's and trainer's scripts
+(:func:`exit_on_user_error`, which catches a :class:`UserError` such as ``sim.core.config.ConfigError``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sys
+import typing
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # "..., at /project/src/parse.c:835" tails that rcl appends to its errors say nothing to a user.
 _RCL_TAIL = re.compile(r",? at /\S+:\d+")
@@ -53,3 +61,31 @@ def check_params_files(argv: list[str] | None) -> None:
             raise ValueError(f"--params-file {path}: not a readable YAML file ({' '.join(str(exc).split())})") from None
         if not isinstance(doc, dict):
             raise ValueError(f"--params-file {path}: a ROS parameter file is a YAML mapping of node names")
+
+
+class UserError(ValueError):
+    """A mistake of the user (an argument, a config value, a file), told in one line without a traceback."""
+
+
+def exit_on_user_error(prog: str, fn: Callable[[], T], errors: tuple[type[BaseException], ...] = ()) -> T:
+    """Run ``fn``; a :class:`UserError` (``sim.core.config.ConfigError`` is one) or one of ``errors`` prints
+    ``<prog>: error: <one line>`` to stderr and exits with code 2, without a traceback (with
+    ``HYDRA_FULL_ERROR=1``: raised as is)."""
+    try:
+        return fn()
+    except (UserError, *errors) as err:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        msg = " ".join(str(err).split())  # one line, whatever the message held
+        print(f"{prog}: error: {msg}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def usage(cls: type) -> list[str]:
+    """One line per field of an arguments dataclass: ``key=default  type  help`` (``metadata["help"]``)."""
+    hints = typing.get_type_hints(cls)
+    lines = []
+    for f in dataclasses.fields(cls):
+        hint = str(hints[f.name]).replace("<class '", "").replace("'>", "").replace("typing.", "")
+        lines.append(f"  {f'{f.name}={f.default}':<24} {hint:<12} {f.metadata.get('help', '')}")
+    return lines

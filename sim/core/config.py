@@ -26,10 +26,12 @@ from typing import Any, TypeVar
 
 import torch
 
+from covey_common.cli import UserError
+
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A user error in a config. ``key`` is the dotted path of the offending key (``task.control_dt``),
     or of the node when the error concerns several keys; ``str(err)`` is one line: ``"<key>: <reason>"``."""
 

@@ -421,7 +421,7 @@ class MakeArgs:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from training.config import exit_on_user_error, parse_args
+    from sim.core.cli import exit_on_user_error, parse_args
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] != "make":

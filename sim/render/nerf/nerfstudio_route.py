@@ -230,8 +230,8 @@ class RouteArgs:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    from sim.core.cli import exit_on_user_error, parse_args
     from sim.core.config import ConfigError
-    from training.config import exit_on_user_error, parse_args
 
     def run() -> None:
         args, _ = parse_args(RouteArgs, list(sys.argv[1:] if argv is None else argv))

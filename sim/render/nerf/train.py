@@ -241,8 +241,8 @@ def _report(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    from sim.core.cli import exit_on_user_error, parse_args
     from sim.render.nerf.capture import CaptureError
-    from training.config import exit_on_user_error, parse_args
 
     def run() -> None:
         args, _ = parse_args(TrainArgs, list(sys.argv[1:] if argv is None else argv))
