@@ -20,8 +20,11 @@ provenance; see :func:`export_onnx`.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+import logging
+import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,7 +151,7 @@ def export_onnx(
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:  # removed on any failure: nothing is written to path
         try:
-            with torch.no_grad():
+            with torch.no_grad(), _quiet_exporter():
                 torch.onnx.export(
                     module,
                     tuple(example[n] for n in input_names),
@@ -184,6 +187,27 @@ def export_onnx(
                 f"commands; allowed {atol:g}. Nothing written to {path}."
             )
     return report
+
+
+@contextlib.contextmanager
+def _quiet_exporter() -> Iterator[None]:
+    """torch's exporter logs a line per torchvision op it skips (torchvision is never installed here) and
+    warns about its own deprecated internals and the constants it lifts (a recurrent policy's weights): ~20
+    lines before every export's result that say nothing about the model. Errors still raise."""
+    logger = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            # Raised from torch.export's generated code (module "<eval_with_key>"), so matched by category
+            # and message, inside the export call only.
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.filterwarnings("ignore", message="The tensor attributes", category=UserWarning)
+            warnings.filterwarnings("ignore", message="# The axis name", category=UserWarning)
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def _entry_meta(metadata: Mapping[str, Any], name: str) -> dict[str, Any]:

@@ -83,3 +83,17 @@ def test_export_refuses_to_replace_a_file(export_cli, tmp_path):
     with pytest.raises(FileExistsError, match="overwrite=true"):
         export_cli.export_checkpoint(POLICIES / "pixel_reach" / "policy.pt", out=existing)
     assert existing.read_bytes() == b"keep me"
+
+
+def test_the_export_cli_prints_its_result_and_nothing_else(tmp_path):
+    import subprocess
+
+    out = tmp_path / "pixel.onnx"
+    done = subprocess.run(
+        [sys.executable, "export.py", f"checkpoint={POLICIES / 'pixel_reach' / 'policy.pt'}", f"out={out}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.strip() == "", f"export printed noise: {done.stderr[:500]}"
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"robot: {out}") and json.loads(lines[1])["files"]
