@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
-import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from hydra import compose as hydra_compose
@@ -39,6 +37,9 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+# The scripts' key=value parsing and one-line errors, re-exported for evaluate.py and export.py.
+from covey_common.cli import exit_on_user_error, usage  # noqa: F401
+from sim.core.cli import one_line, parse_args  # noqa: F401
 from sim.core.config import ConfigError, at_least, build_config, non_negative, to_plain
 from sim.core.registry import registered_tasks, task_class
 from training.coselfplay import CoSelfPlayCfg
@@ -48,7 +49,6 @@ from training.runner import TrainCfg, WandbCfg
 from training.sac import SACCfg
 from training.selfplay_runner import SelfPlayCfg
 
-T = TypeVar("T")
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 RUNNERS = ("ppo", "selfplay", "coselfplay", "sac")
 
@@ -232,20 +232,6 @@ register_configs()
 
 
 # ----------------------------------------------------------------------------- compose and check
-def one_line(err: BaseException) -> str:
-    """A hydra / omegaconf error as one line: its message and its cause's first line (without hydra's
-    search path, and without its hint to add a key with ``+``: check_config would reject the key)."""
-    text = str(err).split("Config search path:")[0]
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    parts = [" ".join(line for line in lines if not line.startswith("To append to your config use"))]
-    cause = err.__cause__
-    if isinstance(cause, OmegaConfBaseException | HydraException):
-        first = next((line.strip() for line in str(cause).splitlines() if line.strip()), "")
-        if first and first not in parts[0]:
-            parts.append(first)
-    return ": ".join(p.rstrip(".") for p in parts if p)
-
-
 @contextmanager
 def _hydra_errors_as_config_errors(overrides: Sequence[str]) -> Iterator[None]:
     try:
@@ -307,93 +293,3 @@ def check_distributed(plain: Mapping[str, Any], kind: str) -> None:
         raise ConfigError(
             "distributed", "needs torchrun: torchrun --nproc_per_node=N train.py task=<name> distributed=true"
         )
-
-
-# ----------------------------------------------------------------------------- evaluate.py / export.py
-def parse_args(cls: type[T], argv: Sequence[str], prefixes: Sequence[str] = ()) -> tuple[T, dict[str, dict]]:
-    """``key=value`` arguments -> an instance of the arguments dataclass ``cls``, plus the nested values
-    given under each of ``prefixes`` (``task.fault.enabled=true`` -> ``{"task": {"fault": {"enabled": True}}}``),
-    which the caller checks against their own config.
-
-    Values follow hydra's override grammar, as on train.py's command line (``1e-3``, ``true``,
-    ``null``, ``[1,2]``, quotes); a field of type ``str`` takes the text after ``=`` verbatim (paths,
-    ``match=scripted,hover``). The instance is built with :func:`sim.core.config.build_config`, so
-    field bounds and ``__post_init__`` checks apply.
-
-    Raises:
-        ConfigError: a malformed argument, an unknown or repeated key, a value of the wrong type or out
-            of bounds; the message names the key.
-    """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
-    hints = typing.get_type_hints(cls)
-    values: dict[str, Any] = {}
-    nested: dict[str, dict] = {p: {} for p in prefixes}
-    seen: set[str] = set()
-    for item in argv:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ConfigError("", f"expected key=value, got {item!r}")
-        if key in seen:
-            raise ConfigError(key, "given twice")
-        seen.add(key)
-        head, _, rest = key.partition(".")
-        if head in nested and rest:
-            _put(nested[head], rest.split("."), _parse_value(parser, key, raw))
-        elif key in hints and _is_str(hints[key]):
-            values[key] = None if raw == "null" and _is_optional(hints[key]) else raw
-        elif key in hints:
-            values[key] = _parse_value(parser, key, raw)
-        else:
-            extra = ", ".join(f"{p}.<key>" for p in prefixes)
-            valid = sorted(hints) + ([extra] if extra else [])
-            raise ConfigError(key, f"unknown argument; valid: {', '.join(valid)}")
-    return build_config(cls, values), nested
-
-
-def _parse_value(parser: Any, key: str, raw: str) -> Any:
-    try:
-        (override,) = parser.parse_overrides([f"{key}={raw}"])
-    except HydraException as err:
-        raise ConfigError(key, f"cannot parse {raw!r}: {one_line(err)}") from None
-    if override.is_sweep_override():
-        raise ConfigError(key, f"takes one value, got the choices {raw!r} (a list is [a,b])")
-    return override.value()
-
-
-def _put(node: dict, path: list[str], val: Any) -> None:
-    for part in path[:-1]:
-        node = node.setdefault(part, {})
-    node[path[-1]] = val
-
-
-def _is_optional(hint: Any) -> bool:
-    return type(None) in typing.get_args(hint)
-
-
-def _is_str(hint: Any) -> bool:
-    return hint is str or (_is_optional(hint) and str in typing.get_args(hint))
-
-
-def usage(cls: type) -> list[str]:
-    """One line per field of an arguments dataclass: ``key=default  type  help`` (``metadata["help"]``)."""
-    hints = typing.get_type_hints(cls)
-    lines = []
-    for f in dataclasses.fields(cls):
-        hint = str(hints[f.name]).replace("<class '", "").replace("'>", "").replace("typing.", "")
-        lines.append(f"  {f'{f.name}={f.default}':<24} {hint:<12} {f.metadata.get('help', '')}")
-    return lines
-
-
-def exit_on_user_error(prog: str, fn: Callable[[], T], errors: tuple[type[BaseException], ...] = ()) -> T:
-    """Run ``fn``; a :class:`ConfigError` (or one of ``errors``) prints ``<prog>: error: <one line>``
-    to stderr and exits with code 2, without a traceback (with ``HYDRA_FULL_ERROR=1``: raised as is)."""
-    try:
-        return fn()
-    except (ConfigError, *errors) as err:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise
-        msg = " ".join(str(err).split())  # one line, whatever the message held
-        print(f"{prog}: error: {msg}", file=sys.stderr)
-        raise SystemExit(2) from None
