@@ -136,8 +136,8 @@ def soak(
     task: str, model: Path, minutes: float, window: float, domain: int, log_dir: Path, compile: bool = True
 ) -> dict:
     """Run the soak; returns the figures (see the module docstring)."""
+    from covey_common.onnx import load_policy
     from deploy_ros.launch import node_commands, params_file, running_nodes
-    from deploy_ros.model import load_policy
 
     seconds = 60.0 * minutes
     result_file = log_dir / "bridge_result.json"

@@ -76,9 +76,9 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.time import Time
 from std_msgs.msg import Float32MultiArray, MultiArrayDimension, String
 
-from deploy_ros.cli import check_params_files, report
+from covey_common.cli import check_params_files, report
+from covey_common.onnx import OnnxPolicy, load_policy
 from deploy_ros.messages import MAX_ABS_VALUE, PARSERS, InvalidInput, message_class
-from deploy_ros.model import OnnxPolicy, load_policy
 from deploy_ros.profile import DeploymentProfile, EntryBuilder, make_builder
 
 __all__ = ["PolicyNode", "load_policy", "main"]

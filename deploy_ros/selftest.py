@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from deploy_ros.cli import report
+from covey_common.cli import report
 
 
 def synthetic_message(msg_type: str, entry: dict | None, k: int, spec: dict | None = None):
@@ -72,8 +72,8 @@ def run(model: str, agent: int = 0, ticks: int = 20) -> str:
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
 
+    from covey_common.onnx import load_policy
     from deploy_ros.messages import message_class
-    from deploy_ros.model import load_policy
     from deploy_ros.policy_node import PolicyNode
 
     _, meta = load_policy(model)

@@ -1,4 +1,4 @@
-"""cable_load's robot-side observation (deploy_ros.observation + the task's terms) equals the simulator's, term by
+"""cable_load's robot-side observation (covey_common.observation + the task's terms) equals the simulator's, term by
 term and step by step."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import sim
-from deploy_ros.quaternion import matrix_to_6d, quat_from_euler, quat_mul, quat_rotate, quat_to_matrix, quat_yaw
+from covey_common.quaternion import matrix_to_6d, quat_from_euler, quat_mul, quat_rotate, quat_to_matrix, quat_yaw
 from sim.physics import quaternion as tq
 from sim.tasks.cable_load.robot_observation import TERM_BUILDERS, RobotInputs, observation_builder
 

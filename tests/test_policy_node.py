@@ -40,9 +40,9 @@ from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import Float32MultiArray, String  # noqa: E402
 
 import sim  # noqa: E402
-from deploy_ros.model import OnnxPolicy, load_policy  # noqa: E402
+from covey_common.onnx import OnnxPolicy, load_policy  # noqa: E402
+from covey_common.quaternion import quat_rotate_inv  # noqa: E402
 from deploy_ros.policy_node import PolicyNode  # noqa: E402
-from deploy_ros.quaternion import quat_rotate_inv  # noqa: E402
 from policies import ActorCritic, GroupDims, PolicyCfg  # noqa: E402
 from policies.export import export_onnx  # noqa: E402
 from sim.tasks.cable_load.robot_observation import RobotInputs, observation_builder  # noqa: E402

@@ -37,7 +37,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from sensor_msgs.msg import Image, PointCloud2, PointField  # noqa: E402
 from std_msgs.msg import Float32MultiArray  # noqa: E402
 
-from deploy_ros.model import load_policy  # noqa: E402
+from covey_common.onnx import load_policy  # noqa: E402
 from deploy_ros.policy_node import PolicyNode  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -501,7 +501,7 @@ def test_the_robot_distribution_ships_the_node_without_torch_and_its_selftest_pa
     assert {"onnxruntime", "numpy", "ros-rclpy"} <= {d.split(">")[0].split("[")[0] for d in project["dependencies"]}
     for package in ("deploy_ros", "sim"):
         assert (robot / package).resolve() == (ROOT / package).resolve()
-    from deploy_ros.model import load_policy
+    from covey_common.onnx import load_policy
 
     # A shipped model whose task has no deployment profile is not deployable; every other one must fly.
     deployable = [m for m in SHIPPED if (load_policy(m)[1].get("ros") or {}).get("inputs")]
