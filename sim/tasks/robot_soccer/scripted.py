@@ -1,8 +1,10 @@
 """Hand-written soccer players, acting on the ``state`` observation entry (so they play either team).
 
-Each maps ``state [..., D]`` (the layout of :func:`sim.tasks.robot_soccer.env.state_terms`, egocentric: body frame
-x forward, y left; team frame: own team attacks +x) to actions ``[..., 4]`` = (forward, lateral, turn, kick) in
-[-1, 1]:
+Each maps ``state [..., D]`` (the layout of :func:`sim.tasks.robot_soccer.layout.state_terms`, egocentric: body
+frame x forward, y left; team frame: own team attacks +x) to actions ``[..., 4]`` = (forward, lateral, turn, kick)
+(:data:`.layout.WHEELED_ACTIONS`) in [-1, 1]. They read the state by its terms' names: ``slices`` is the spec's
+``observations["state"].slices()`` (by default the wheeled robot's layout, whose leading terms are the same for
+any team size):
 
 * :func:`chaser`: the paper-style fixed opponent: turn to the ball and drive into it, whatever the direction; it
   never kicks.
@@ -14,11 +16,14 @@ x forward, y left; team frame: own team attacks +x) to actions ``[..., 4]`` = (f
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 from torch import Tensor
 
-# Offsets into the state vector (see env.state_terms); the opponents' block follows at OTHERS.
-POS, HEADING, VEL, YAW_RATE, BALL, BALL_VEL, GOAL, OWN_GOAL = 0, 2, 4, 6, 7, 9, 11, 13
+from sim.tasks.robot_soccer.layout import DRIVE, KICK, WHEELED_ACTIONS, state_slices
+
+STATE_SLICES = state_slices(1)  # the wheeled robot's state layout (the terms these players read come first)
 TURN_GAIN = 2.5  # turn command per rad of bearing error
 DRIVE_GAIN = 2.0  # forward command per m of distance
 
@@ -40,15 +45,15 @@ def drive_to(target: Tensor, slow_radius: float = 0.0) -> Tensor:
     return torch.stack((forward, lateral, turn, -torch.ones_like(turn)), -1)
 
 
-def chaser(state: Tensor) -> Tensor:
+def chaser(state: Tensor, slices: Mapping[str, slice] = STATE_SLICES) -> Tensor:
     """Turn to the ball and run at it (see the module docstring)."""
-    return drive_to(state[..., BALL : BALL + 2])
+    return drive_to(state[..., slices["ball"]])
 
 
-def attacker(state: Tensor, behind_m: float = 0.25) -> Tensor:
+def attacker(state: Tensor, slices: Mapping[str, slice] = STATE_SLICES, behind_m: float = 0.25) -> Tensor:
     """Get behind the ball on the goal line, then push it at the goal (see the module docstring)."""
-    ball = state[..., BALL : BALL + 2]
-    goal = state[..., GOAL : GOAL + 2]
+    ball = state[..., slices["ball"]]
+    goal = state[..., slices["goal"]]
     to_goal = goal - ball
     aim = to_goal / torch.linalg.vector_norm(to_goal, dim=-1, keepdim=True).clamp(min=1e-6)
     behind = ball - behind_m * aim  # the approach point
@@ -69,13 +74,13 @@ def attacker(state: Tensor, behind_m: float = 0.25) -> Tensor:
     # Kick when lined up, the ball close in front and the goal ahead.
     dist = torch.linalg.vector_norm(ball, dim=-1)
     kick = lined_up & (dist < 0.22) & (ball[..., 0] > 0) & (torch.atan2(goal[..., 1], goal[..., 0]).abs() < 0.5)
-    return torch.cat((action[..., :3], torch.where(kick, 1.0, -1.0).unsqueeze(-1)), -1)
+    return torch.cat((action[..., DRIVE], torch.where(kick, 1.0, -1.0).unsqueeze(-1)), -1)
 
 
-def idle(state: Tensor) -> Tensor:
+def idle(state: Tensor, slices: Mapping[str, slice] = STATE_SLICES) -> Tensor:
     """Stand still, kicker retracted."""
-    out = torch.zeros(*state.shape[:-1], 4, device=state.device)
-    out[..., 3] = -1.0
+    out = torch.zeros(*state.shape[:-1], len(WHEELED_ACTIONS), device=state.device)
+    out[..., KICK] = -1.0
     return out
 
 
