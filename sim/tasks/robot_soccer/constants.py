@@ -6,6 +6,20 @@ What a user tunes lives in :mod:`.config`; the pitch's geometry in :mod:`.model`
 
 from __future__ import annotations
 
+# ----------------------------------------------------------------- MuJoCo's joints
+# A free joint (the ball, a humanoid's torso): qpos x, y, z then the quaternion w, x, y, z; qvel the linear velocity
+# (world frame) then the angular velocity (body frame). Slices relative to the joint's address.
+FREE_QPOS, FREE_QVEL = 7, 6
+FREE_POS, FREE_QUAT = slice(0, 3), slice(3, 7)
+FREE_LIN_VEL, FREE_ANG_VEL = slice(0, 3), slice(3, 6)
+PLANAR_JOINTS = ("x", "y", "yaw")  # the wheeled robot's joints, in order (slides, then the hinge)
+
+
+def at(address: int, part: slice) -> slice:
+    """``part`` (a slice relative to a joint) at the joint's ``address`` in qpos or qvel."""
+    return slice(address + part.start, address + part.stop)
+
+
 # ----------------------------------------------------------------- rules (:mod:`.rules`)
 TOUCH_MARGIN = 0.03  # m beyond contact that still counts as a touch
 HIT_DV = 0.3  # m/s: a ball velocity change within one control step that counts as a hit (not rolling friction)

@@ -64,11 +64,19 @@ from sim.core.spec import EnvSpec, GroupSpec, ObsEntry
 from sim.core.teams import GROUPS
 from sim.mujoco.world import BatchedMjWorld
 from sim.tasks.robot_soccer.config import RobotSoccerCfg
-from sim.tasks.robot_soccer.constants import APPROACH_MIN_DIST, COUNTERS, SEEN_AGE_CAP_S
+from sim.tasks.robot_soccer.constants import (
+    APPROACH_MIN_DIST,
+    COUNTERS,
+    FREE_LIN_VEL,
+    FREE_POS,
+    FREE_QVEL,
+    SEEN_AGE_CAP_S,
+    at,
+)
 from sim.tasks.robot_soccer.layout import HUMANOID_PROPRIO_TERMS, PROPRIO_TERMS, seen_terms, state_terms
 from sim.tasks.robot_soccer.model import PITCH_HALF, model_variants
 from sim.tasks.robot_soccer.perception import SEES, SoccerPerception
-from sim.tasks.robot_soccer.robots import ROBOT_KINDS, RobotKind
+from sim.tasks.robot_soccer.robots import ROBOT_KINDS, HumanoidRobot, RobotKind
 from sim.tasks.robot_soccer.rules import SoccerRules, kickoff, place_ball
 from sim.tasks.robot_soccer.vision import FrameDelay, horizontal_fov_deg
 
@@ -121,11 +129,12 @@ class RobotSoccerEnv(MultiAgentEnv):
         self.world = BatchedMjWorld(models, E, model_index=index, control=("ctrl",), cfg=cfg.mujoco, device=dev)
         m = models[0]
         self.robot: RobotKind = ROBOT_KINDS[cfg.robot_kind](cfg, m, self.P, dev)
-        self.humanoid = self.robot.can_fall  # (read by the renderer and the match teams)
+        self.humanoid = isinstance(self.robot, HumanoidRobot)  # (read by the renderer and the match teams)
         self._qpos_idx, self._qvel_idx = self.robot.qpos_idx, self.robot.qvel_idx
         # The ball's free joint: position (x, y, z) then orientation in qpos; linear then angular velocity in qvel.
         self._ball_q = int(m.jnt_qposadr[m.joint("ball").id])
         self._ball_v = int(m.jnt_dofadr[m.joint("ball").id])
+        self._ball_pos, self._ball_vel = at(self._ball_q, FREE_POS), at(self._ball_v, FREE_LIN_VEL)
         self._nq, self._nv = m.nq, m.nv
         # Team of each robot as the sign of its attack direction (+1 team_a, -1 team_b).
         self._side = torch.tensor([1.0] * self.P + [-1.0] * self.P, device=dev)
@@ -159,13 +168,12 @@ class RobotSoccerEnv(MultiAgentEnv):
     def _build_spec(self) -> EnvSpec:
         cfg, P = self.cfg, self.cfg.players_per_team
         kind = ROBOT_KINDS[cfg.robot_kind]
-        humanoid = kind.can_fall
-        terms = state_terms(P, humanoid)
+        terms = kind.state_terms(P)
         state = ObsEntry((sum(t.size for t in terms),), terms=terms)
         observations = {"state": state}
         actor = ("state",)
         if cfg.observation in SEES:
-            seen = seen_terms(P, humanoid)
+            seen = kind.seen_terms(P)
             observations["seen"] = ObsEntry((sum(t.size for t in seen),), terms=seen)
             actor = ("seen",)
         if cfg.observation == "vision":
@@ -207,9 +215,7 @@ class RobotSoccerEnv(MultiAgentEnv):
         ``yaw [E, R]``, ``vel [E, R, 2]``, ``yaw_rate [E, R]``, ...)."""
         if not self._cache:
             qpos, qvel = self.world.qpos, self.world.qvel
-            self._cache.update(
-                ball=qpos[:, self._ball_q : self._ball_q + 3], ball_vel=qvel[:, self._ball_v : self._ball_v + 3]
-            )
+            self._cache.update(ball=qpos[:, self._ball_pos], ball_vel=qvel[:, self._ball_vel])
             self._cache.update(self.robot.read(qpos, qvel))
         return self._cache
 
@@ -290,7 +296,7 @@ class RobotSoccerEnv(MultiAgentEnv):
         """The ball of envs ``ids`` at rest at ``xy [k, 2]``; robots keep their state."""
         qpos, qvel = self.world.qpos[ids].double(), self.world.qvel[ids].double()
         place_ball(qpos, self._ball_q, xy, self.cfg.ball.radius)
-        qvel[:, self._ball_v : self._ball_v + 6] = 0.0  # linear and angular
+        qvel[:, self._ball_v : self._ball_v + FREE_QVEL] = 0.0  # linear and angular
         self.world.set_state(ids, qpos=qpos.cpu().numpy(), qvel=qvel.cpu().numpy(), ctrl=self._last_ctrl[ids])
         self._cache.clear()
 

@@ -15,7 +15,9 @@ from sim.tasks.robot_soccer.humanoid import JOINTS as HUMANOID_JOINTS
 WHEELED_ACTIONS = ("forward", "lateral", "turn", "kick")
 WHEELED_ACTION_UNITS = ("m/s", "m/s", "rad/s", "m")
 KICK = WHEELED_ACTIONS.index("kick")
+TURN = WHEELED_ACTIONS.index("turn")
 DRIVE = slice(0, KICK)  # forward, lateral, turn: what a slower scripted opponent scales
+MOVE = slice(0, TURN)  # forward, lateral: the body-frame velocity command
 
 
 def state_terms(players_per_team: int, humanoid: bool = False) -> tuple[ObsTerm, ...]:

@@ -29,6 +29,8 @@ from sim.tasks.robot_soccer.robots import RobotKind, rotate
 from sim.tasks.robot_soccer.vision import FrameDelay, SoccerCameras
 
 SEES = ("seen", "vision")  # the observation modes that keep what each camera last saw
+BALL_AGE, OTHERS_AGE = slice(0, 1), slice(1, None)  # parts of the last axis of unseen_s and of the visibility
+OTHER_SIZE, OTHER_VEL = 4, slice(2, 4)  # an other robot's block in the state: <other>_pos (2), <other>_vel (2)
 
 
 class SoccerPerception:
@@ -106,12 +108,12 @@ class SoccerPerception:
         """``seen [E, R, D]`` (layout :func:`.layout.seen_terms`) from the state and what each camera last saw."""
         c, sn = torch.cos(s["yaw"]), torch.sin(s["yaw"])
         sl, others_start = self.slices, self.others_start
-        ball_in = self.unseen_s[..., :1] == 0  # [E, R, 1]
-        others_in = self.unseen_s[..., 1:].unsqueeze(-1) == 0  # [E, R, R-1, 1]
+        ball_in = self.unseen_s[..., BALL_AGE] == 0  # [E, R, 1]
+        others_in = self.unseen_s[..., OTHERS_AGE].unsqueeze(-1) == 0  # [E, R, R-1, 1]
         ball = rotate(self.seen_ball - s["pos"], c, -sn)
         others_pos = rotate(self.seen_others - s["pos"].unsqueeze(2), c.unsqueeze(-1), -sn.unsqueeze(-1))
-        others = state[..., others_start : sl["last_action"].start].unflatten(-1, (self.R - 1, 4))  # pos, vel each
-        others = torch.cat((others_pos, torch.where(others_in, others[..., 2:], 0.0)), -1).flatten(2)
+        others = state[..., others_start : sl["last_action"].start].unflatten(-1, (self.R - 1, OTHER_SIZE))
+        others = torch.cat((others_pos, torch.where(others_in, others[..., OTHER_VEL], 0.0)), -1).flatten(2)
         ball_vel = torch.where(ball_in, state[..., sl["ball_vel"]], 0.0)
         parts = (
             state[..., : sl["ball"].start],  # own pose, velocity (and posture)
@@ -164,8 +166,8 @@ class SoccerPerception:
         visible = self.in_view(s, torch.cat((ball3.unsqueeze(2), pos3[:, self.others]), 2))  # [E, R, R]
         dt = self.cfg.physics_dt * self.cfg.decimation
         self.unseen_s = torch.where(visible, 0.0, (self.unseen_s + dt).clamp(max=SEEN_AGE_CAP_S))
-        self.seen_ball = torch.where(visible[..., :1], ball, self.seen_ball)
-        self.seen_others = torch.where(visible[..., 1:].unsqueeze(-1), others, self.seen_others)
+        self.seen_ball = torch.where(visible[..., BALL_AGE], ball, self.seen_ball)
+        self.seen_others = torch.where(visible[..., OTHERS_AGE].unsqueeze(-1), others, self.seen_others)
 
     def render(self, s: Mapping[str, Tensor], env_ids: Tensor | None = None) -> Tensor:
         """The agent robots' current head-camera frames (no latency) of ``env_ids`` (all when None),

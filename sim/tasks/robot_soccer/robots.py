@@ -29,9 +29,15 @@ from sim.physics.quaternion import quat_from_euler, quat_rotate, quat_rotate_inv
 from sim.tasks.robot_soccer.config import RobotSoccerCfg
 from sim.tasks.robot_soccer.constants import (
     CAMERA_NEAR_M,
+    FREE_ANG_VEL,
+    FREE_POS,
+    FREE_QPOS,
+    FREE_QUAT,
+    FREE_QVEL,
     HUMANOID_REACH,
     LYING_START_Z,
     LYING_TILT_JITTER,
+    PLANAR_JOINTS,
     STAND_START_CLEARANCE,
 )
 from sim.tasks.robot_soccer.humanoid import CAMERA_OFFSET as HUMANOID_CAMERA_OFFSET
@@ -42,16 +48,19 @@ from sim.tasks.robot_soccer.layout import (
     DRIVE,
     HUMANOID_PROPRIO_TERMS,
     KICK,
+    MOVE,
     PROPRIO_TERMS,
+    TURN,
     WHEELED_ACTION_UNITS,
     WHEELED_ACTIONS,
+    seen_terms,
+    state_terms,
 )
 from sim.tasks.robot_soccer.model import robot_names
 from sim.tasks.robot_soccer.scripted import SCRIPTED
 from sim.tasks.robot_soccer.vision import SoccerCameras, horizontal_fov_deg
 
-FREE_JOINT_QPOS = 7  # x, y, z, quaternion w x y z
-FREE_JOINT_QVEL = 6  # world linear, body angular
+XY, YAW = slice(0, 2), PLANAR_JOINTS.index("yaw")  # parts of the wheeled robot's joints; xy of a 3D vector
 
 # An opponent inside the env: (its robots' state [E, P, D], the agents' actions [E, P, n], per-env speed scale
 # [E, 1, 1]) -> its actions [E, P, n] in [-1, 1].
@@ -82,6 +91,16 @@ class RobotKind:
         self.cfg, self.device = cfg, device
         self.R = 2 * players_per_team
         self.qpos_idx, self.qvel_idx = self._joints(model, robot_names(players_per_team))  # [R, per robot]
+
+    @classmethod
+    def state_terms(cls, players_per_team: int) -> tuple[ObsTerm, ...]:
+        """The ``state`` entry's layout for this kind (:func:`.layout.state_terms`)."""
+        return state_terms(players_per_team)
+
+    @classmethod
+    def seen_terms(cls, players_per_team: int) -> tuple[ObsTerm, ...]:
+        """The ``seen`` entry's layout for this kind (:func:`.layout.seen_terms`)."""
+        return seen_terms(players_per_team)
 
     @classmethod
     def action_spec(cls, cfg: RobotSoccerCfg) -> dict[str, Any]:
@@ -179,7 +198,7 @@ class WheeledRobot(RobotKind):
         }
 
     def _joints(self, model: mujoco.MjModel, names: list[str]) -> tuple[Tensor, Tensor]:
-        joints = [f"{n}_{a}" for n in names for a in ("x", "y", "yaw")]
+        joints = [f"{n}_{a}" for n in names for a in PLANAR_JOINTS]
         return _joint_addresses(model, joints, self.R, self.device)
 
     @property
@@ -189,7 +208,7 @@ class WheeledRobot(RobotKind):
     def read(self, qpos: Tensor, qvel: Tensor) -> dict[str, Tensor]:
         q = qpos[:, self.qpos_idx]  # [E, R, 3]: x, y, yaw
         v = qvel[:, self.qvel_idx]
-        return {"pos": q[..., :2], "yaw": q[..., 2], "vel": v[..., :2], "yaw_rate": v[..., 2]}
+        return {"pos": q[..., XY], "yaw": q[..., YAW], "vel": v[..., XY], "yaw_rate": v[..., YAW]}
 
     def height(self, s: Mapping[str, Tensor]) -> Tensor:
         return torch.full_like(s["yaw"], self.cfg.robot.half_size[2])
@@ -204,9 +223,9 @@ class WheeledRobot(RobotKind):
     def control(self, action: Tensor, s: Mapping[str, Tensor]) -> Tensor:
         """World-frame velocity, yaw rate, kicker extension."""
         rc, yaw = self.cfg.robot, s["yaw"]
-        body_vel = action[..., :2] * torch.tensor([rc.max_speed, rc.max_speed * rc.lateral_scale], device=self.device)
+        body_vel = action[..., MOVE] * torch.tensor([rc.max_speed, rc.max_speed * rc.lateral_scale], device=self.device)
         world_vel = rotate(body_vel, torch.cos(yaw), torch.sin(yaw))
-        yaw_rate = action[..., 2] * rc.max_yaw_rate
+        yaw_rate = action[..., TURN] * rc.max_yaw_rate
         kick = (action[..., KICK] + 1.0) * (0.5 * rc.kick_reach)  # -1 retracted .. 1 fully out
         return torch.cat((world_vel, yaw_rate.unsqueeze(-1), kick.unsqueeze(-1)), -1)
 
@@ -251,23 +270,24 @@ def humanoid_body(qpos: Tensor, qvel: Tensor, qpos_idx: Tensor, qvel_idx: Tensor
     ``ang_vel [E, R, 3]`` (torso frame), ``gravity [E, R, 3]`` (unit, torso frame), ``joints`` (absolute) and
     ``joint_pos`` (minus ``pose0``), ``joint_vel [E, R, J]``."""
     root_q, root_v = qpos_idx[:, 0], qvel_idx[:, 0]
-    p = qpos[:, root_q.unsqueeze(-1) + torch.arange(FREE_JOINT_QPOS, device=qpos.device)]  # [E, R, 7]
-    v = qvel[:, root_v.unsqueeze(-1) + torch.arange(FREE_JOINT_QVEL, device=qvel.device)]  # [E, R, 6]
-    w, x, y, z = p[..., 3], p[..., 4], p[..., 5], p[..., 6]
+    p = qpos[:, root_q.unsqueeze(-1) + torch.arange(FREE_QPOS, device=qpos.device)]  # [E, R, 7]
+    v = qvel[:, root_v.unsqueeze(-1) + torch.arange(FREE_QVEL, device=qvel.device)]  # [E, R, 6]
+    quat, ang_vel = p[..., FREE_QUAT], v[..., FREE_ANG_VEL]
+    w, x, y, z = quat.unbind(-1)
     joints = qpos[:, qpos_idx[:, 1:]]
     # The third row of the torso's rotation matrix: the world z axis seen in the torso frame (and what the body's
     # angular velocity contributes to the world yaw rate).
     row3 = torch.stack((2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)), -1)
     return {
-        "pos": p[..., :2],
-        "torso_pos": p[..., :3],
-        "quat": p[..., 3:7],
+        "pos": p[..., XY],
+        "torso_pos": p[..., FREE_POS],
+        "quat": quat,
         "joints": joints,
-        "ang_vel": v[..., 3:6],
-        "height": p[..., 2],
+        "ang_vel": ang_vel,
+        "height": p[..., 2],  # z
         "yaw": torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)),
-        "vel": v[..., :2],
-        "yaw_rate": (row3 * v[..., 3:6]).sum(-1),
+        "vel": v[..., XY],
+        "yaw_rate": (row3 * ang_vel).sum(-1),
         "up_z": row3[..., 2],
         "gravity": -row3,
         "joint_pos": joints - pose0,
@@ -286,6 +306,14 @@ class HumanoidRobot(RobotKind):
         super().__init__(cfg, model, players_per_team, device)
         self.pose0 = torch.tensor(default_pose(), dtype=torch.float32, device=device)
         self.action_scale = torch.tensor(humanoid_action_scale(cfg.humanoid), dtype=torch.float32, device=device)
+
+    @classmethod
+    def state_terms(cls, players_per_team: int) -> tuple[ObsTerm, ...]:
+        return state_terms(players_per_team, humanoid=True)  # with the posture and joints
+
+    @classmethod
+    def seen_terms(cls, players_per_team: int) -> tuple[ObsTerm, ...]:
+        return seen_terms(players_per_team, humanoid=True)
 
     @classmethod
     def action_spec(cls, cfg: RobotSoccerCfg) -> dict[str, Any]:
@@ -335,7 +363,7 @@ class HumanoidRobot(RobotKind):
         else:
             quat, z = quat_from_euler(zero, zero, yaw), zero + STAND_HEIGHT + STAND_START_CLEARANCE
         root = torch.cat((xy, z.unsqueeze(-1), quat), -1).double()  # [k, R, 7]
-        root_idx = self.qpos_idx[:, :1] + torch.arange(FREE_JOINT_QPOS, device=dev)  # [R, 7]
+        root_idx = self.qpos_idx[:, :1] + torch.arange(FREE_QPOS, device=dev)  # [R, 7]
         qpos[:, root_idx.flatten()] = root.flatten(1)
         qpos[:, self.qpos_idx[:, 1:].flatten()] = self.pose0.double().repeat(R)
 

@@ -27,6 +27,8 @@ from sim.tasks.robot_soccer.constants import (
     BALL_START_Y_SHARE,
     COUNTERS,
     EVENTS,
+    FREE_POS,
+    FREE_QUAT,
     HIT_DV,
     HIT_REACH,
     KICKOFF_X,
@@ -35,6 +37,7 @@ from sim.tasks.robot_soccer.constants import (
     STALL_DROP_SHARE,
     STILL_SPEED,
     TOUCH_MARGIN,
+    at,
 )
 from sim.tasks.robot_soccer.model import GOAL_HALF_WIDTH, PITCH_HALF
 
@@ -64,9 +67,10 @@ def kickoff(
 def place_ball(qpos: Tensor, ball_q: int, xy: Tensor, radius: float) -> None:
     """Write the ball at rest on the floor at ``xy [k, 2]`` into ``qpos [k, nq]`` (float64; its free joint at
     ``ball_q``: position x, y, z = radius, then the identity quaternion w x y z)."""
-    qpos[:, ball_q : ball_q + 2] = xy.double()
-    qpos[:, ball_q + 2] = radius
-    qpos[:, ball_q + 3 : ball_q + 7] = torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+    pos = at(ball_q, FREE_POS)
+    qpos[:, pos.start : pos.start + 2] = xy.double()
+    qpos[:, pos.start + 2] = radius  # z
+    qpos[:, at(ball_q, FREE_QUAT)] = torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)
 
 
 class SoccerRules:
