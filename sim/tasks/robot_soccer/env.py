@@ -91,7 +91,7 @@ __all__ = [  # the layouts and counters as this module has always offered them (
 ]
 
 
-def other_robots(players_per_team: int) -> Tensor:
+def others_index(players_per_team: int) -> Tensor:
     """``[R, R-1]`` long: for robot r, the other robots in observation order (teammates, then opponents)."""
     P, R = players_per_team, 2 * players_per_team
     others = []
@@ -138,7 +138,7 @@ class RobotSoccerEnv(MultiAgentEnv):
         self._nq, self._nv = m.nq, m.nv
         # Team of each robot as the sign of its attack direction (+1 team_a, -1 team_b).
         self._side = torch.tensor([1.0] * self.P + [-1.0] * self.P, device=dev)
-        self._others = other_robots(self.P).to(dev)  # [R, R-1]
+        self._others = others_index(self.P).to(dev)  # [R, R-1]
         self.action = torch.zeros(E, R, self.robot.action_dim, device=dev)
         self.prev_action = torch.zeros_like(self.action)
         state_slices = self.spec.groups[GROUPS[0]].observations["state"].slices()

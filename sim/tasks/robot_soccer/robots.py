@@ -87,7 +87,7 @@ class RobotKind:
     deployable = False  # a robot-side builder of its ``proprio`` entry exists (deploy_ros)
     proprio_terms: tuple[ObsTerm, ...] = ()
 
-    def __init__(self, cfg: RobotSoccerCfg, model: mujoco.MjModel, players_per_team: int, device: torch.device):
+    def __init__(self, cfg: RobotSoccerCfg, model: mujoco.MjModel, players_per_team: int, device: torch.device) -> None:
         self.cfg, self.device = cfg, device
         self.R = 2 * players_per_team
         self.qpos_idx, self.qvel_idx = self._joints(model, robot_names(players_per_team))  # [R, per robot]
@@ -302,7 +302,7 @@ class HumanoidRobot(RobotKind):
     can_fall = True
     proprio_terms = HUMANOID_PROPRIO_TERMS
 
-    def __init__(self, cfg: RobotSoccerCfg, model: mujoco.MjModel, players_per_team: int, device: torch.device):
+    def __init__(self, cfg: RobotSoccerCfg, model: mujoco.MjModel, players_per_team: int, device: torch.device) -> None:
         super().__init__(cfg, model, players_per_team, device)
         self.pose0 = torch.tensor(default_pose(), dtype=torch.float32, device=device)
         self.action_scale = torch.tensor(humanoid_action_scale(cfg.humanoid), dtype=torch.float32, device=device)

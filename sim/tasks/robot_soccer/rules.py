@@ -76,7 +76,9 @@ def place_ball(qpos: Tensor, ball_q: int, xy: Tensor, radius: float) -> None:
 class SoccerRules:
     """The referee of E games: this step's events, the game counters, restarts, and the last games' results."""
 
-    def __init__(self, cfg: RobotSoccerCfg, num_envs: int, players_per_team: int, touch_reach: float, device):
+    def __init__(
+        self, cfg: RobotSoccerCfg, num_envs: int, players_per_team: int, touch_reach: float, device: torch.device
+    ) -> None:
         E, dev = num_envs, device
         self.cfg, self.P, self.device = cfg, players_per_team, device
         self.touch_dist = touch_reach + cfg.ball.radius + TOUCH_MARGIN  # m from a robot's centre to the ball's
