@@ -131,7 +131,7 @@ def test_native_pass_equals_torch_along_random_flight(overrides: dict, isa: str,
     gen = torch.Generator().manual_seed(0)
     grounded, worst = 0, dict.fromkeys(LOOP_BOUNDS, 0.0)
     for _ in range(120):
-        env._apply_actions(env.sample_actions(gen))
+        env.backend.apply_actions(env.sample_actions(gen))
         out, ref = _both_loops(env)
         for name in ref:
             if name in LOOP_BOUNDS:
@@ -202,7 +202,7 @@ def test_native_apply_actions_equals_torch(overrides: dict) -> None:
         act = torch.randn(env.num_envs, env.n, 5, generator=gen) * 1.5
         act[0, 0, 2] = math.nan
         before = (env.last_action, env.delay.buf.clone())
-        env._apply_actions({GROUP: act})
+        env.backend.apply_actions({GROUP: act})
         native_out = (env.prev_action, env.last_action, env.cmd, env.delay.buf)
         env.last_action, env.delay.buf = before
         CableLoadEnv._apply_actions(env, {GROUP: act})
@@ -337,7 +337,7 @@ def test_step_noise_is_drawn_by_the_pass_where_it_vectorises_and_reproducible(mo
     pass of the random-flight test uses); with the generic build, randn's tensor."""
     envs = [sim.make("cable_load", num_envs=8, seed=9) for _ in range(2)]
     vector = native.simd_isa() != "generic"
-    assert envs[0]._step_noise.__name__ == ("_noise_key" if vector else "_randn")
+    assert envs[0].backend.evaluate.draws_noise == vector
     act = envs[0].zero_actions()
     obs = [[e.step(act)[0][GROUP]["policy"] for _ in range(3)] for e in envs]
     assert all(torch.equal(a, b) for a, b in zip(*obs, strict=True))
@@ -345,7 +345,7 @@ def test_step_noise_is_drawn_by_the_pass_where_it_vectorises_and_reproducible(mo
         assert envs[0]._obs_noise.dtype == torch.int64 and envs[0]._obs_noise.shape == (1,)
     monkeypatch.setattr(native, "_cpu_has", lambda *features: False)
     generic = sim.make("cable_load", num_envs=8, seed=9)
-    assert generic.cpu_kernels == "native" and generic._step_noise.__name__ == "_randn"
+    assert generic.cpu_kernels == "native" and not generic.backend.evaluate.draws_noise
     generic.step(act)
     assert generic._obs_noise.shape == (8, generic.n, 50) and generic._obs_noise.dtype == torch.float32
 
@@ -376,7 +376,7 @@ def test_native_reset_equals_torch(overrides: dict) -> None:
     before = {p: v.clone() if isinstance(v, torch.Tensor) else v for p, v in env.state_snapshot().items()}
     ids = torch.tensor([36, 3, 0, 17])
     draws = env._reset_draws(ids.numel())
-    env._reset_rows.__self__(ids, draws)  # the NativeReset; the history rows in place, as in a step's auto-reset
+    env.backend.reset(ids, draws)  # the NativeReset; the history rows in place, as in a step's auto-reset
     native_state = {p: v.clone() for p, v in env.state_snapshot().items() if isinstance(v, torch.Tensor)}
     assert env.load_state_snapshot(before) is None
     CableLoadEnv._reset_envs(env, ids, draws)

@@ -31,7 +31,7 @@ SOURCES = (Path(__file__).with_name("control_loop.c"), Path(__file__).with_name(
 RESET_SOURCE = Path(__file__).with_name("reset.c")  # scalar: a reset restarts a few envs
 MAX_MAVS = 6  # the C files' per-env arrays
 MAX_ROTORS = 8
-FRAME_SIZE = 50  # the policy frame post_physics.c writes (env._policy_terms)
+FRAME_SIZE = 50  # the policy frame post_physics.c writes (spec.policy_terms)
 REWARD_TERMS = ("position", "orientation", "action_smoothness", "body_rate", "cable_force", "formation", "termination")
 GROUND_FRICTION = 0.5  # sim.physics.components.ground_contact's default (the C file takes it as a parameter)
 REASONS = ("crash", "load_ground", "drone_proximity", "cable_proximity", "out_of_bounds")
@@ -66,7 +66,7 @@ def kernels(env: CableLoadEnv) -> tuple[NativeControlLoop, NativePostPhysics, Na
 class NativeControlLoop:
     """Callable ``()`` for a CPU ``CableLoadEnv``: ``decimation`` control steps, as ``env._control_loop``. The state
     it advances is replaced by new tensors (never written in place: others may hold the old ones). Also
-    :meth:`apply_actions`, for ``env._apply_actions``."""
+    :meth:`apply_actions`, as ``env._apply_actions``."""
 
     MEMORY = ("spec_force_f", "thrust_f", "torque_f", "ang_acc_f", "prev_vel", "prev_ang_vel")
 
@@ -148,8 +148,8 @@ class NativePostPhysics:
 
     def __init__(self, env: CableLoadEnv, lib: ctypes.CDLL) -> None:
         self.env = env
-        # Whether the pass draws the step's noise itself, from a key (env._noise_key): in the vector builds, where
-        # that is ~2x faster than randn; lane by lane (the generic build) the logs and cosines would cost ~4x randn.
+        # Whether the pass draws the step's noise itself, from a key (NativePhysics.step_noise): in the vector builds,
+        # where that is ~2x faster than randn; lane by lane (the generic build) the logs and cosines would cost ~4x.
         self.draws_noise = getattr(lib, "isa", "generic") != "generic"
         self._errors: tuple | None = None
         self.last_state: Tensor | None = None
@@ -216,9 +216,10 @@ class NativePostPhysics:
         env.history = history
         env.attach_err_int = integ
         inputs = env.error_inputs()
-        # Inference tensors keep no version counter: no reuse then (nothing would say they were written since).
+        # Under inference mode (training's rollouts, evaluation) no reuse: those runs have always taken their errors
+        # from the torch code (CableLoadEnv.errors), and their metrics stay the same numbers.
         tracked = not any(t.is_inference() for t in inputs)
-        self._errors = (inputs, tuple(t._version for t in inputs), (errors[0], errors[1])) if tracked else None
+        self._errors = (inputs, (errors[0], errors[1])) if tracked else None
         self.last_state = state  # this step's, for the rows an auto-reset rewrites (CableLoadEnv)
         obs = {GROUP: {"policy": history.flatten(2), "state": state}}
         return (
@@ -231,17 +232,21 @@ class NativePostPhysics:
         )
 
     def cached_errors(self) -> tuple[Tensor, Tensor] | None:
-        """``env.errors()`` as the last pass computed them, while the state they came from is unchanged (the same
-        tensors, not written since): the step's metrics and episode statistics then need no recomputation."""
+        """``env.errors()`` as the last pass computed them, while the state they came from is unchanged: the step's
+        metrics and episode statistics then need no recomputation.
+
+        Unchanged is tracked explicitly: the control loop replaces the state tensors (so the ones the pass read are
+        no longer the env's), and the env's writes into them in place call :meth:`forget_errors` (the reset,
+        ``NativeReset`` and masked resets through it, and ``CableLoadEnv.load_state_snapshot``). Code outside the
+        env that writes the load or goal tensors in place between steps calls ``env.backend.forget_errors()``."""
         if self._errors is None:
             return None
-        inputs, versions, errors = self._errors
+        inputs, errors = self._errors
         now = self.env.error_inputs()
-        fresh = all(a is b and a._version == v for a, b, v in zip(inputs, now, versions, strict=True))
-        return errors if fresh else None
+        return errors if all(a is b for a, b in zip(inputs, now, strict=True)) else None
 
     def forget_errors(self) -> None:
-        """Drop the cached errors (a C kernel wrote the state in place, which no version counter tracks)."""
+        """Drop the cached errors: the state they came from was written in place."""
         self._errors = None
 
     def _noise(self) -> tuple[Tensor | None, Tensor | None]:
@@ -324,7 +329,7 @@ class NativeReset:
         self.cable_dirs = cable_directions(env.n, env.cable_angle).contiguous()
 
     def reset_idx(self, env_ids: Tensor) -> None:
-        """``env._reset_idx``'s work: the draws (the env's, eager), then this reset."""
+        """``NativePhysics.reset_rows``: the draws (the env's, eager), then this reset."""
         self(env_ids, self.env._reset_draws(env_ids.numel()))
 
     def __call__(self, env_ids: Tensor, draws: dict[str, Tensor]) -> None:
@@ -357,7 +362,7 @@ class NativeReset:
             *map(c, (env.goal_quat, env.cable_tension, env.failed, env.episode_step, env.attach, env.nominal_offset)),
             c(env.attach_err_int), c(env.last_action), noise, c(env._frame_noise_std), env.history,
         ]  # fmt: skip
-        self.post.forget_errors()  # written through pointers: no version counter saw it
+        self.post.forget_errors()  # the state the last pass read is written in place
         H = env.history.shape[2]
         self.history_fn(
             ctypes.c_int64(k), native.ptr(rows), ctypes.c_int64(env.n), ctypes.c_int64(H),
