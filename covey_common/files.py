@@ -8,6 +8,7 @@ which the next write overwrites.
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,11 +50,14 @@ def atomic_write(
 
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """``<path>.tmp`` for a writer that takes a file name (``torch.save``, ``onnx.save``); renamed over ``path``
-    when the block ends without an exception, removed when it raises (``path`` stays as it was)."""
+def atomic_path(path: str | Path, unique: bool = False) -> Iterator[Path]:
+    """``<path>.tmp`` for a writer that takes a file name (``torch.save``, ``onnx.save``, a compiler's ``-o``);
+    renamed over ``path`` when the block ends without an exception, removed when it raises (``path`` stays as it
+    was). ``unique``: a fresh temporary name beside ``path`` instead, for processes that may write the same
+    ``path`` at once (the last rename wins, and every version is whole)."""
     path = Path(path)
-    tmp = tmp_path(path)
+    # unique: a name no other process picks (the writer creates the file, with its usual permissions)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp") if unique else tmp_path(path)
     try:
         yield tmp
     except BaseException:

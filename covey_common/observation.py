@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from covey_common.spec import terms_from_dicts
+
 
 @dataclass(frozen=True)
 class TermContext:
@@ -105,7 +107,7 @@ class ObservationBuilder:
                 raise ValueError("metadata has no 'observation' layout")
             layout = metadata["observation"]
         self.builders = dict(builders)
-        self.terms: list[tuple[str, int]] = [(str(t["name"]), int(t["size"])) for t in layout["terms"]]
+        self.terms: list[tuple[str, int]] = [(t.name, t.size) for t in terms_from_dicts(layout["terms"])]
         unknown = [name for name, _ in self.terms if name not in self.builders]
         if unknown:
             raise ValueError(f"no observation builder for term(s) {unknown}; known: {sorted(self.builders)}")

@@ -21,12 +21,13 @@ import logging
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
+
+from covey_common.files import atomic_path
 
 _LOG = logging.getLogger(__name__)
 # Generic x86-64/arm64 code, no fused multiply-adds: each float op rounds as torch's does, so a kernel written in the
@@ -63,15 +64,13 @@ def load(source: Path, flags: tuple[str, ...] = (), libs: tuple[str, ...] = ()) 
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 # Built beside the target and renamed: concurrent processes never load a half-written file.
-                with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-                    built = Path(tmp) / target.name
+                with atomic_path(target, unique=True) as built:
                     subprocess.run(
                         [compiler, *FLAGS, f"-I{INCLUDE}", *flags, str(source), "-o", str(built), *libs, "-lm"],
                         check=True,
                         capture_output=True,
                         text=True,
                     )
-                    os.replace(built, target)
             lib = ctypes.CDLL(str(target))
         except (OSError, subprocess.CalledProcessError) as err:
             detail = getattr(err, "stderr", None) or str(err)
