@@ -1,5 +1,6 @@
 """Tasks own their metadata: the lazy registry, each task's metadata through its class, and generic
-layers (training/, evaluate.py, export.py, deploy_ros/, sim/core, sim/render) that name no task.
+layers (training/, evaluate.py, export.py, deploy_ros/, covey_common/, sim/core, sim/render, sim/ros) that name
+no task.
 
 Import checks run in a fresh interpreter (``python -c``), so what this test process already
 imported does not hide an eager import.
@@ -123,6 +124,8 @@ GENERIC = (
     + sorted((ROOT / "deploy_ros").rglob("*.py"))
     + sorted((ROOT / "sim" / "core").glob("*.py"))
     + sorted((ROOT / "sim" / "render").glob("*.py"))
+    + sorted((ROOT / "sim" / "ros").glob("*.py"))
+    + sorted((ROOT / "covey_common").glob("*.py"))
 )
 
 
