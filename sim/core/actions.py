@@ -25,6 +25,22 @@ _CLIPPED = (
 )
 
 
+def uniform_actions(env: MultiAgentEnv, generator: torch.Generator) -> dict[str, Tensor]:
+    """Uniform random actions in [-1, 1] for every group of ``env``, ``[E, A, D]`` each."""
+    return {
+        name: torch.rand((env.num_envs, g.n_agents, g.action_dim), generator=generator, device=env.device) * 2 - 1
+        for name, g in env.spec.groups.items()
+    }
+
+
+def zero_actions(env: MultiAgentEnv) -> dict[str, Tensor]:
+    """Zero actions for every group of ``env``, ``[E, A, D]`` each."""
+    return {
+        name: torch.zeros(env.num_envs, g.n_agents, g.action_dim, device=env.device)
+        for name, g in env.spec.groups.items()
+    }
+
+
 def agents_out_of_range(act: Tensor) -> Tensor:
     """``act [E, A, D]`` -> ``[E, A]`` bool: agents with an action component beyond [-1, 1] (more than round-off
     beyond it); NaN compares False."""

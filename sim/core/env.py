@@ -208,21 +208,11 @@ class MultiAgentEnv(ABC):
 
     @property
     def masked_resets(self) -> bool:
-        """Whether ``step`` resets finished envs by a mask instead of their indices (:mod:`sim.core.masked_reset`).
-
-        Masked, ``step`` never waits for the device; ``info["episode"]`` is then present on every step (``count`` 0
-        where none ended; its means are count-weighted), ``termination/nonfinite`` is always among its reasons, and
-        non-finite resets are logged by :meth:`check_deferred_actions`. Every env draws a reset each step, so the
-        episodes differ from the indexed reset's (equally valid). Setting True on a task that cannot
-        (:meth:`masked_reset_support`) raises ``ValueError``.
-
-        Off by default, because it costs more than the sync it saves wherever the step runs eagerly
-        (``benchmarks/masked_reset_cost.py``, cable_load, 2026-11-26): 0.54x the indexed reset's steps/s
-        on this 2-core CPU at 4096 envs, 0.81x on an H200 at 4096 envs and 0.63x at 65,536 (eager, the
-        step launch-bound there, so the sync stalls little). It is what lets the step be captured in a
-        CUDA graph: ``benchmarks/cuda_graph_capture.py`` captures cable_load's (with host constants built on
-        the device while capturing) and replays it 3.9-8.3x faster than the uncaptured masked step.
-        """
+        """Whether ``step`` resets finished envs by a mask instead of their indices: no host sync in ``step`` (what a
+        CUDA graph capture needs), ``info["episode"]`` on every step (``count`` 0 where none ended), other (equally
+        valid) episodes than the indexed reset's. Off by default: eager, it costs more than the sync it saves
+        (:mod:`sim.core.masked_reset` has the measurements). Setting True where :meth:`masked_reset_support` says
+        the task cannot raises ``ValueError``."""
         return self._masked_resets
 
     @masked_resets.setter
@@ -238,21 +228,11 @@ class MultiAgentEnv(ABC):
         return masked_reset.masked_reset_support(self)
 
     def sample_actions(self, generator: torch.Generator | None = None) -> dict[str, Tensor]:
-        """Uniform random actions in [-1, 1] for every group."""
-        return {
-            name: torch.rand(
-                (self.num_envs, g.n_agents, g.action_dim), generator=generator or self.rng, device=self.device
-            )
-            * 2
-            - 1
-            for name, g in self.spec.groups.items()
-        }
+        """Uniform random actions in [-1, 1] for every group (from ``generator``, else the env's)."""
+        return action_checks.uniform_actions(self, generator or self.rng)
 
     def zero_actions(self) -> dict[str, Tensor]:
-        return {
-            name: torch.zeros(self.num_envs, g.n_agents, g.action_dim, device=self.device)
-            for name, g in self.spec.groups.items()
-        }
+        return action_checks.zero_actions(self)
 
     def check_deferred_actions(self) -> None:
         """With ``defer_action_checks``: ValueError if any action since the last call held a NaN or inf (the
@@ -270,27 +250,21 @@ class MultiAgentEnv(ABC):
         return snapshot.load_state_snapshot(self, state)
 
     def step_metrics(self) -> dict[str, Tensor]:
-        """Task metrics of the current state, name -> ``Tensor[num_envs]`` (unit in the name); none here.
-
-        A pure read for evaluation (``training.evaluation`` samples it before every ``step``, so
-        it sees each episode's states before any auto-reset). Tasks override it.
-        """
+        """Task metrics of the current state, name -> ``Tensor[num_envs]`` (unit in the name); a pure read
+        (``training.evaluation`` samples it before every ``step``, so it sees states before any auto-reset)."""
         return {}
 
     def expert_policy(self):
-        """A scripted expert ``obs -> {group: actions}`` acting on this env's state (imitation warm
-        starts, ``training.imitation``); tasks that have one override this."""
+        """A scripted expert ``obs -> {group: actions}`` on this env's state (``training.imitation``); optional."""
         raise ValueError(f"task {self.task_name!r} has no expert policy (imitation.expert=task needs one)")
 
     def deployment_constants(self, group: str) -> dict:
-        """JSON-friendly constants a robot needs to build ``group``'s policy observation itself
-        (geometry the observation uses, per agent); stored in exported ONNX metadata. None here."""
+        """JSON constants a robot needs to build ``group``'s observation (stored in the ONNX metadata)."""
         return {}
 
     def deployment_profile(self, group: str) -> dict:
-        """How ``group``'s exported policy runs on a robot under ROS 2, as JSON (stored in the ONNX metadata under
-        ``"ros"``): which message feeds each input, which builder makes each observation entry, and the command
-        message with its safe value (:mod:`deploy_ros.profile`). ``{}`` here: the policy node refuses its models."""
+        """How ``group``'s policy runs under ROS 2 (:mod:`deploy_ros.profile`, stored in the ONNX metadata): inputs,
+        builders, command and its safe value. ``{}`` here: the policy node refuses its models."""
         return {}
 
     # ----------------------------------------------------------------- task metadata (class level)
@@ -327,56 +301,47 @@ class MultiAgentEnv(ABC):
     def _build_spec(self) -> EnvSpec: ...
 
     def _reset_idx(self, env_ids: Tensor) -> None:
-        """Reset the task state of ``env_ids [k]`` (long). A task overrides this, or instead splits its reset in two:
-        :meth:`_reset_draws` (every random number, drawn eagerly from ``self.rng``, so seeding stays exact) and
-        :meth:`_reset_envs` (pure tensor code that applies them, compiled once for any number of envs with
-        ``compile``: cable_load at 4096 envs, 2.1-2.4 ms eager, 1.1-1.3 ms compiled); the backend runs them."""
+        """Reset the task state of ``env_ids [k]``. Default: the split reset, :meth:`_reset_draws` (eager, from
+        ``self.rng``) then :meth:`_reset_envs` (compiled with ``compile`` once for any number of envs; cable_load at
+        4096 envs: 2.1-2.4 ms eager, 1.1-1.3 ms compiled), run by the backend."""
         self.backend.reset_rows(env_ids)
 
     def _reset_draws(self, k: int) -> dict[str, Tensor]:
-        """The random numbers a reset of ``k`` envs uses, each ``[k, ...]``, drawn from ``self.rng`` in a fixed
-        order (see :meth:`_reset_idx`)."""
+        """Every random number a reset of ``k`` envs uses, each ``[k, ...]``, in a fixed order."""
         raise NotImplementedError(f"{type(self).__name__} defines neither _reset_idx nor _reset_draws/_reset_envs")
 
     def _reset_envs(self, env_ids: Tensor, draws: dict[str, Tensor]) -> None:
-        """Reset the envs ``env_ids [k]`` from their ``draws`` (:meth:`_reset_draws`): pure tensor code, no random
-        draw, no host sync (see :meth:`_reset_idx`)."""
+        """Reset the envs ``env_ids [k]`` from their ``draws``: pure tensor code, no random draw, no host sync."""
         raise NotImplementedError(f"{type(self).__name__} defines neither _reset_idx nor _reset_draws/_reset_envs")
 
     @abstractmethod
     def _apply_actions(self, actions: dict[str, Tensor]) -> None:
-        """Take validated actions once per control step (scaling, latency buffers)."""
+        """Take validated actions once per control step (clamp, scaling, latency buffers)."""
 
     @abstractmethod
     def _control_step(self) -> None:
         """One tick of the low-level control loop (controllers + physics substeps)."""
 
     def _sample_step_noise(self) -> None:  # noqa: B027 - optional hook, empty by default
-        """Draw this step's random numbers (e.g. observation noise) from ``self.rng``, outside compiled code so that
-        seeding stays exact; the hooks below read the draws."""
+        """Draw this step's random numbers from ``self.rng``, outside compiled code (seeding stays exact)."""
 
     @abstractmethod
     def _update_observation_buffers(self) -> None:
-        """Once per step after the physics: push observation history, draw observation noise."""
+        """Once per step after the physics: push observation history, add the step's noise."""
 
     def _observations_after_reset(self) -> Obs:
-        """The observations right after ``_reset_all_idx`` (``reset`` and the step's auto-reset); a task whose reset
-        already computed them returns those. Default: the backend's (:meth:`_observations`, compiled with
-        ``compile``)."""
+        """The observations right after a reset (``reset`` and the auto-reset); default: the backend's."""
         return self.backend.observations_after_reset()
 
     def _observations_of(self, env_ids: Tensor) -> Obs:
-        """Optional: the observations of the envs ``env_ids [k]`` only, entries ``[k, n_agents, *shape]`` in the
-        order of ``env_ids``, equal to ``_observations()`` indexed at them (a pure read too). A task that has it
-        gets only its reset envs recomputed after an auto-reset (:func:`sim.core.compiled.observes_subsets`)."""
+        """Optional: ``_observations()`` of the envs ``env_ids [k]`` only (entries ``[k, ...]``, a pure read); the
+        auto-reset then recomputes only the reset envs (:func:`sim.core.compiled.observes_subsets`)."""
         raise NotImplementedError
 
     @abstractmethod
     def _observations(self) -> Obs:
-        """Read the observation; no side effects. Returned tensors must never be mutated in place after ``step``
-        returns them (buffers are replaced, not written into): callers and ``info["final_obs"]`` keep them. The one
-        exception is a step's own auto-reset: while ``self._auto_reset_ids`` is set, the task may write those envs'
-        rows into the tensors this step made (``info["final_obs"]`` kept the rows before)."""
+        """Read the observation; no side effects. Returned tensors are never written after ``step`` returns them,
+        except the reset envs' rows during that step's own auto-reset (``self._auto_reset_ids`` set)."""
 
     @abstractmethod
     def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
