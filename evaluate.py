@@ -24,7 +24,7 @@ counts per attempt (a skill's touches) come pooled over attempts (``<x>_success_
 
 Output: a table (policy and baseline side by side), and as the last line one JSON object: every
 metric with ``<name>_ci95`` (cable_load: ``pos_err_m``, ``ori_err_deg``, ``mean_tension_n``,
-``success_rate``, ``crash_rate``), ``termination`` rates by reason, ``episodes``, ``seed``,
+``success_rate``, ``terminated_rate``), ``termination`` rates by reason, ``episodes``, ``seed``,
 ``eval_mode``, ``baseline`` (the same keys for zero actions, or null), ``prior_baseline`` (the same
 keys for the task's linear action prior alone, when the task defines one, else null), ``checkpoint``, ``onnx``,
 ``source`` (torch | onnx | zero) and the task config. Same arguments -> same JSON (one device).

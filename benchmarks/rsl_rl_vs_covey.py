@@ -181,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     with torch.inference_mode():
         results = evaluate(policies, args)
-    keys = ("pos_err_m", "ori_err_deg", "success_rate", "crash_rate", "episode_return")
+    keys = ("pos_err_m", "ori_err_deg", "success_rate", "terminated_rate", "episode_return")
     print(f"{'policy':8s} " + " ".join(f"{k:>26s}" for k in keys))
     for name, res in results.items():
         cells = []

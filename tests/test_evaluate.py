@@ -36,7 +36,7 @@ from training.evaluation import (
 ROOT = Path(__file__).resolve().parents[1]
 SHORT = {"episode_length_s": 1.0}
 SHORT_ARGS = ["task.episode_length_s=1.0", "window_s=0.5"]
-REQUIRED = ("pos_err_m", "ori_err_deg", "success_rate", "crash_rate", "mean_tension_n")
+REQUIRED = ("pos_err_m", "ori_err_deg", "success_rate", "terminated_rate", "mean_tension_n")
 
 
 def _load_cli():
@@ -203,7 +203,7 @@ def test_window_means_and_terminated_episodes_hold_their_terminal_sample() -> No
     torch.testing.assert_close(res_early.metrics["clock"], torch.tensor([5.0, 150.0], dtype=torch.float64))
 
     summary = summarize(res, {"clock": 8.0})  # success: not terminated and window mean < 8
-    assert summary["success_rate"] == 0.4 and summary["crash_rate"] == 0.6
+    assert summary["success_rate"] == 0.4 and summary["terminated_rate"] == 0.6
     assert summary["termination"] == {"boom": 0.6}
     assert summary["episodes"] == 5
     assert "success_rate" not in summarize(res, {})  # no criteria, no success rate
@@ -262,7 +262,7 @@ def test_full_down_acceleration_crashes_more_than_the_baseline() -> None:
     base = summarize(run_episodes(env, zero_policy(env), episodes=4, seed=0, window_s=0.5), crit)
     down = actor_policy({"mavs": ConstantActor([0.0, 0.0, -1.0, 0.0, 0.0])}, env)
     bad = summarize(run_episodes(env, down, episodes=4, seed=0, window_s=0.5), crit)
-    assert bad["crash_rate"] > base["crash_rate"]
+    assert bad["terminated_rate"] > base["terminated_rate"]
     assert bad["termination"]["load_ground"] > 0 or bad["termination"]["crash"] > 0
     assert bad["survival_s"] < base["survival_s"]
 
@@ -279,7 +279,7 @@ def test_every_registered_task_evaluates(task: str) -> None:
     if hasattr(env.cfg, "episode_length_s"):
         env = sim.make(task, num_envs=2, seed=0, episode_length_s=min(env.cfg.episode_length_s, 1.0))
     summary = summarize(run_episodes(env, zero_policy(env), episodes=2, seed=0, window_s=0.5), success_criteria(task))
-    assert 0.0 <= summary["crash_rate"] <= 1.0 and summary["episodes"] == 2
+    assert 0.0 <= summary["terminated_rate"] <= 1.0 and summary["episodes"] == 2
     assert all(math.isfinite(v) for v in summary.values() if isinstance(v, float))
 
 
@@ -348,7 +348,7 @@ def test_video_of_env_0(capsys, checkpoint, tmp_path) -> None:
 def test_zero_policy_alone(capsys) -> None:
     code, report, _ = run_cli(capsys, "policy=zero", "task=cable_load", "episodes=2", *SHORT_ARGS)
     assert code == 0 and report["source"] == "zero" and report["baseline"] is None
-    assert report["crash_rate"] == 0.0
+    assert report["terminated_rate"] == 0.0
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,10 @@ How an episode is measured (task-generic; the task supplies ``env.step_metrics()
   read inside ``step`` before the auto-reset): its window mean mixes its samples with this held
   value, or equals it when it ended before the window began ("its error at termination"; for
   volleyball skills, the outcome of the landing that ended the episode).
-- ``crash_rate``: fraction of episodes terminated (any reason) before the time limit; the
-  breakdown ``termination[reason]`` is the fraction of episodes whose terminal step raised that
-  reason (several may be raised at once, so they can sum to more than ``crash_rate``).
+- ``terminated_rate``: fraction of episodes terminated (any reason) before the time limit, a crash or a
+  task's natural end alike (a volleyball skill's ball landing); the breakdown ``termination[reason]`` is the
+  fraction of episodes whose terminal step raised that reason (several may be raised at once, so they can
+  sum to more than ``terminated_rate``). Reports written before this name said ``crash_rate``.
 - ``success_rate``: fraction of episodes that did not terminate and whose window mean of every
   metric in the task's ``success_criteria`` (its env class) is below its threshold (cable_load: mean
   position error < 0.1 m and mean orientation error < 10 deg over the last ``window_s``).
@@ -363,7 +364,7 @@ def summarize(results: EpisodeResults, success: Mapping[str, float]) -> dict[str
     """Metrics with 95% CIs: ``{name: mean, name + "_ci95": [low, high], ...}`` (JSON-ready floats).
 
     Keys: every step metric, ``success_rate`` (only when ``success`` names thresholds),
-    ``crash_rate``, ``termination`` (reason -> rate), ``episode_return``, ``survival_s``, and the pooled
+    ``terminated_rate``, ``termination`` (reason -> rate), ``episode_return``, ``survival_s``, and the pooled
     outcomes ``<x>_success_pooled`` / ``<x>_attempts_pooled`` (module docstring) where the task reports them. A metric
     whose every value is 0 or 1 (e.g. a skill's success) gets a Wilson interval.
     """
@@ -388,7 +389,7 @@ def summarize(results: EpisodeResults, success: Mapping[str, float]) -> dict[str
         for name, threshold in success.items():
             ok &= results.metrics[name] < threshold
         put("success_rate", wilson_ci95(int(ok.sum()), n))
-    put("crash_rate", wilson_ci95(int(results.terminated.sum()), n))
+    put("terminated_rate", wilson_ci95(int(results.terminated.sum()), n))
     out["termination"] = {key: _r(flag.double().mean().item()) for key, flag in results.reasons.items()}
     put("episode_return", mean_ci95(results.returns))
     put("survival_s", mean_ci95(results.survival_s))
