@@ -25,3 +25,9 @@ def test_counts_above_one_keep_the_normal_interval_clipped_at_zero():
     summary = summarize_matches(_results([3.0] + [0.0] * 9))
     low, high = summary["outcomes_ci95"]["land_out"]
     assert low == 0.0 and high > 0.3
+
+
+def test_shares_per_game_stay_inside_0_1():
+    summary = summarize_matches(_results([0.9, 1.0, 0.95, 0.7]))
+    low, high = summary["outcomes_ci95"]["land_out"]
+    assert 0.0 < low < 0.8875 < high == 1.0

@@ -9,6 +9,7 @@ and return the JSON report.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -152,12 +153,13 @@ def evaluate_match(args: Any, task_overrides: Mapping[str, Any]) -> dict[str, An
         log(finish())  # the first game of env 0, until it ended
     log(f"{args.games} games in {time.perf_counter() - start:.1f} s")
     lo, hi = summary["win_rate_ci95"]
-    print(
-        f"task {env.task_name} ({task_cfg.get('mode')}), {names[0]} (team A) vs {names[1]} (team B), seed {args.seed}"
-    )
+    mode = f" ({task_cfg['mode']})" if task_cfg.get("mode") is not None else ""  # a task with several modes
+    print(f"task {env.task_name}{mode}, {names[0]} (team A) vs {names[1]} (team B), seed {args.seed}")
     record = f"{summary['wins_a']} W / {summary['draws']} D / {summary['losses_a']} L"
     print(f"  win rate A   {summary['win_rate_a']:.3f}  [{lo:.3f}, {hi:.3f}]  ({record})")
-    print(f"  points/game  {summary['points_per_game']:.2f}   hits/rally {summary['hits_per_rally']:.2f}")
+    rallies_counted = math.isfinite(summary["hits_per_rally"])  # only a task that counts rallies has the ratio
+    hits = f"   hits/rally {summary['hits_per_rally']:.2f}" if rallies_counted else ""
+    print(f"  points/game  {summary['points_per_game']:.2f}{hits}")
     if "rally_win_rate_a" in summary:
         rallies = summary["rallies_per_game"] * summary["games"]
         line = f"  rallies A    {summary['rally_win_rate_a']:.3f} of {rallies:.0f}"

@@ -179,11 +179,15 @@ def summarize_matches(res: MatchResults) -> dict:
 
 
 def _mean_ci95(x: Tensor) -> list[float]:
-    """95% interval of the mean of per-game counts ``x [G]`` (never below 0): Wilson's when every game
-    counts 0 or 1 (the count is then a rate), else the normal approximation with its low bound at 0."""
+    """95% interval of the mean of per-game values ``x [G]`` (counts or shares, never negative): Wilson's when
+    every game has 0 or 1 (a rate), else the normal approximation kept inside what the values can average
+    to: at least 0, and at most 1 when every value is a share in [0, 1]."""
     x = x.double()
     if bool(((x == 0) | (x == 1)).all()):
         _, lo, hi = wilson_ci95(int(x.sum()), x.numel())
         return [lo, hi]
     _, lo, hi = mean_ci95(x)
-    return [float("nan"), float("nan")] if lo is None else [max(0.0, lo), hi]
+    if lo is None:
+        return [float("nan"), float("nan")]
+    top = 1.0 if bool((x <= 1).all()) else float("inf")
+    return [max(0.0, lo), min(top, hi)]
