@@ -6,7 +6,7 @@
     python train.py task=cable_load task.goal_xy_range=0.5 task.rewards.position=2.0   # any task field
     python train.py task=cable_load resume=runs/cable_load/2026-11-21_10-00-00
     python train.py task=cable_load wandb.mode=disabled sim.compile=true train.max_minutes=60
-    python train.py task=drone_volleyball '~stage' algo=selfplay task.mode=1v1  # flat self-play, no HCSP stage
+    python train.py task=drone_volleyball algo=selfplay task.mode=1v1     # self-play (training/selfplay_runner.py)
     python train.py task=point_reach algo=sac sac.batch_size=512         # SAC (training/sac_runner.py)
     python train.py task=drone_volleyball algo=hcsp stage=skills task.mode=serve   # HCSP stage 1: one skill
     python train.py task=drone_volleyball algo=hcsp stage=strategy                 # HCSP stage 2: team strategy
@@ -15,8 +15,8 @@
     torchrun --nproc_per_node=2 train.py task=cable_load distributed=true  # data-parallel (training/distributed.py)
 
 Each task brings its training recipe (the algorithm, envs and budget that made its shipped policy:
-``configs/recipe/<task>.yaml``); the HCSP tasks start at a stage (``configs/stage/<task>.yaml``). Anything
-on the command line wins over the recipe.
+``configs/recipe/<task>.yaml``); algo=hcsp trains the HCSP tasks in their stage unless ``stage=`` names
+another (``configs/stage/hcsp/<task>.yaml``). Anything on the command line wins over the recipe.
 
 A run writes ``runs/<task>/<YYYY-mm-dd_HH-MM-SS>/``: config.yaml (resolved), metrics.csv,
 checkpoints/{latest,best}.pt and wandb/ (offline unless ``wandb.mode=online``). Every key is a field

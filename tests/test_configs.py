@@ -28,8 +28,7 @@ from training.selfplay_runner import SelfPlayCfg
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = sim.registered_tasks()
 ALGOS = sorted(p.stem for p in (CONFIG_DIR / "algo").glob("*.yaml"))
-# HCSP's stages; stage/<task>.yaml only names the stage a task starts at (test_recipes.py checks those)
-STAGES = sorted(p.stem for p in (CONFIG_DIR / "stage").glob("*.yaml") if p.stem not in TASKS)
+STAGES = sorted(p.stem for p in (CONFIG_DIR / "stage").glob("*.yaml"))
 
 
 def with_task(overrides: Sequence[str]) -> list[str]:
@@ -45,8 +44,8 @@ def plain(*overrides: str) -> dict:
 @pytest.mark.parametrize("task", TASKS)
 def test_sim_make_and_train_py_build_the_same_task(task: str) -> None:
     """``sim.make(name)`` gets the dataclass defaults; ``train.py task=name`` gets them too (the HCSP tasks
-    without the stage they start at, whose task settings are the stage's: serves for stage 1)."""
-    no_stage = ["~stage"] if (CONFIG_DIR / "stage" / f"{task}.yaml").is_file() else []
+    outside their stage, whose task settings are the stage's: serves for stage 1)."""
+    no_stage = ["~stage"] if list(CONFIG_DIR.glob(f"stage/*/{task}.yaml")) else []
     node = compose([f"task={task}", *no_stage]).task
     assert node.name == task
     assert sim.make(task).cfg == sim.make(node).cfg
@@ -157,6 +156,47 @@ def test_cfg_job_shows_every_field() -> None:
         assert set(shown[node]) == {f.name for f in dataclasses.fields(cls)}, node
     assert set(shown["algo"]["policy"]) == {f.name for f in dataclasses.fields(PPOCfg().policy)}
     assert set(shown["task"]) == {f.name for f in dataclasses.fields(task_class("point_reach").cfg_class)} | {"name"}
+
+
+def test_the_settings_import_no_runner_or_algorithm() -> None:
+    """training/config.py (hydra) and training/settings.py (the dataclasses) are leaves: importing them
+    imports no runner or algorithm module, and the old homes of the dataclasses re-export the same class."""
+    code = (
+        "import sys, training.config; "
+        "heavy = [m for m in sys.modules if m.startswith('training.') "
+        "and m not in ('training.config', 'training.settings', 'training.logger')]; "
+        "assert not heavy, heavy"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    import training.settings as settings
+    from training.sac import SACCfg
+    from training.selfplay import LeagueCfg
+
+    assert (TrainCfg, PPOCfg, SelfPlayCfg, CoSelfPlayCfg) == (
+        settings.TrainCfg,
+        settings.PPOCfg,
+        settings.SelfPlayCfg,
+        settings.CoSelfPlayCfg,
+    )
+    assert (SACCfg, LeagueCfg) == (settings.SACCfg, settings.LeagueCfg)
+
+
+def test_sac_reads_its_own_settings_and_refuses_ppos() -> None:
+    """SAC's lr, schedule, gamma and clipping are ``sac.*`` (VLM-RL's defaults); algo=sac shows them in
+    ``algo``, and a different ``algo.lr`` (which SAC would not read) fails naming the key."""
+    from training.sac import SACCfg
+
+    cfg = plain("task=point_reach", "algo=sac")
+    check_config(cfg)
+    sac = build_config(SACCfg, cfg["sac"])
+    assert (sac.lr, sac.schedule, sac.gamma, sac.max_grad_norm) == (1e-4, "linear", 0.98, 10.0)
+    assert {k: cfg["algo"][k] for k in ("lr", "schedule", "gamma")} == {"lr": 1e-4, "schedule": "linear", "gamma": 0.98}
+    cfg = plain("task=point_reach", "algo=sac", "sac.lr=3e-4", "sac.schedule=constant")
+    check_config(cfg)
+    assert (cfg["algo"]["lr"], cfg["algo"]["schedule"]) == (3e-4, "constant")
+    with pytest.raises(ConfigError, match="algo.lr.*sac.lr=0.0003"):
+        check_config(plain("task=point_reach", "algo=sac", "algo.lr=3e-4"))
 
 
 # ----------------------------------------------------------------------------- overrides

@@ -133,8 +133,8 @@ def overrides(case: Shipped) -> list[str]:
         keys = {a.split("=", 1)[0] for a in more if "=" in a}
         args = [a for a in args if a.split("=", 1)[0] not in keys] + more
     # drop what RUN_SPECIFIC ignores (a chain's init_from=<run N>/... is no path here) and the words that are
-    # no override ("...", the rest of "<run N>"); "~stage" deletes the stage a task starts at
-    keep = [a for a in args if a.startswith("~") or "=" in a]
+    # no override ("...", the rest of "<run N>")
+    keep = [a for a in args if "=" in a]
     return [a for a in keep if a.split("=", 1)[0] not in RUN_SPECIFIC]
 
 
@@ -212,7 +212,7 @@ def test_the_command_line_wins_over_the_recipe() -> None:
     assert cfg.train.max_minutes == 1.0 and cfg.train.rollout_steps == 64  # the rest stays the recipe's
     cfg = compose(["task=drone_volleyball", "stage=strategy"])  # HCSP: another stage than the one it starts at
     assert (cfg.runner, cfg.task.name, cfg.num_envs) == ("selfplay", "drone_volleyball_strategy", 256)
-    cfg = compose(["task=drone_volleyball", "~stage", "algo=selfplay"])  # flat self-play, no stage
+    cfg = compose(["task=drone_volleyball", "algo=selfplay"])  # flat self-play: no stage
     assert (cfg.runner, cfg.algo.name, cfg.task.mode) == ("ppo", "selfplay", "3v3")
 
 

@@ -1,5 +1,6 @@
 """Training: rsl_rl-style layers, one job per module.
 
+    settings    the settings dataclasses of train.py's nodes (TrainCfg, PPOCfg, SACCfg ...): a leaf module
     storage     RolloutStorage: preallocated (steps, envs, agents, ...) buffers, GAE
     ppo         PPO / PPOCfg: act, process_env_step, compute_returns, update (MAPPO and IPPO)
     runner      Runner: the loop, timing, evaluation, logging, checkpoints (train.py drives it)

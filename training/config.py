@@ -11,7 +11,9 @@ them (or pick variants). Importing this module registers with hydra's ``ConfigSt
 so ``python train.py --cfg job`` shows every field, a misspelt key fails while hydra composes,
 and :func:`check_config` then builds every node's dataclass (types, bounds, ``__post_init__``).
 It lives in ``training/`` because the root's nodes are training's settings and task configs
-(``sim`` must not import ``training``; ``policies`` must not import ``sim``).
+(``sim`` must not import ``training``; ``policies`` must not import ``sim``). The nodes' dataclasses
+are in :mod:`training.settings`; neither module imports a runner or an algorithm, so the runners may
+import this one (``runner.py`` does, for :func:`sim_compile`).
 
 One parser for the three entry points: train.py gets its arguments from hydra (overrides in
 hydra's grammar); evaluate.py and export.py describe theirs as a dataclass and read them with
@@ -42,12 +44,7 @@ from covey_common.cli import exit_on_user_error, usage  # noqa: F401
 from sim.core.cli import one_line, parse_args  # noqa: F401
 from sim.core.config import ConfigError, at_least, build_config, non_negative, to_plain
 from sim.core.registry import registered_tasks, task_class
-from training.coselfplay import CoSelfPlayCfg
-from training.imitation import ImitationCfg
-from training.ppo import PPOCfg
-from training.runner import TrainCfg, WandbCfg
-from training.sac import SACCfg
-from training.selfplay_runner import SelfPlayCfg
+from training.settings import CoSelfPlayCfg, ImitationCfg, PPOCfg, SACCfg, SelfPlayCfg, TrainCfg, WandbCfg
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 RUNNERS = ("ppo", "selfplay", "coselfplay", "sac")
@@ -274,6 +271,25 @@ def check_config(cfg: Mapping[str, Any] | DictConfig) -> None:
         raise ConfigError("task.name", str(err)) from None
     build_config(cfg_class, task, where="task")
     build_config(CoveyCfg, plain)
+    check_sac(plain)
+
+
+SAC_FROM_PPO = ("lr", "schedule", "gamma", "max_grad_norm")  # PPO's keys that SAC has of its own (sac.*)
+
+
+def check_sac(plain: Mapping[str, Any]) -> None:
+    """``algo=sac`` shows SAC's ``sac.lr``, ``sac.gamma`` ... in ``algo`` (configs/algo/sac.yaml): a
+    different ``algo.lr`` there would do nothing, so it is refused, naming the key SAC reads.
+
+    Raises:
+        ConfigError: naming ``algo.<key>``.
+    """
+    algo, sac = plain.get("algo") or {}, plain.get("sac") or {}
+    if algo.get("name") != "sac":
+        return
+    for key in SAC_FROM_PPO:
+        if key in algo and key in sac and algo[key] != sac[key]:
+            raise ConfigError(f"algo.{key}", f"SAC reads sac.{key}, not PPO's algo.{key}: give sac.{key}={algo[key]}")
 
 
 def check_distributed(plain: Mapping[str, Any], kind: str) -> None:

@@ -34,18 +34,18 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from sim.core.config import at_least, build_config, deep_merge, fraction, non_negative, resolve_device
+from sim.core.config import build_config, deep_merge, resolve_device
 from sim.core.registry import task_class
 from training.checkpoint import load_checkpoint, load_policy
 from training.runner import Runner, new_run_dir
 from training.selfplay_runner import SelfPlayRunner
+from training.settings import CoSelfPlayCfg  # the settings dataclasses live there (a leaf module)
 
 
 def hcsp_levels(strategy_task: str) -> tuple[str, str]:
@@ -59,31 +59,6 @@ def hcsp_levels(strategy_task: str) -> tuple[str, str]:
     if not skills_task:
         raise ValueError(f"task {strategy_task!r} is not a strategy over learned skills (its class has no skills_task)")
     return strategy_task, skills_task
-
-
-@dataclass(frozen=True)
-class CoSelfPlayCfg:
-    """Hydra node ``coselfplay``."""
-
-    strategy: str = ""  # the stage-2 strategy checkpoint to start from (required)
-    skills: str = ""  # a checkpoint of the skills task to start the skills from ("" = a fresh network)
-    cycles: int = at_least(1, 1)
-    skills_minutes: float = non_negative(20.0)  # wall-clock budget per skills phase (0 = none)
-    strategy_minutes: float = non_negative(20.0)  # per strategy phase
-    # env steps per skills phase (each num_envs x 6 drone samples); 0: no skills phase, the strategy
-    # phases fly ``skills`` as they are (e.g. to retrain a stage-3 strategy for other rules or starts)
-    skills_steps: int = at_least(0, 3_000_000)
-    strategy_steps: int = at_least(1, 100_000)  # decisions per strategy phase
-    random_choice_prob: float = fraction(0.3)  # skills phase: share of random strategy decisions
-    # strategy phase: what the opponents' drones fly (the strategy task's ``strategy.team_b_skills``):
-    # "same" the learned skills, "scripted" the scripted ones (train against the scripted team's skills)
-    opponent_skills: str = "same"
-    skills_num_envs: int = at_least(1, 256)
-    strategy_num_envs: int = at_least(1, 256)
-
-    def __post_init__(self) -> None:
-        if self.opponent_skills not in ("same", "scripted"):
-            raise ValueError(f"coselfplay.opponent_skills must be 'same' or 'scripted', got {self.opponent_skills!r}")
 
 
 def strategy_policy(path: str | Path, device: str | torch.device, task: str) -> Callable[[Tensor], Tensor]:

@@ -26,45 +26,13 @@ where an episode starts, as the recurrent PPO update does.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from policies import ActorCritic
 from policies.memory import zero_done
-from sim.core.config import at_least, non_negative, positive
-
-EXPERTS = ("none", "task")
-
-
-@dataclass(frozen=True)
-class ImitationCfg:
-    """DAgger settings (hydra node ``imitation``); ``expert: none`` skips it."""
-
-    expert: str = "none"  # none | task (the env's expert_policy()) | <checkpoint.pt> (its actors)
-    rounds: int = at_least(1, 6)  # DAgger rounds; round 0 follows the expert
-    steps: int = at_least(1, 64)  # env steps per round (each num_envs samples)
-    epochs: int = at_least(1, 10)  # passes over the aggregate per round
-    batch_size: int = at_least(1, 4096)
-    lr: float = positive(1e-3)
-    max_samples: int = at_least(1, 2_000_000)  # the aggregate keeps the newest samples beyond this
-    critic_warmup: int = non_negative(5)  # PPO iterations that fit only the value function afterwards
-    # Data reuse across experiments: earlier runs' aggregates (<run>/imitation_data.pt, written with save_data)
-    # join this run's from round 0 (states and expert labels; the newest max_samples are kept, reused ones first out).
-    reuse: tuple[str, ...] = ()
-    save_data: bool = False  # write this run's final aggregate to <run>/imitation_data.pt
-    # Rounds between saves of checkpoints/imitation.pt and imitation.json while DAgger runs (0: at its end only), so a
-    # long distillation that is stopped keeps its student; train.max_minutes also ends DAgger after a round.
-    checkpoint_every: int = non_negative(0)
-    # Fit on samples drawn equally from each stratum of env.imitation_strata() (feed-forward students; see above).
-    balance: bool = False
-
-    def __post_init__(self) -> None:
-        if self.expert not in EXPERTS and not self.expert.endswith(".pt"):
-            raise ValueError(
-                f"imitation.expert must be one of {EXPERTS} or a checkpoint path (.pt), got {self.expert!r}"
-            )
+from training.settings import ImitationCfg  # the settings dataclasses live there (a leaf module)
 
 
 def checkpoint_expert(path: str, groups: list[str], device: torch.device | str) -> Callable[[dict], dict[str, Tensor]]:

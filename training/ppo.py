@@ -20,58 +20,16 @@ episode starts, and gradients flow through the window (truncated BPTT, as rsl_rl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from policies import PolicyCfg
 from policies.encoders import pick
 from policies.memory import zero_done
-from sim.core.config import at_least, fraction, non_negative, positive
+from training.settings import PPOCfg  # the settings dataclasses live there (a leaf module)
 from training.storage import RolloutStorage
-from training.teacher import TEACHER_KEY, Teacher, TeacherCfg
-
-CRITIC_INPUTS = ("state", "policy")
-SCHEDULES = ("constant", "linear", "adaptive")
-
-
-@dataclass(frozen=True)
-class PPOCfg:
-    """PPO settings (hydra node ``algo``); ``policy`` holds the network settings."""
-
-    name: str = "mappo"  # label for logs and checkpoints
-    critic_input: str = "state"  # "state": centralised critic (MAPPO); "policy": local (IPPO)
-    lr: float = positive(3e-4)
-    schedule: str = "adaptive"  # "constant" | "linear" (to 0 at the end) | "adaptive" (KL-driven)
-    desired_kl: float = positive(0.01)  # target of the adaptive schedule
-    min_lr: float = non_negative(1e-5)
-    max_lr: float = positive(1e-2)
-    gamma: float = fraction(0.99)
-    lam: float = fraction(0.95)  # GAE lambda
-    clip: float = positive(0.2)  # ratio clip
-    value_clip: float = non_negative(0.2)  # clip of the value change (normalised units); 0 disables
-    epochs: int = at_least(1, 5)
-    minibatches: int = at_least(1, 4)
-    entropy_coef: float = non_negative(0.003)
-    value_coef: float = non_negative(1.0)
-    max_grad_norm: float = positive(1.0)
-    normalize_obs: bool = True  # running mean/std of actor and critic inputs
-    normalize_value: bool = True  # running mean/std of value targets (PopArt-lite)
-    policy: PolicyCfg = field(default_factory=PolicyCfg)
-    teacher: TeacherCfg = field(default_factory=TeacherCfg)  # a KL term towards trained experts (training.teacher)
-    # Stratified PPO: advantages normalised within each stratum of the agent states (the task's
-    # imitation_strata(), e.g. the skill each volleyball drone is commanded) and the policy loss weighted
-    # so each stratum present counts equally (RolloutStorage.stratified_advantages), weights capped here.
-    stratify: bool = False
-    stratum_max_weight: float = positive(10.0)
-
-    def __post_init__(self) -> None:
-        if self.critic_input not in CRITIC_INPUTS:
-            raise ValueError(f"algo.critic_input must be one of {CRITIC_INPUTS}, got {self.critic_input!r}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"algo.schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+from training.teacher import TEACHER_KEY, Teacher
 
 
 class PPO:

@@ -39,7 +39,7 @@ from torch import Tensor
 import sim
 from policies import GroupDims, InputSpec, build_actor_critics, reset_memory
 from policies.mlp import compiled_cpu_elu, set_compiled_cpu_elu
-from sim.core.config import at_least, build_config, deep_merge, non_negative, positive, resolve_device
+from sim.core.config import build_config, deep_merge, resolve_device
 from sim.core.registry import evaluation_overrides, task_class
 from training.allocator import keep_freed_memory
 from training.checkpoint import (
@@ -53,53 +53,10 @@ from training.checkpoint import (
     save_checkpoint,
 )
 from training.imitation import ImitationCfg, checkpoint_expert, dagger, load_datasets
-from training.logger import WANDB_MODES, CsvLogger, ProgressBar, WandbLogger
+from training.logger import CsvLogger, ProgressBar, WandbLogger
 from training.ppo import PPO, PPOCfg
+from training.settings import TrainCfg, WandbCfg  # the settings dataclasses live there (a leaf module)
 from training.threads import set_torch_threads, update_thread_tuner
-
-
-@dataclass(frozen=True)
-class TrainCfg:
-    """Loop settings (hydra node ``train``)."""
-
-    total_steps: int = at_least(1, 20_000_000)  # env steps (num_envs per env.step), rounded up to whole iterations
-    rollout_steps: int = at_least(1, 32)  # env steps per env per iteration
-    max_minutes: float = non_negative(0.0)  # stop after this much wall-clock time (0 = no limit)
-    eval_every: int = non_negative(25)  # iterations between deterministic evaluations (0 = never)
-    eval_envs: int = at_least(1, 64)  # envs of the evaluation env (one episode length each)
-    checkpoint_every: int = non_negative(25)  # iterations between checkpoints/latest.pt (0 = only at the end)
-    best_metric: str = ""  # episode metric choosing best.pt; "" = the task's default (its env class's best_metric)
-    # Start the envs at random points of their first episode (MultiAgentEnv.randomize_episode_progress):
-    # with synchronised envs each rollout holds one phase of the episode and PPO forgets the others.
-    random_episode_start: bool = True
-    best_mode: str = ""  # "min" | "max"; "" = the task's default
-    video: bool = False  # record env 0 in evaluations (tasks with a renderer; needs GL)
-    video_every: int = non_negative(0)  # a video every N-th evaluation (0 = only the final one)
-    video_fps: float = positive(25.0)
-    progress: bool = True  # tqdm progress bar
-    # Curriculum to a plain policy: the task's action prior fades linearly to 0 over this many env steps
-    # (changed between iterations, so a rollout and its update see the same prior); the actor learns to
-    # do without it. best.pt only counts evaluations after the prior is gone. 0 = the prior stays.
-    prior_anneal_steps: int = non_negative(0)
-
-    def __post_init__(self) -> None:
-        if self.best_mode not in ("", "min", "max"):
-            raise ValueError(f"train.best_mode must be '', 'min' or 'max', got {self.best_mode!r}")
-
-
-@dataclass(frozen=True)
-class WandbCfg:
-    """wandb settings (hydra node ``wandb``); ``mode=disabled`` never imports wandb."""
-
-    mode: str = "offline"  # offline | online | disabled
-    project: str = "covey"
-    entity: str = ""
-    group: str = ""
-    tags: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.mode not in WANDB_MODES:
-            raise ValueError(f"wandb.mode must be one of {WANDB_MODES}, got {self.mode!r}")
 
 
 @dataclass
@@ -227,7 +184,7 @@ class Runner:
         self.task_cfg: dict[str, Any] = dict(cfg["task"])
         self.task = self.task_cfg["name"]
         num_envs = int(cfg.get("num_envs", 1024))
-        from training.config import sim_compile  # training.config imports this module
+        from training.config import sim_compile  # lazily: importing it registers every task with hydra
 
         env_cls = task_class(self.task)
         compile_env, self.compile_why = sim_compile(

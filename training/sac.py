@@ -1,6 +1,6 @@
 """Soft actor-critic (Haarnoja et al. 2018), covey's off-policy algorithm family beside PPO.
 
-    sac = SAC(models, SACCfg(), lr=1e-4, gamma=0.98, ...)       # models: one ActorCritic per group
+    sac = SAC(models, SACCfg(lr=1e-4, gamma=0.98))               # models: one ActorCritic per group
     actions = sac.act(obs)                                       # squashed Gaussian samples, inference mode
     sac.add(obs, actions, reward, next_obs, terminated)          # into each group's replay buffer
     losses = sac.update(progress)                                # cfg.gradient_steps updates
@@ -24,8 +24,9 @@ The maths, per sampled batch (``B`` transitions, ``A`` agents; ``a ~ pi(.|s)`` b
     theta' <- (1 - tau) theta' + tau theta
 
 Truncated episodes bootstrap (``next_obs`` is the observation before the auto-reset). The learning
-rate runs linearly from ``algo.lr`` to ``sac.lr_end`` over the run (``algo.schedule=linear``, VLM-RL's
-1e-4 -> 5e-7) or stays at ``algo.lr`` (``constant``).
+rate runs linearly from ``sac.lr`` to ``sac.lr_end`` over the run (``sac.schedule=linear``, VLM-RL's
+1e-4 -> 5e-7) or stays at ``sac.lr`` (``constant``). Its settings are all :class:`SACCfg`'s (node ``sac``):
+PPO's ``algo.lr``, ``algo.gamma`` and clipping do not apply; from ``algo`` it takes the networks only.
 
 ``sac.use_sde`` switches to generalized state-dependent exploration (gSDE, Raffin et al. 2022, as SB3
 and VLM-RL use it): the std is ``sigma(s) = sqrt(h(s)^2 @ exp(2 L))`` of the actor's last hidden
@@ -39,7 +40,6 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -49,38 +49,10 @@ from torch import Tensor, nn
 from policies import ActorCritic, InputSpec, build_mlp
 from policies.encoders import ObsEncoder, pick
 from policies.mlp import AgentLinear
-from sim.core.config import at_least, fraction, non_negative, positive
 from training.replay import ReplayBuffer, Transition
+from training.settings import SAC_SCHEDULES, SACCfg  # the settings dataclasses live there (a leaf module)
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
-SAC_SCHEDULES = ("constant", "linear")
-
-
-@dataclass(frozen=True)
-class SACCfg:
-    """SAC's own settings (hydra node ``sac``); the shared ones come from ``algo``: ``lr``, ``schedule``
-    (constant | linear), ``gamma``, ``max_grad_norm``, ``normalize_obs`` and the networks ``policy``."""
-
-    buffer_size: int = at_least(1, 100_000)  # transitions (one env step of one env, all its agents)
-    batch_size: int = at_least(1, 256)
-    tau: float = fraction(0.02)  # Polyak factor of the target Q networks
-    learning_starts: int = non_negative(10_000)  # env steps (num_envs per env.step) of uniform random actions
-    gradient_steps: int = at_least(1, 64)  # updates after each train.rollout_steps env steps
-    lr_end: float = non_negative(5e-7)  # learning rate at the end of the run (algo.schedule=linear)
-    init_alpha: float = positive(1.0)  # initial entropy temperature
-    learn_alpha: bool = True  # automatic temperature towards target_entropy
-    target_entropy_scale: float = 1.0  # target entropy = -scale * act_dim (per agent)
-    log_std_min: float = -5.0  # clamp of the state-dependent log std
-    log_std_max: float = 2.0
-    use_sde: bool = False  # gSDE: state-dependent noise from exploration matrices held for sde_sample_freq steps
-    sde_sample_freq: int = at_least(1, 16)  # env steps between new exploration matrices (use_sde)
-    # Initial L of gSDE. L moves slowly (each entry scales one feature's share), so the start matters: SB3's -3
-    # kept the entropy far below target on point_reach and failed; -1 learned it (0.055 m after 20k env steps).
-    sde_log_std_init: float = -1.0
-
-    def __post_init__(self) -> None:
-        if self.log_std_min >= self.log_std_max:
-            raise ValueError(f"sac.log_std_min ({self.log_std_min}) must be < sac.log_std_max ({self.log_std_max})")
 
 
 class TwinQ(nn.Module):
@@ -173,19 +145,24 @@ class SAC:
         models: nn.ModuleDict,
         cfg: SACCfg,
         *,
-        lr: float,
-        gamma: float,
-        schedule: str = "linear",
-        max_grad_norm: float = math.inf,
+        lr: float | None = None,
+        gamma: float | None = None,
+        schedule: str | None = None,
+        max_grad_norm: float | None = None,
         normalize_obs: bool = True,
         device: torch.device | str = "cpu",
         generator: torch.Generator | None = None,
     ) -> None:
+        """``lr``, ``gamma``, ``schedule`` and ``max_grad_norm`` are ``cfg``'s unless given here (library use)."""
+        schedule = cfg.schedule if schedule is None else schedule
         if schedule not in SAC_SCHEDULES:
-            raise ValueError(f"SAC takes algo.schedule in {SAC_SCHEDULES}, got {schedule!r}")
+            raise ValueError(f"SAC takes sac.schedule in {SAC_SCHEDULES}, got {schedule!r}")
         self.models, self.cfg, self.device, self.generator = models, cfg, torch.device(device), generator
-        self.lr, self.gamma, self.schedule = float(lr), float(gamma), schedule
-        self.max_grad_norm, self.normalize_obs = float(max_grad_norm), bool(normalize_obs)
+        self.lr = float(cfg.lr if lr is None else lr)
+        self.gamma = float(cfg.gamma if gamma is None else gamma)
+        self.schedule = schedule
+        self.max_grad_norm = float(cfg.max_grad_norm if max_grad_norm is None else max_grad_norm)
+        self.normalize_obs = bool(normalize_obs)
         self.std_heads = nn.ModuleDict()
         self.critics = nn.ModuleDict()
         self.buffers: dict[str, ReplayBuffer] = {}
@@ -213,9 +190,9 @@ class SAC:
         self.target_entropy = {n: -cfg.target_entropy_scale * ac.dims.action_dim for n, ac in models.items()}
         actor_params = [*models.parameters(), *self.std_heads.parameters()]
         self.optimizers = {
-            "actor": torch.optim.Adam(actor_params, lr=lr),
-            "critic": torch.optim.Adam(self.critics.parameters(), lr=lr),
-            "alpha": torch.optim.Adam([self.log_alpha], lr=lr),
+            "actor": torch.optim.Adam(actor_params, lr=self.lr),
+            "critic": torch.optim.Adam(self.critics.parameters(), lr=self.lr),
+            "alpha": torch.optim.Adam([self.log_alpha], lr=self.lr),
         }
         self.optimizer = SACState(self)  # the runner's checkpoint code saves / loads ``alg.optimizer``
         self.memory: dict[str, dict[str, Tensor]] = {}  # no recurrent state (the runner's checkpoint reads it)

@@ -1,7 +1,7 @@
 """SAC training: the :class:`~training.runner.Runner` loop with the off-policy algorithm of training/sac.py.
 
     python train.py task=point_reach algo=sac                       # configs/algo/sac.yaml: VLM-RL's settings
-    python train.py task=point_reach algo=sac sac.learning_starts=2000 num_envs=16 algo.lr=3e-4
+    python train.py task=point_reach algo=sac sac.learning_starts=2000 num_envs=16 sac.lr=3e-4
 
 Each iteration collects ``train.rollout_steps`` env steps of ``num_envs`` envs into the replay
 buffers (uniform random actions until ``sac.learning_starts`` env steps), then runs
@@ -42,15 +42,11 @@ class SACRunner(Runner):
             print("resume: SAC's replay buffer is not checkpointed: it restarts empty (updates wait for a batch)")
 
     def make_algorithm(self, num_envs: int) -> SAC:
-        pc = self.ppo_cfg
+        # SAC's settings are sac.* (SACCfg); from algo (PPOCfg) only the networks and the obs normaliser
         return SAC(
             self.models,
             self.sac_cfg,
-            lr=pc.lr,
-            gamma=pc.gamma,
-            schedule=pc.schedule,
-            max_grad_norm=pc.max_grad_norm,
-            normalize_obs=pc.normalize_obs,
+            normalize_obs=self.ppo_cfg.normalize_obs,
             device=self.device,
             generator=self.generator,
         )

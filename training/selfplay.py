@@ -63,34 +63,14 @@ import torch
 from torch import Tensor
 
 from covey_common.files import atomic_write
-from sim.core.config import at_least, check_bounds, fraction, non_negative, positive
+from training.settings import LeagueCfg  # the settings dataclasses live there (a leaf module)
 
-META_SOLVERS = ("self", "fsp", "psro_nash", "pfsp", "first_quarter")
 POOL_FORMAT = "covey-pool-v1"
 LEAGUE_FORMAT = "covey-league-v1"
 INDEX_FILE = "index.json"
 LEARNER = "learner"
 
 Player = Hashable  # a snapshot id (int) or a learner key (str, e.g. "learner")
-
-
-@dataclass(frozen=True)
-class LeagueCfg:
-    """Self-play league settings (hydra node ``league``)."""
-
-    pool_size: int = at_least(1, 16)  # max frozen snapshots kept (oldest unprotected evicted first)
-    snapshot_every: int = at_least(1, 50)  # iterations between snapshots of the learner (see League.snapshot_due)
-    meta_solver: str = "fsp"  # "self" | "fsp" | "psro_nash" | "pfsp" | "first_quarter" (see the module docstring)
-    pfsp_power: float = non_negative(2.0)  # PFSP weight (1 - p_win)^power; larger = more focus on hard opponents
-    latest_prob: float = fraction(0.2)  # mass always given to the newest snapshot; 0 = pure solver
-    elo_k: float = positive(16.0)
-    initial_elo: float = 1000.0
-
-    def __post_init__(self) -> None:
-        # Direct construction (tests, scripts) is checked too; build_config re-checks with the node's path.
-        check_bounds(self, "league")
-        if self.meta_solver not in META_SOLVERS:
-            raise ValueError(f"league.meta_solver must be one of {META_SOLVERS}, got {self.meta_solver!r}")
 
 
 def _to_numpy(x: Tensor | np.ndarray | Sequence[Any]) -> np.ndarray:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -33,28 +32,10 @@ from torch import Tensor
 
 from covey_common.files import atomic_path
 from policies.memory import zero_done
-from sim.core.config import at_least, build_config, non_negative
+from sim.core.config import build_config
 from training.runner import Runner
-from training.selfplay import League, LeagueCfg, OpponentPool
-
-
-@dataclass(frozen=True)
-class SelfPlayCfg(LeagueCfg):
-    """Hydra node ``league``: the league settings (:class:`LeagueCfg`) plus how the runner uses them."""
-
-    learner_group: str = "team_a"
-    opponents_per_iteration: int = at_least(1, 4)  # distinct snapshots per rollout (each plays a block of envs)
-    # Discrete-choice tasks: a protected snapshot that always plays this choice (e.g. the volleyball
-    # strategy's rule-based team) enters the pool first; evaluation then plays against it.
-    scripted_choice: tuple[int, ...] = non_negative(())
-    # Tasks whose env plays its own scripted team (``env.set_scripted_opponent``): that team joins the pool as the
-    # protected snapshot ``scripted``, a fixed anchor among the learner's snapshots (evaluation then plays it).
-    env_scripted: bool = False
-
-    @property
-    def league(self) -> LeagueCfg:
-        """The :class:`LeagueCfg` part (what :class:`League` reads)."""
-        return LeagueCfg(**{f.name: getattr(self, f.name) for f in fields(LeagueCfg)})
+from training.selfplay import League, OpponentPool
+from training.settings import SelfPlayCfg  # the settings dataclasses live there (a leaf module)
 
 
 class SelfPlayRunner(Runner):

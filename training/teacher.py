@@ -17,27 +17,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from sim.core.config import non_negative, positive
+from training.settings import TeacherCfg  # the settings dataclasses live there (a leaf module)
 
 TEACHER_KEY = "teacher_action"  # the rollout storage entry holding the teacher's action
-
-
-@dataclass(frozen=True)
-class TeacherCfg:
-    """Hydra node ``algo.teacher``; an empty ``checkpoint`` turns the term off."""
-
-    checkpoint: str = ""  # a trained checkpoint whose actors teach the groups it has
-    kl_coef: float = non_negative(1.0)  # the term's initial weight
-    kl_target: float = non_negative(0.0)  # > 0: adapt the weight to keep the KL near this (nats per agent-step)
-    coef_decay: float = positive(1.0)  # weight *= this after every update (1 = no annealing)
-    min_coef: float = non_negative(1e-4)
-    max_coef: float = positive(100.0)
-    teacher_std: float = positive(0.37)  # std of the Gaussian around the teacher's action ([-1, 1] units)
 
 
 class Teacher:
