@@ -3,7 +3,7 @@
 A task's torch hooks are the reference and run everywhere; :class:`sim.core.compiled.TorchBackend` runs them
 (through ``torch.compile`` with ``compile=True``) and is every env's backend unless the task selects another, once,
 at the end of its ``__init__`` (:meth:`sim.core.env.MultiAgentEnv.use_backend`): cable_load's C kernels
-(:mod:`sim.tasks.cable_load.physics`) do. The core calls the backend and never looks inside it.
+(its ``backends.py``) do. The core calls the backend and never looks inside it.
 """
 
 from __future__ import annotations
