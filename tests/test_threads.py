@@ -1,4 +1,4 @@
-"""training.threads: the default torch thread count of a run (torch_threads=0)."""
+"""training.threads: the default torch thread count of a run (torch_threads=0) and the update's (update_threads)."""
 
 from __future__ import annotations
 
@@ -88,19 +88,41 @@ def test_no_probe_in_the_last_runs_of_a_known_length():
         torch.set_num_threads(before)
 
 
-def test_a_fixed_update_thread_count_is_never_tuned(monkeypatch):
+def test_update_threads_are_fixed_by_default_and_timed_only_when_asked(monkeypatch):
+    """0 (the default) keeps the run's torch_threads, so a run repeats bit for bit and a resume continues it
+    exactly; -1 asks for the timed choice (on a CPU, in runs long enough for probes to pay)."""
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
         monkeypatch.setattr(threads, "usable_cores", lambda: 4)
         cpu, long = torch.device("cpu"), threads.TUNED_UPDATE_MIN_ITERATIONS
         assert threads.update_thread_tuner(3, cpu, long).candidates == [3]
-        assert threads.update_thread_tuner(0, cpu, long).candidates == [1, 4]
-        assert threads.update_thread_tuner(0, cpu, long, ranks=2).candidates == [1, 2]
-        assert threads.update_thread_tuner(0, cpu, long - 1).candidates == [1]  # short runs repeat bit for bit
-        assert threads.update_thread_tuner(0, torch.device("cuda"), long).candidates == [1]
+        assert threads.update_thread_tuner(0, cpu, long).candidates == [1]
+        assert threads.update_thread_tuner(0, cpu, long).describe() == "fixed"
+        assert threads.update_thread_tuner(-1, cpu, long).candidates == [1, 4]
+        assert threads.update_thread_tuner(-1, cpu, long, ranks=2).candidates == [1, 2]
+        assert threads.update_thread_tuner(-1, cpu, long - 1).candidates == [1]  # too short for probes to pay
+        assert threads.update_thread_tuner(-1, torch.device("cuda"), long).candidates == [1]
+        with pytest.raises(ValueError, match=">= -1"):
+            threads.update_thread_tuner(-2, cpu, long)
         with pytest.raises(ValueError, match=">= 1"):
             threads.ThreadTuner([0, 2])
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_resume_reuses_the_recorded_torch_threads_unless_the_config_names_a_count(monkeypatch):
+    """torch_threads=0 follows the machine's load at start: a resume takes the count the checkpoint records."""
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setattr(threads, "usable_cores", lambda: 16)
+        monkeypatch.setattr(threads.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+        why = threads.set_torch_threads(0, torch.device("cpu"), recorded=3)
+        assert torch.get_num_threads() == 3 and "the run resumed" in why
+        assert threads.set_torch_threads(2, torch.device("cpu"), recorded=3) == "torch_threads"
+        assert torch.get_num_threads() == 2
+        threads.set_torch_threads(0, torch.device("cpu"), recorded=None)
+        assert torch.get_num_threads() == 15  # auto: 16 cores, one left free
     finally:
         torch.set_num_threads(before)
 

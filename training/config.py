@@ -120,13 +120,13 @@ class CoveyCfg:
     # torch.set_num_threads; 0 = training.threads' default (CPU: the cores minus one and minus the machine's
     # current load, at least 1: 2 threads collapse 5-100x when another process wants a core; GPU: torch's)
     torch_threads: int = non_negative(0)
-    # The PPO update's threads: 0 = timed on a CPU in runs of 20 iterations or more (torch_threads against all
-    # of this process's cores, the faster kept, the other re-tried after 10 updates, then after 20 while it loses,
-    # never in the last 5 (training.threads.ThreadTuner): 2 threads update 1.6x
-    # faster on an idle 2-core machine, 1.3x slower beside another busy process; the choice follows the
-    # timings, so such a run does not repeat bit for bit), else torch_threads; N = always N. Rollouts keep
-    # torch_threads.
-    update_threads: int = non_negative(0)
+    # The PPO update's threads: 0 = torch_threads, fixed (a run repeats bit for bit, and a resume continues it
+    # exactly); N = always N; -1 = timed on a CPU in runs of 20 iterations or more (torch_threads against all of
+    # this process's cores, the faster kept, the other re-tried after 10 updates, then after 20 while it loses,
+    # never in the last 5: training.threads.ThreadTuner): 2 threads update 1.6x faster on an idle 2-core
+    # machine, 1.3x slower beside another busy process, and 1 and 2 threads round differently, so such a run
+    # does not repeat bit for bit. Rollouts keep torch_threads.
+    update_threads: int = at_least(-1, 0)
     runs_dir: str = "runs"  # runs land in <runs_dir>/<task>/<YYYY-mm-dd_HH-MM-SS>/
     resume: str | None = None  # a run directory (or checkpoint file) to continue
     # Start the networks from a checkpoint's weights (its groups, same dimensions; fresh optimizer and run):

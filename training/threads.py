@@ -9,7 +9,10 @@ the CPU threads only launch kernels, and torch's default stays.
 
 The PPO update is different: a few large matrix products, which a second thread speeds up 1.6x on an idle
 machine, and which lose far less than small ops when a core is taken. :class:`ThreadTuner` times it with
-both counts (``update_threads=0``).
+both counts where asked (``update_threads=-1``). Not by default: 1 and 2 threads round a few reductions
+differently, so a choice by timing makes two runs of the same config differ in the last bits, and a
+resumed run differ from one that never stopped. By default (``update_threads=0``) the update keeps the
+run's ``torch_threads``, and a resume reuses the count the checkpoint records, so a run repeats bit for bit.
 """
 
 from __future__ import annotations
@@ -48,11 +51,15 @@ def auto_torch_threads(device: torch.device, ranks: int = 1) -> tuple[int, str]:
     return threads, f"auto: {cores} cores, load {busy}, {ranks} rank(s); torch_threads=N sets it"
 
 
-def set_torch_threads(requested: int, device: torch.device, ranks: int = 1) -> str:
-    """Apply ``torch_threads`` (0 = :func:`auto_torch_threads`); returns how the number was chosen."""
+def set_torch_threads(requested: int, device: torch.device, ranks: int = 1, recorded: int | None = None) -> str:
+    """Apply ``torch_threads`` (0 = the count ``recorded`` by the run being resumed, else
+    :func:`auto_torch_threads`); returns how the number was chosen."""
     if requested > 0:
         torch.set_num_threads(requested)
         return "torch_threads"
+    if recorded:
+        torch.set_num_threads(int(recorded))
+        return f"torch_threads=0: {int(recorded)}, the count of the run resumed, so that it continues bit for bit"
     threads, why = auto_torch_threads(device, ranks)
     torch.set_num_threads(threads)
     return why
@@ -156,18 +163,22 @@ class ThreadTuner:
         return str(self.current) if len(self.candidates) == 1 else f"{self.current} of {self.candidates}"
 
 
-# Runs shorter than this keep ``torch_threads`` in the update with update_threads=0: probing needs iterations
-# to pay, and fixed threads repeat a run bit for bit (1 and 2 threads round a few reductions differently).
+# Runs shorter than this keep ``torch_threads`` in the update even with update_threads=-1: probing needs
+# iterations to pay.
 TUNED_UPDATE_MIN_ITERATIONS = 20
+TIMED = -1  # update_threads=-1: chosen by timing (ThreadTuner)
 
 
 def update_thread_tuner(requested: int, device: torch.device, iterations: int, ranks: int = 1) -> ThreadTuner:
-    """The tuner for ``update_threads``: N fixes it; 0 on a CPU, for a run of at least
+    """The tuner for ``update_threads``: N fixes it; 0 (the default) fixes it at the current count (the run's
+    ``torch_threads``: a run repeats bit for bit); -1 on a CPU, for a run of at least
     :data:`TUNED_UPDATE_MIN_ITERATIONS` iterations, times the run's ``torch_threads`` against every usable
-    core of this process's share of the machine; otherwise the current count, fixed."""
+    core of this process's share of the machine (else the current count, fixed)."""
     if requested > 0:
         return ThreadTuner([requested])
+    if requested < TIMED:
+        raise ValueError(f"update_threads must be >= -1 (-1: timed, 0: torch_threads), got {requested}")
     current = torch.get_num_threads()
-    if device.type != "cpu" or iterations < TUNED_UPDATE_MIN_ITERATIONS:
+    if requested == 0 or device.type != "cpu" or iterations < TUNED_UPDATE_MIN_ITERATIONS:
         return ThreadTuner([current])
     return ThreadTuner([current, max(current, usable_cores() // max(1, ranks))], total_runs=iterations)
