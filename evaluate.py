@@ -323,4 +323,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from covey_common.cli import run_main
+
+    raise SystemExit(run_main("evaluate.py", main))  # Ctrl-C: one line, exit code 130

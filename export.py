@@ -244,4 +244,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from covey_common.cli import run_main
+
+    sys.exit(run_main("export.py", lambda: main(sys.argv[1:])))  # Ctrl-C: one line, exit code 130

@@ -3,14 +3,16 @@
 A robot operator who passes a wrong parameter, a corrupt model or a broken parameter file must see
 one line naming the problem and a non-zero exit code, not a 20-line traceback from onnxruntime,
 rcl or yaml. ``COVEY_DEBUG=1`` re-raises the original exception for developers (the ROS entry points:
-:func:`report`); ``HYDRA_FULL_ERROR=1`` does for the simulator's and trainer's scripts
+:func:`report`; the tools: :func:`run_main`); ``HYDRA_FULL_ERROR=1`` does for the simulator's and trainer's scripts
 (:func:`exit_on_user_error`, which catches a :class:`UserError` such as ``sim.core.config.ConfigError``).
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
+import pickle
 import re
 import sys
 import typing
@@ -89,3 +91,34 @@ def usage(cls: type) -> list[str]:
         hint = str(hints[f.name]).replace("<class '", "").replace("'>", "").replace("typing.", "")
         lines.append(f"  {f'{f.name}={f.default}':<24} {hint:<12} {f.metadata.get('help', '')}")
     return lines
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``<prog>: error: <message> (--help for usage)``, exit code 2, instead of
+    the usage block and the error on separate lines."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        print(f"{self.prog}: error: {' '.join(message.split())} (--help for usage)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+# What a command-line tool reports in one line: the user's mistakes (arguments, values, names) and the
+# files they named (missing, unreadable, of the wrong kind). Anything else is a bug and keeps its traceback.
+USER_FACING_ERRORS: tuple[type[BaseException], ...] = (UserError, ValueError, KeyError, OSError, pickle.UnpicklingError)
+
+
+def run_main(prog: str, main: Callable[[], T]) -> T:
+    """Run a tool's ``main``: :data:`USER_FACING_ERRORS` print ``<prog>: error: <one line>`` and exit with
+    code 2, Ctrl-C prints ``<prog>: interrupted`` and exits with 130; ``COVEY_DEBUG=1`` re-raises both."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        if os.environ.get("COVEY_DEBUG"):
+            raise
+        print(f"{prog}: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except USER_FACING_ERRORS as err:
+        if os.environ.get("COVEY_DEBUG"):
+            raise
+        print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
+        raise SystemExit(2) from None

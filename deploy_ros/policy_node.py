@@ -69,7 +69,6 @@ from typing import Any
 
 import numpy as np
 import rclpy
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -78,6 +77,7 @@ from std_msgs.msg import Float32MultiArray, MultiArrayDimension, String
 
 from covey_common.cli import check_params_files, report
 from covey_common.onnx import OnnxPolicy, load_policy
+from covey_common.ros_params import float_parameter
 from deploy_ros.messages import MAX_ABS_VALUE, PARSERS, InvalidInput, message_class
 from deploy_ros.profile import DeploymentProfile, EntryBuilder, make_builder
 
@@ -229,12 +229,7 @@ class PolicyNode(Node):
     # ----------------------------------------------------------------- inputs
     def _float_param(self, name: str, default: float) -> float:
         """A float parameter; ``-p rate_hz:=100`` (an int) is accepted too, anything else is a ValueError naming it."""
-        dyn = ParameterDescriptor(dynamic_typing=True)
-        value = self.declare_parameter(name, default, dyn).value
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"parameter {name!r} must be a number, got {value!r}") from None
+        return float_parameter(self, name, default)
 
     def _callback(self, key: str, parse: Callable[[Any], Any]) -> Callable[[Any], None]:
         def on_message(msg: Any) -> None:
@@ -436,7 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception as err:  # noqa: BLE001 - one line for the operator, whatever failed
-        return report("policy_node", err)
+        if node is None or rclpy.ok():
+            return report("policy_node", err)
+        # Otherwise Ctrl-C shut the context down while spin built its wait set: a stop, not a failure.
     finally:
         if node is not None:
             node.destroy_node()

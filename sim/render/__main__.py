@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 import sim
+from covey_common.cli import OneLineArgumentParser, run_main
 from sim.core.env import MultiAgentEnv, Obs
 from sim.core.registry import evaluation_overrides
 from sim.render.mujoco_renderer import RenderUnavailableError, check_video_path, make_renderer, write_video
@@ -26,7 +27,7 @@ Policy = Callable[[Obs], dict[str, Tensor]]
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m sim.render", description=__doc__.split("\n\n")[0])
+    p = OneLineArgumentParser(prog="python -m sim.render", description=__doc__.split("\n\n")[0])
     p.add_argument("--task", required=True, help="registered task name (sim.registered_tasks())")
     p.add_argument("--steps", type=int, default=300, help="control steps to roll out")
     p.add_argument("--env-id", type=int, default=0, help="which env of the batch to film")
@@ -110,4 +111,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main("python -m sim.render", main))

@@ -358,4 +358,6 @@ def main(argv: list[str]) -> None:
 if __name__ == "__main__":
     import sys
 
-    main(sys.argv[1:])
+    from covey_common.cli import run_main
+
+    run_main("python -m sim.render.composite", lambda: main(sys.argv[1:]))

@@ -19,7 +19,6 @@ last line (JSON) and is saved in the tower file's ``meta``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
@@ -31,6 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from covey_common.cli import OneLineArgumentParser
 from sim.rewards.dual_encoder import ImageTower, ImageTowerCfg, SentenceTextTower, save_image_tower
 from sim.rewards.synthetic import CLASSES, caption_bank, roc_auc, synthetic_frames
 from sim.rewards.vision_language import VLMRewardCfg
@@ -132,7 +132,7 @@ def train(
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m sim.rewards.train_image_tower", description=__doc__)
+    parser = OneLineArgumentParser(prog="python -m sim.rewards.train_image_tower", description=__doc__)
     parser.add_argument("--frames", default="synthetic", help="'synthetic' or an .npz of frames, labels, classes")
     parser.add_argument("--out", default="assets/vlm/image_tower.pt")
     parser.add_argument("--steps", type=int, default=1500)
@@ -162,4 +162,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 if __name__ == "__main__":
     import sys
 
-    main(sys.argv[1:])
+    from covey_common.cli import run_main
+
+    run_main("python -m sim.rewards.train_image_tower", lambda: main(sys.argv[1:]))

@@ -59,6 +59,7 @@ from std_msgs.msg import Float32MultiArray
 
 from covey_common.cli import check_params_files, report
 from covey_common.profile import import_object
+from covey_common.ros_params import float_parameter
 from sim.ros.messages import sim_stamp
 
 
@@ -123,15 +124,15 @@ class SimBridge(Node):
         self.adapter = import_object(ros["bridge"])(self, task_cfg, seed)
         self.env = self.adapter.env
         spec = self.env.spec
-        rate = float(self.declare_parameter("rate_hz", spec.control_hz).value)
-        factor = float(self.declare_parameter("realtime_factor", 1.0).value)
-        self.command_timeout = float(self.declare_parameter("command_timeout_s", 0.1).value)
-        self.duration = float(self.declare_parameter("duration_s", 0.0).value)
+        rate = float_parameter(self, "rate_hz", spec.control_hz)
+        factor = float_parameter(self, "realtime_factor", 1.0)
+        self.command_timeout = float_parameter(self, "command_timeout_s", 0.1)
+        self.duration = float_parameter(self, "duration_s", 0.0)
         self.result_file = self.declare_parameter("result_file", "").value
         # Hold the start state (still publishing it) until every agent has sent a command, so that
         # nodes still starting up do not cost the team the first seconds of the episode.
         self.waiting = bool(self.declare_parameter("wait_for_commands", True).value)
-        self.wait_timeout = float(self.declare_parameter("wait_timeout_s", 60.0).value)
+        self.wait_timeout = float_parameter(self, "wait_timeout_s", 60.0)
         self.lockstep = bool(self.declare_parameter("lockstep", False).value)
         self.started = time.monotonic()
         self.failed = ""

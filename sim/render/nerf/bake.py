@@ -339,4 +339,6 @@ def main(argv: list[str]) -> None:
 if __name__ == "__main__":
     import sys
 
-    main(sys.argv[1:])
+    from covey_common.cli import run_main
+
+    run_main("python -m sim.render.nerf.bake", lambda: main(sys.argv[1:]))

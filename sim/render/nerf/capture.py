@@ -439,4 +439,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from covey_common.cli import run_main
+
+    run_main("python -m sim.render.nerf.capture", main)

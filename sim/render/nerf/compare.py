@@ -114,4 +114,6 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from covey_common.cli import run_main
+
+    run_main("python -m sim.render.nerf.compare", lambda: main(sys.argv[1:]))

@@ -19,7 +19,6 @@ The classes are ``sim.rewards.synthetic.CLASSES``, so the synthetic captions app
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from covey_common.cli import OneLineArgumentParser
 from sim.physics.boxes2d import boxes_overlap
 from sim.rewards.synthetic import CLASSES
 from sim.tasks.vlm_driving import raster
@@ -136,7 +136,7 @@ def generate(n: int, size: int, seed: int, batch: int = 256) -> tuple[np.ndarray
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = OneLineArgumentParser(prog="python -m sim.tasks.vlm_driving.frames", description=__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=24000)
     p.add_argument("--size", type=int, default=96, help="camera pixels (the tower resizes to its input size)")
     p.add_argument("--seed", type=int, default=0)
@@ -153,4 +153,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from covey_common.cli import run_main
+
+    raise SystemExit(run_main("python -m sim.tasks.vlm_driving.frames", main))
