@@ -22,6 +22,7 @@ from torch.overrides import TorchFunctionMode
 import sim
 from sim.core.env import MultiAgentEnv
 from training.checkpoint import SCHEMA, NoCheckpointError, load_checkpoint, save_checkpoint
+from training.resume import find_resume_point
 
 ROOT = Path(__file__).resolve().parents[1]
 # A tiny real run: 24 iterations of 16 envs x 8 steps, a checkpoint after every iteration.
@@ -114,6 +115,29 @@ def test_a_run_killed_in_its_first_checkpoint_write_says_so_in_one_line(tmp_path
     assert "no complete checkpoint yet" in err and "start over" in err and "latest.pt.tmp" in err
 
 
+def test_a_run_with_best_pt_but_no_complete_latest_pt_resumes_from_best_pt(tmp_path: Path, capsys) -> None:
+    """A first latest.pt write interrupted after best.pt was written: resume= takes best.pt and says so in
+    one line (the envs restart their episodes: best.pt holds no env state); the run goes on in its directory."""
+    from training.config import compose
+    from training.runner import Runner
+
+    over = [*TRAIN_ARGS, "train.total_steps=256", f"runs_dir={tmp_path}"]
+    first = Runner(OmegaConf.to_container(compose(over), resolve=True))
+    first.learn()
+    ckpts = first.run_dir / "checkpoints"
+    assert (ckpts / "best.pt").is_file()
+    (ckpts / "latest.pt").rename(ckpts / "latest.pt.tmp")  # as a kill in its first write leaves it
+    (ckpts / "latest.pt.tmp").write_bytes(b"")
+    capsys.readouterr()
+    resumed = Runner(OmegaConf.to_container(compose([*over, "train.total_steps=512", f"resume={first.run_dir}"]),
+                                            resolve=True))  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert any("no complete checkpoints/latest.pt; resuming from checkpoints/best.pt" in line for line in out), out
+    step = load_checkpoint(ckpts / "best.pt")["global_step"]
+    assert resumed.run_dir == first.run_dir and resumed.state.global_step == step > 0
+    assert resumed.learn().global_step == 512 and (ckpts / "latest.pt").is_file()
+
+
 # --------------------------------------------------------------------------- SIGKILL at random moments
 
 
@@ -184,10 +208,14 @@ def test_sigkill_at_random_moments_and_mid_write_resumes_the_same_run(tmp_path: 
         if i:
             if ckpt.exists():
                 proc, _ = start([f"resume={run_dir}"])
-            else:  # killed in its first checkpoint write: resume refuses in one line, start over
-                refused = _train([f"resume={run_dir}", f"runs_dir={runs}"], capture=True)
-                assert refused.returncode == 2 and "no complete checkpoint yet" in refused.stderr, refused.stderr
-                assert len(refused.stderr.strip().splitlines()) == 1
+            else:  # killed in its first latest.pt write: resume would take best.pt (not exact); start over
+                best = ckpt.with_name("best.pt")
+                if best.exists():  # train.eval_every=0: best.pt is written just before latest.pt
+                    assert find_resume_point(run_dir, "point_reach").path == best
+                else:
+                    refused = _train([f"resume={run_dir}", f"runs_dir={runs}"], capture=True)
+                    assert refused.returncode == 2 and "no complete checkpoint yet" in refused.stderr, refused.stderr
+                    assert len(refused.stderr.strip().splitlines()) == 1
                 proc, run_dir = start([])
                 ckpt = run_dir / "checkpoints" / "latest.pt"
         delay = rng.uniform(0.2, 1.5)

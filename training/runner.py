@@ -20,13 +20,11 @@ Subclasses (self-play, SAC, HCSP's phases) change the run through hooks: ``train
 
 from __future__ import annotations
 
-import json
 import math
 import signal
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +32,10 @@ import torch
 from torch import Tensor
 
 import sim
-from policies import GroupDims, reset_memory
-from policies.mlp import compiled_cpu_elu
+from policies import reset_memory
 from sim.core.config import deep_merge
 from sim.core.registry import evaluation_overrides
 from training.checkpoint import save_checkpoint
-from training.imitation import checkpoint_expert, dagger, load_datasets
 from training.resume import RunState, checkpoint_payload, gather_rank_states, restore
 from training.settings import TrainCfg  # noqa: F401 - re-exported (tests import it from here)
 from training.setup import (  # noqa: F401 - covey_version, group_dims, input_specs, new_run_dir: re-exported
@@ -47,6 +43,7 @@ from training.setup import (  # noqa: F401 - covey_version, group_dims, input_sp
     RunLogger,
     build_run,
     covey_version,
+    describe,
     group_dims,
     init_from_weights,
     input_specs,
@@ -55,6 +52,7 @@ from training.setup import (  # noqa: F401 - covey_version, group_dims, input_sp
     set_action_priors,
     write_config,
 )
+from training.warm_start import imitate
 
 
 class EpisodeStats:
@@ -166,10 +164,6 @@ class Runner:
         has; HCSP stage 3 overrides the hook)."""
         init_from_weights(self.run)
 
-    def _group_dims(self) -> dict[str, GroupDims]:
-        groups = self.env.spec.groups
-        return {name: group_dims(groups[name], self.ppo_cfg.critic_input) for name in self.trained_groups()}
-
     # ----------------------------------------------------------------- the loop
     def learn(self) -> RunState:
         """Train until ``train.total_steps`` (or ``train.max_minutes``); returns the final state."""
@@ -178,7 +172,7 @@ class Runner:
         resume_step = st.global_step if self.run.resume is not None else None
         bar = self.logger
         bar.open(self.num_iterations * self.steps_per_iter, st.global_step, resume_step, tc.progress)
-        bar.write(self._summary())
+        bar.write(describe(self.run, st.global_step))
         if self.env.compiled:
             bar.write(
                 "  compiling the env step before the first rollout and evaluation (torch.compile): minutes the first "
@@ -205,7 +199,7 @@ class Runner:
                 if tc.eval_every > 0 and (st.iteration % tc.eval_every == 0 or last) and main:
                     row.update(self._evaluate_and_select(bar, final=last))
                 bar.log(row, step=st.global_step)
-                bar.update(self.steps_per_iter, self._bar_metrics(row))
+                bar.update(self.steps_per_iter, row)
                 if tc.eval_every <= 0 and f"episode/{self.best_metric}" in row:
                     # No evaluation: follow the training episodes' metric (stochastic policy).
                     self._last_episode_metric = row[f"episode/{self.best_metric}"]
@@ -326,42 +320,10 @@ class Runner:
         return obs, row
 
     def _imitate(self, bar: RunLogger) -> None:
-        """DAgger from the env's expert into the trained groups' actors (``training.imitation``),
-        its statistics in ``<run>/imitation.json``, then an evaluation (best.pt may keep this policy)."""
-        cfg = self.imitation_cfg
-        trained = torch.nn.ModuleDict({g: self.models[g] for g in self.trained_groups()})
-        if cfg.expert == "task":
-            expert = self.env.expert_policy()
-        else:
-            expert = checkpoint_expert(cfg.expert, list(trained), self.env.device)
-        dataset = load_datasets(cfg.reuse, self.env.device) if cfg.reuse else None
-        if dataset is None and cfg.save_data:
-            dataset = {}
-        limit = self.train_cfg.max_minutes
-
-        saved_rounds = [-1]  # how many rounds the files on disk hold (a last round already saved is not redone)
-
-        def save(stats: list[dict[str, float]]) -> None:
-            if len(stats) == saved_rounds[0]:
-                return
-            (self.run_dir / "imitation.json").write_text(json.dumps({"cfg": asdict(cfg), "rounds": stats}, indent=2))
-            self.save(self.ckpt_dir / "imitation.pt")  # the imitation-only policy, whatever PPO does next
-            saved_rounds[0] = len(stats)
-
-        def after_round(stats: list[dict[str, float]]) -> bool:
-            if cfg.checkpoint_every and len(stats) % cfg.checkpoint_every == 0:
-                save(stats)
-            if limit > 0 and self._elapsed() > 60.0 * limit:
-                bar.write(f"train.max_minutes={limit} reached after DAgger round {len(stats) - 1}")
-                return True
-            return False
-
-        stats = dagger(self.env, trained, expert, cfg, self.generator, log=bar.write, dataset=dataset,
-                       after_round=after_round)  # fmt: skip
-        if cfg.save_data:
-            torch.save(dataset, self.run_dir / "imitation_data.pt")
-        save(stats)
-        self._value_only_until = cfg.critic_warmup
+        """DAgger into the trained groups' actors (training/warm_start.py), then an evaluation (best.pt may keep
+        this policy); the critic alone fits the first ``imitation.critic_warmup`` iterations."""
+        imitate(self, bar.write)
+        self._value_only_until = self.imitation_cfg.critic_warmup
         self.alg.freeze_obs_normalizers = True
         self.after_imitation()
         if self.train_cfg.eval_every > 0:
@@ -392,7 +354,8 @@ class Runner:
         st.last_eval = metrics
         out = {f"eval/{k}": v for k, v in metrics.items()}
         if frames:
-            self._write_video(frames, bar)
+            self.logger.video(frames, self.run_dir / "videos" / f"eval_{st.global_step}.gif", st.global_step,
+                              self.train_cfg.video_fps)  # fmt: skip
         value = metrics.get(self.best_metric)
         # An annealed prior: only a policy whose last iteration ran without it counts.
         if self.train_cfg.prior_anneal_steps <= 0 or self._prior_scale(st.global_step - self.steps_per_iter) == 0.0:
@@ -468,17 +431,6 @@ class Runner:
                 self._video_ok = False
         return self._renderer
 
-    def _write_video(self, frames: list, bar: RunLogger) -> None:
-        import numpy as np
-
-        from sim.render import write_video
-
-        path = write_video(
-            np.stack(frames), self.run_dir / "videos" / f"eval_{self.state.global_step}.gif", self.train_cfg.video_fps
-        )
-        self.logger.log_video("eval/video", path, self.state.global_step)
-        bar.write(f"eval video: {path}")
-
     # ----------------------------------------------------------------- checkpoints
     def save(self, path: Path, resumable: bool = False) -> None:
         """Write a checkpoint of the current state (atomic; training/resume.py's ``checkpoint_payload``).
@@ -510,27 +462,3 @@ class Runner:
         save_checkpoint(path, payload)
 
     # ----------------------------------------------------------------- display
-    def _summary(self) -> str:
-        notes = self.run.notes
-        n_params = sum(p.numel() for p in self.models.parameters())
-        groups = ", ".join(f"{k}: {asdict(v)}" for k, v in self.group_dims.items())
-        ranks = f" x {self.dist.world_size} ranks" if self.dist is not None else ""
-        return (
-            f"covey train: task={self.task} algo={self.ppo_cfg.name} ({self.ppo_cfg.policy.sharing}) "
-            f"num_envs={self.env.num_envs}{ranks} device={self.device} threads={torch.get_num_threads()} "
-            f"({notes['threads']}), update {self.update_threads.describe()} (update_threads) "
-            f"{notes['allocator'] + ' ' if notes['allocator'] else ''}"
-            f"compile={self.env.compiled} ({notes['compile']}"
-            f"{'; networks: compiled ELU' if compiled_cpu_elu() else ''})\n"
-            f"  groups {groups}; {n_params:,} parameters; {self.num_iterations} iterations of "
-            f"{self.steps_per_iter:,} steps from step {self.state.global_step:,}\n  run dir {self.run_dir}"
-        )
-
-    def _bar_metrics(self, row: Mapping[str, Any]) -> dict[str, float]:
-        out = {"sps": row["samples_per_s"]}
-        if "episode/return" in row:
-            out["ret"] = row["episode/return"]
-        for key, val in row.items():
-            if key.startswith("episode/metrics/"):
-                out[key.removeprefix("episode/metrics/")] = val
-        return out

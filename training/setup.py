@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -32,7 +32,7 @@ from torch import nn
 
 import sim
 from policies import GroupDims, InputSpec, build_actor_critics
-from policies.mlp import set_compiled_cpu_elu
+from policies.mlp import compiled_cpu_elu, set_compiled_cpu_elu
 from sim.core.config import build_config, resolve_device
 from sim.core.registry import task_class
 from training.allocator import keep_freed_memory
@@ -139,11 +139,24 @@ class RunLogger:
             self.csv.log(row)
         self.wandb.log(row, step=step)
 
-    def update(self, steps: int, metrics: Mapping[str, float]) -> None:
-        self.bar.update(steps, metrics)
+    def update(self, steps: int, row: Mapping[str, Any]) -> None:
+        """Advance the bar by ``steps``, showing samples/s, the mean episode return and the task metrics of ``row``."""
+        shown = {"sps": row["samples_per_s"]}
+        if "episode/return" in row:
+            shown["ret"] = row["episode/return"]
+        prefix = "episode/metrics/"
+        shown.update({k.removeprefix(prefix): v for k, v in row.items() if k.startswith(prefix)})
+        self.bar.update(steps, shown)
 
-    def log_video(self, key: str, path: Path, step: int) -> None:
-        self.wandb.log_video(key, path, step)
+    def video(self, frames: list, path: Path, step: int, fps: float) -> None:
+        """Write an evaluation's ``frames`` to ``path`` (gif), log it to wandb (``eval/video``) and say so."""
+        import numpy as np
+
+        from sim.render import write_video
+
+        path = write_video(np.stack(frames), path, fps)
+        self.wandb.log_video("eval/video", path, step)
+        self.write(f"eval video: {path}")
 
     def write(self, line: str) -> None:
         """Print ``line`` (rank 0 only: the other ranks' lines would repeat it)."""
@@ -276,6 +289,24 @@ def build_run(cfg: Mapping[str, Any], hooks: Any = None) -> Run:
     _run_dir(run)
     run.logger = RunLogger(run.run_dir, run.run_id, cfg, settings.wandb, run.is_main)
     return run
+
+
+def describe(run: Run, from_step: int) -> str:
+    """The run's banner: task, algorithm, envs, device, how threads and compiling were chosen, groups, budget."""
+    notes, algo = run.notes, run.settings.algo
+    n_params = sum(p.numel() for p in run.models.parameters())
+    groups = ", ".join(f"{k}: {asdict(v)}" for k, v in run.group_dims.items())
+    ranks = f" x {run.dist.world_size} ranks" if run.dist is not None else ""
+    return (
+        f"covey train: task={run.task} algo={algo.name} ({algo.policy.sharing}) "
+        f"num_envs={run.env.num_envs}{ranks} device={run.device} threads={torch.get_num_threads()} "
+        f"({notes['threads']}), update {run.update_threads.describe()} (update_threads) "
+        f"{notes['allocator'] + ' ' if notes['allocator'] else ''}"
+        f"compile={run.env.compiled} ({notes['compile']}"
+        f"{'; networks: compiled ELU' if compiled_cpu_elu() else ''})\n"
+        f"  groups {groups}; {n_params:,} parameters; {run.num_iterations} iterations of "
+        f"{run.steps_per_iter:,} steps from step {from_step:,}\n  run dir {run.run_dir}"
+    )
 
 
 def best_metric(tc: TrainCfg, env_cls: type) -> tuple[str, str]:
