@@ -48,7 +48,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--update-threads",
         type=int,
         default=0,
-        help="the PPO update's threads, fixed (0: the rollout's; training's timed choice: -o update_threads=0)",
+        help="the PPO update's threads, fixed (0: the rollout's; -1: the timed choice, training.threads.ThreadTuner)",
     )
     p.add_argument("-o", "--override", action="append", default=[], help="extra hydra override, e.g. algo.epochs=3")
     args = p.parse_args(argv)
