@@ -165,7 +165,8 @@ def restore_env(runner: Any, payload: dict, ckpt: Path) -> bool:
     who = f"resume (rank {dist.rank})" if dist is not None else "resume"
     step = payload["global_step"]
     if why is None and runner.is_main:
-        print(f"{who}: {ckpt} at step {step:,}: exact (weights, optimiser, RNG, env state and threads)")
+        note = _threads_note(runner, payload)
+        print(f"{who}: {ckpt} at step {step:,}: exact (weights, optimiser, RNG, env state{note})")
     elif why is not None:
         # After a partial env restore the env must start over anyway: reset in learn().
         print(
@@ -173,6 +174,19 @@ def restore_env(runner: Any, payload: dict, ckpt: Path) -> bool:
             f"metric curve goes on statistically, not step for step: {why}"
         )
     return why is None
+
+
+def _threads_note(runner: Any, payload: dict) -> str:
+    """`` and threads`` where the run computes with the thread counts the checkpoint records (bit for bit),
+    else which differ (1 and 2 threads round a few reductions differently: the curve may differ in the last bits)."""
+    had = payload["meta"].get("threads") or {}
+    now = {"torch": runner.run.torch_threads, "update": runner.update_threads.current}
+    if len(runner.update_threads.candidates) > 1:
+        now["update"] = "timed"  # update_threads=-1: the choice follows the machine's load
+    changed = [f"{k} {had[k]} -> {now[k]}" for k in ("torch", "update") if k in had and had[k] != now[k]]
+    if not had:
+        return "; threads not recorded"
+    return " and threads" if not changed else f"; threads changed ({', '.join(changed)}): the last bits may differ"
 
 
 # ----------------------------------------------------------------------------- writing
