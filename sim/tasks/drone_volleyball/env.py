@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from sim.core.env import MultiAgentEnv, Obs, env_rows
-from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
+from sim.core.spec import EnvSpec, ObsTerm
 from sim.core.teams import MatchTeams
 from sim.physics import components as soa
 from sim.physics.ball import (
@@ -54,29 +54,11 @@ from sim.physics.multirotor import MultirotorModel, MultirotorParams
 from sim.physics.quaternion import matrix_to_6d, quat_mul, quat_rotate, quat_to_matrix
 from sim.physics.rigid_body import GRAVITY, RigidBodyState, rigid_body_step
 from sim.tasks.drone_volleyball import rules as R
-from sim.tasks.drone_volleyball.config import GROUPS, SKILLS, VolleyballCfg, evaluation_overrides
+from sim.tasks.drone_volleyball.config import SKILLS, VolleyballCfg, evaluation_overrides
 from sim.tasks.drone_volleyball.court import drones_out_of_play, mirror
+from sim.tasks.drone_volleyball.spec import ACTION_NAMES, build_spec, skill_terms
 
-ACTION_NAMES = {
-    "ctbr": ("thrust", "roll_rate", "pitch_rate", "yaw_rate"),
-    "rotor": ("rotor_0", "rotor_1", "rotor_2", "rotor_3"),
-}
-
-
-def skill_terms() -> tuple[ObsTerm, ...]:
-    """The ``skill`` observation frame (team frame: own half x < 0)."""
-    return (
-        ObsTerm("own_pos", 3, "m", "team", "own position"),
-        ObsTerm("own_rot", 6, "", "team", "own rotation matrix, first two columns"),
-        ObsTerm("own_vel", 3, "m/s", "team", "own velocity"),
-        ObsTerm("own_ang_vel", 3, "rad/s", "body", "own body rates"),
-        ObsTerm("ball_rel", 3, "m", "team", "ball minus own paddle centre"),
-        ObsTerm("ball_vel", 3, "m/s", "team", "ball velocity"),
-        ObsTerm("target_rel", 3, "m", "team", "skill target minus own position"),
-        ObsTerm("skill", len(SKILLS), "one-hot", "", "skill: " + ", ".join(SKILLS)),
-        ObsTerm("touched", 1, "", "", "1 once this drone hit the ball in the current skill/rally"),
-        ObsTerm("last_action", 4, "", "", "previous action in [-1, 1]"),
-    )
+__all__ = ["ACTION_NAMES", "DroneVolleyballEnv", "LoopLayout", "drones_within", "skill_terms"]
 
 
 class LoopLayout(soa.ResolvedLayout):
@@ -212,45 +194,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
 
     # ----------------------------------------------------------------- spec
     def _build_spec(self) -> EnvSpec:
-        cfg, n = self.cfg, self.n
-        skill = skill_terms()
-        skill_entry = ObsEntry((sum(t.size for t in skill),), terms=skill)
-        policy_terms = skill + self._extra_policy_terms()
-        policy = ObsEntry((sum(t.size for t in policy_terms),), terms=policy_terms)
-        D = self.num_drones
-        state_terms = (
-            ObsTerm("drones", 13 * D, "", "team", "every drone: pos, rot 6D, vel, own-team flag"),
-            ObsTerm("ball", 6, "", "team", "ball position and velocity"),
-            ObsTerm("targets", 3 * D, "m", "team", "skill targets"),
-            ObsTerm("rally", 5, "", "", "as in the policy"),
-            ObsTerm("time_left", 1, "fraction"),
-            ObsTerm("agent_id", n, "one-hot"),
-        )
-        names = ACTION_NAMES[cfg.action]
-        units = ("fraction",) + ("rad/s",) * 3 if cfg.action == "ctbr" else ("fraction",) * 4
-        group = GroupSpec(
-            n_agents=n,
-            observations={
-                "policy": policy,
-                "skill": skill_entry,
-                "state": ObsEntry((sum(t.size for t in state_terms),), terms=state_terms),
-            },
-            action_dim=4,
-            action_names=names,
-            action_units=units,
-            action_scale=(1.0, cfg.max_body_rate, cfg.max_body_rate, cfg.max_body_rate / 2)
-            if cfg.action == "ctbr"
-            else (1.0,) * 4,
-        )
-        groups = {g: group for g in GROUPS[: D // n]}  # team_a (skills), or team_a and team_b
-        return EnvSpec(
-            task=self.task_name,
-            groups=groups,
-            control_dt=cfg.control_dt,
-            physics_dt=cfg.control_dt / cfg.decimation,
-            max_episode_steps=round(cfg.episode_length_s / cfg.control_dt),
-            metadata={"mode": cfg.mode, "multirotor": cfg.multirotor, "controller": f"rate_pid ({cfg.action})"},
-        )
+        return build_spec(self.cfg, self.num_drones, self.task_name, self._extra_policy_terms())
 
     def _extra_policy_terms(self) -> tuple[ObsTerm, ...]:
         """The ``policy`` terms after the ``skill`` ones (the mode's)."""
