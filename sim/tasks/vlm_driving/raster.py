@@ -20,10 +20,12 @@ look of a camera 6.4 m above the ego looking straight down (VLM-RL's reward came
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
-from sim.tasks.vlm_driving.roads import LINE_DASHED, LINE_NONE, RoadMaps, take
+from sim.tasks.vlm_driving.roads import LINE_DASHED, LINE_NONE, RoadMaps, flat_index, take_flat
 
 LINE_HALF_WIDTH = 0.12  # m: half the width of a painted line
 DASH, GAP = 3.0, 3.0  # m: dashed lines
@@ -53,16 +55,17 @@ def to_world(pixels: Tensor, ego_xy: Tensor, ego_yaw: Tensor) -> Tensor:
 
 
 def road_layers(maps: RoadMaps, map_id: Tensor, world: Tensor) -> dict[str, Tensor]:
-    """Per pixel of ``world [N, S, S, 2]``: ``road``, ``marking`` (bool) and the lookup itself."""
+    """Per pixel of ``world [N, S, S, 2]``: ``road``, ``marking`` (bool), the lookup itself (``where``) and the
+    map id ``mid [N, 1, 1]``."""
     n = world.shape[0]
-    mid = map_id.view(n, 1, 1).expand(world.shape[:-1])
+    mid = map_id.view(n, 1, 1)
     where = maps.locate(mid, world)
-    lane = where["lane"].clamp(min=0)
     lat, w = where["lateral"], 0.5 * maps.lane_width
-    station = take(maps.lane_s, mid, lane, where["u"]) + where["along"]
+    station = take_flat(maps.lane_s, where["point"], 3) + where["along"]
     dash_on = torch.remainder(station, DASH + GAP) < DASH
-    left_type = take(maps.lane_line_left, mid, lane)
-    right_type = take(maps.lane_line_right, mid, lane)
+    lane_of = flat_index(maps.lane_line_left.shape, mid, where["lane"].clamp(min=0))
+    left_type = take_flat(maps.lane_line_left, lane_of, 2)
+    right_type = take_flat(maps.lane_line_right, lane_of, 2)
     on_left = (lat - w).abs() < LINE_HALF_WIDTH
     on_right = (lat + w).abs() < LINE_HALF_WIDTH
     painted = lambda kind: (kind != LINE_NONE) & ((kind != LINE_DASHED) | dash_on)  # noqa: E731
@@ -73,15 +76,72 @@ def road_layers(maps: RoadMaps, map_id: Tensor, world: Tensor) -> dict[str, Tens
     return {"road": road, "marking": marking, "where": where, "mid": mid}
 
 
-def boxes_mask(
-    points: Tensor, centre: Tensor, yaw: Tensor, present: Tensor, half_length: float, half_width: float
-) -> Tensor:
-    """``[N, S, S, K]`` bool: pixel ``points [N, S, S, 2]`` inside each car ``centre [N, K, 2]``, ``yaw [N, K]``."""
-    d = points.unsqueeze(-2) - centre[:, None, None]  # [N, S, S, K, 2]
-    c, s = torch.cos(yaw)[:, None, None], torch.sin(yaw)[:, None, None]
+CAR_MARGIN_PX = 2  # pixels beyond a car's bounding circle that draw_cars still tests
+
+
+def _in_box(d: Tensor, c: Tensor, s: Tensor, half_length: float, half_width: float) -> Tensor:
+    """Inside an oriented box: offsets ``d [..., 2]`` from its centre, ``c``/``s`` its heading's cosine/sine."""
     fwd = d[..., 0] * c + d[..., 1] * s
     side = -d[..., 0] * s + d[..., 1] * c
-    return (fwd.abs() < half_length) & (side.abs() < half_width) & present[:, None, None]
+    return (fwd.abs() < half_length) & (side.abs() < half_width)
+
+
+def draw_cars(
+    world: Tensor,
+    pixels: Tensor,
+    ego_xy: Tensor,
+    ego_yaw: Tensor,
+    xy: Tensor,
+    yaw: Tensor,
+    present: Tensor,
+    length: float,
+    width: float,
+) -> tuple[Tensor, Tensor]:
+    """Cars in a camera image: ``(top long [N, S, S], screen bool [N, S, S])``.
+
+    ``top`` is 1 + the index of the last car (of ``xy [N, K, 2]``, ``yaw [N, K]``, ``present [N, K]``) whose
+    body covers the pixel (later cars are drawn over earlier ones), 0 for none; ``screen``: the pixel lies on
+    that car's windscreen (a band across the front half). ``world [N, S, S, 2]`` are the pixels' world
+    positions, ``pixels [S, S, 2]`` the regular ego-frame grid they came from (:func:`ego_frame_pixels`), of
+    the ego ``ego_xy [N, 2]``, ``ego_yaw [N]``.
+
+    Each car in view is tested on a window of pixels around it only (its bounding circle plus
+    ``CAR_MARGIN_PX``), all cars of all frames in one batch; the test is the point-in-oriented-box test on
+    the same world coordinates, so the result equals testing every pixel against every car.
+    """
+    N, S = world.shape[:2]
+    dev = world.device
+    f0, l0 = float(pixels[0, 0, 0]), float(pixels[0, 0, 1])
+    step_r = (f0 - float(pixels[-1, 0, 0])) / (S - 1) if S > 1 else 1.0  # m per row (forward decreases)
+    step_c = (l0 - float(pixels[0, -1, 1])) / (S - 1) if S > 1 else 1.0  # m per column (left decreases)
+    radius = math.hypot(length / 2, width / 2)
+    h_r = math.ceil(radius / step_r) + CAR_MARGIN_PX
+    h_c = math.ceil(radius / step_c) + CAR_MARGIN_PX
+    w_r, w_c = min(2 * h_r + 1, S), min(2 * h_c + 1, S)
+    # Per car (as the full test computes them): heading, and the windscreen's centre.
+    c, s = torch.cos(yaw), torch.sin(yaw)
+    screen_xy = xy + 0.25 * length * torch.stack((c, s), -1)
+    local, _ = to_ego_frame(xy, yaw, ego_xy, ego_yaw)
+    row = (f0 - local[..., 0]) / step_r
+    col = (l0 - local[..., 1]) / step_c
+    visible = present & (row > -h_r) & (row < S - 1 + h_r) & (col > -h_c) & (col < S - 1 + h_c)
+    n_i, k_i = visible.nonzero(as_tuple=True)  # [P] the cars to draw
+    r0 = (row[n_i, k_i].round().long() - h_r).clamp(0, S - w_r)
+    c0 = (col[n_i, k_i].round().long() - h_c).clamp(0, S - w_c)
+    rows = r0.unsqueeze(-1) + torch.arange(w_r, device=dev)  # [P, w_r]
+    cols = c0.unsqueeze(-1) + torch.arange(w_c, device=dev)
+    flat = (n_i.view(-1, 1, 1) * S + rows.unsqueeze(-1)) * S + cols.unsqueeze(-2)  # [P, w_r, w_c] into N*S*S
+    pts = world.reshape(-1, 2).index_select(0, flat.reshape(-1)).view(*flat.shape, 2)
+    cp, sp = c[n_i, k_i].view(-1, 1, 1), s[n_i, k_i].view(-1, 1, 1)
+    body = _in_box(pts - xy[n_i, k_i].view(-1, 1, 1, 2), cp, sp, length / 2, width / 2)
+    screen = _in_box(pts - screen_xy[n_i, k_i].view(-1, 1, 1, 2), cp, sp, 0.1 * length, 0.4 * width)
+    order = (k_i + 1).view(-1, 1, 1)
+    top = torch.zeros(N * S * S, dtype=torch.long, device=dev)
+    top.scatter_reduce_(0, flat.reshape(-1), (body * order).reshape(-1), "amax")
+    on = screen & (top[flat] == order)  # on the windscreen of the car drawn on top there
+    on_screen = torch.zeros(N * S * S, dtype=torch.bool, device=dev)
+    on_screen[flat[on]] = True
+    return top.view(N, S, S), on_screen.view(N, S, S)
 
 
 def splat_boxes(
@@ -148,8 +208,8 @@ def render_bev(
     layers = road_layers(maps, map_id, world)
     where, mid = layers["where"], layers["mid"]
     lane = where["lane"].clamp(min=0)
-    rid = route_id.view(-1, 1, 1).expand_as(lane)
-    lo, hi = take(maps.route_lane_lo, mid, rid, lane), take(maps.route_lane_hi, mid, rid, lane)
+    route_lane = flat_index(maps.route_lane_lo.shape, mid, route_id.view(-1, 1, 1), lane)
+    lo, hi = take_flat(maps.route_lane_lo, route_lane, 3), take_flat(maps.route_lane_hi, route_lane, 3)
     route = where["on_road"] & (where["u"] >= lo) & (where["u"] <= hi)
     channels = [layers["road"], layers["marking"], route]
     for xy, yaw, present in car_history:
@@ -184,18 +244,10 @@ def render_camera(
     all_yaw = torch.cat((cars_yaw, ego_yaw.unsqueeze(1)), 1)
     all_present = torch.cat((cars_present, torch.ones(n, 1, dtype=torch.bool, device=dev)), 1)
     colours = torch.cat((cars_colour, torch.tensor(EGO_COLOUR, device=dev).expand(n, 1, 3)), 1)
-    body = boxes_mask(world, all_xy, all_yaw, all_present, length / 2, width / 2)  # [N, S, S, K]
-    # The windscreen: a band across the front half of each car.
-    shift = 0.25 * length * torch.stack((torch.cos(all_yaw), torch.sin(all_yaw)), -1)
-    screen = boxes_mask(world, all_xy + shift, all_yaw, all_present, 0.1 * length, 0.4 * width)
-    # Later cars (the ego last) are drawn over earlier ones: the last covering car wins.
-    k = body.shape[-1]
-    order = torch.arange(1, k + 1, device=dev)
-    top = (body * order).amax(-1)  # [N, S, S] 0 = no car
+    top, on_screen = draw_cars(world, pixels, ego_xy, ego_yaw, all_xy, all_yaw, all_present, length, width)
     has = top > 0
     pick = (top - 1).clamp(min=0)
     car_rgb = colours.gather(1, pick.view(n, -1, 1).expand(-1, -1, 3)).view(*pick.shape, 3)
-    on_screen = screen.gather(-1, pick.unsqueeze(-1)).squeeze(-1)
     img = torch.where(has.unsqueeze(-1), car_rgb, img)
     img = torch.where((has & on_screen).unsqueeze(-1), torch.tensor(25.0, device=dev), img)
     return img.clamp(0, 255).to(torch.uint8)

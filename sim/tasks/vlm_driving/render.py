@@ -47,14 +47,19 @@ class DrivingRenderer:
 
 
 def colour_bev(bev: torch.Tensor) -> torch.Tensor:
-    """BEV masks ``uint8 [N, H, W, C]`` -> RGB ``uint8 [N, H, W, 3]`` (module docstring)."""
-    m = bev.float() / 255.0
-    img = torch.zeros(*bev.shape[:3], 3, device=bev.device)
-    img = img + m[..., 0:1] * torch.tensor([70.0, 70.0, 70.0], device=bev.device)
-    img = torch.where(m[..., 2:3] > 0, torch.tensor([40.0, 70.0, 170.0], device=bev.device), img)
-    img = torch.where(m[..., 1:2] > 0, torch.tensor([230.0, 230.0, 230.0], device=bev.device), img)
+    """BEV masks ``uint8 [N, H, W, C]`` (0 or 255) -> RGB ``uint8 [N, H, W, 3]`` (module docstring).
+
+    Each pixel takes the colour of its topmost layer (the current cars, then older cars, markings, route, road),
+    looked up in a palette: one small integer image and one gather instead of a float pass per layer."""
+    dev = bev.device
     n_hist = bev.shape[-1] - 3
+    palette = [[0.0, 0.0, 0.0], [70.0, 70.0, 70.0], [40.0, 70.0, 170.0], [230.0, 230.0, 230.0]]  # none, road, ...
+    palette += [[230.0 * (1.0 - 0.6 * k / max(n_hist, 1)), 40.0, 40.0] for k in reversed(range(n_hist))]
+    colours = torch.tensor(palette, device=dev).clamp(0, 255).to(torch.uint8)
+    on = bev > 0
+    layer = on[..., 0].to(torch.uint8)  # road: 1
+    layer = torch.where(on[..., 2], 2, layer)  # route
+    layer = torch.where(on[..., 1], 3, layer)  # markings
     for k in reversed(range(n_hist)):  # oldest first, the current cars on top
-        shade = 1.0 - 0.6 * k / max(n_hist, 1)
-        img = torch.where(m[..., 3 + k : 4 + k] > 0, torch.tensor([230.0 * shade, 40.0, 40.0], device=bev.device), img)
-    return img.clamp(0, 255).to(torch.uint8)
+        layer = torch.where(on[..., 3 + k], 4 + (n_hist - 1 - k), layer)
+    return colours[layer.long()]

@@ -38,20 +38,32 @@ from torch import Tensor
 LINE_NONE, LINE_DASHED, LINE_SOLID = 0, 1, 2
 
 
+def flat_index(shape: tuple[int, ...] | torch.Size, *index: Tensor | int) -> Tensor:
+    """The flat index of ``[i0, i1, ...]`` (broadcastable index tensors) into the leading dims of ``shape``, by
+    broadcasting as it goes: a small leading index (a map id ``[N, 1, 1]`` of an image) is scaled before it is
+    spread over the pixels, so each step is one pass over the full size."""
+    flat = index[0]
+    for i, size in zip(index[1:], shape[1 : len(index)], strict=False):
+        flat = flat * size + i
+    return torch.as_tensor(flat)
+
+
+def take_flat(table: Tensor, flat: Tensor, dims: int) -> Tensor:
+    """``table[...]`` at :func:`flat_index` ``flat`` over its first ``dims`` dims (trailing dims kept)."""
+    rest = table.shape[dims:]
+    if not rest:
+        return torch.take(table, flat)
+    return table.reshape(-1, *rest).index_select(0, flat.reshape(-1)).view(*flat.shape, *rest)
+
+
 def take(table: Tensor, *index: Tensor | int) -> Tensor:
     """``table[i0, i1, ...]`` for broadcastable index tensors, as one flat gather.
 
     Multi-tensor advanced indexing costs 3-8x more than a single flat gather on the CPU (measured:
     [4096, 9] lookups into [8, 8, 700] 425 us vs 55 us), and the road lookups are most of a step.
     """
-    idx = torch.broadcast_tensors(*(torch.as_tensor(i, device=table.device) for i in index))
-    flat = idx[0]
-    for i, size in zip(idx[1:], table.shape[1 : len(idx)], strict=False):
-        flat = flat * size + i
-    rest = table.shape[len(idx) :]
-    if not rest:
-        return torch.take(table, flat)
-    return table.reshape(-1, *rest).index_select(0, flat.reshape(-1)).view(*flat.shape, *rest)
+    idx = [torch.as_tensor(i, device=table.device) for i in index]
+    return take_flat(table, flat_index(table.shape, *idx), len(idx))  # broadcast to every index's shape
 
 
 @dataclass(frozen=True)
@@ -123,19 +135,22 @@ class RoadMaps:
             centre), ``junction`` bool [...].
         """
         cfg = self.cfg
+        m, n_lanes, p = self.lane_yaw.shape
         h, w = self.grid_lane.shape[-2:]
-        p = self.lane_xy.shape[2]
         ix = (xy[..., 0] / cfg.cell).long().clamp(0, w - 1)
         iy = (xy[..., 1] / cfg.cell).long().clamp(0, h - 1)
         inside = (xy[..., 0] >= 0) & (xy[..., 0] < w * cfg.cell) & (xy[..., 1] >= 0) & (xy[..., 1] < h * cfg.cell)
-        lane = take(self.grid_lane, map_id, iy, ix).long()
-        lane = torch.where(inside, lane, -1)
-        u = take(self.grid_point, map_id, iy, ix).long()
+        # Flat indices computed once and shared by the tables of the same shape (one gather each).
+        cell = flat_index((m, h, w), map_id, iy, ix)
+        lane = torch.where(inside, take_flat(self.grid_lane, cell, 3).long(), -1)
+        u = take_flat(self.grid_point, cell, 3).long()
         safe = lane.clamp(min=0)
+        map_lanes = map_id * n_lanes  # [...] (as small as map_id)
 
         def relative(lane_idx: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-            yaw = take(self.lane_yaw, map_id, lane_idx, u)
-            d = xy - take(self.lane_xy, map_id, lane_idx, u)
+            point = (map_lanes + lane_idx) * p + u
+            yaw = take_flat(self.lane_yaw, point, 3)
+            d = xy - take_flat(self.lane_xy, point, 3)
             cos, sin = torch.cos(yaw), torch.sin(yaw)
             return d[..., 0] * cos + d[..., 1] * sin, -d[..., 0] * sin + d[..., 1] * cos, yaw
 
@@ -143,9 +158,14 @@ class RoadMaps:
         # A cell holds the lane nearest to most of it: near the line between two lanes the point may lie
         # in the lane beside (same station u), so try that one too and keep the nearer.
         side = torch.where(lateral > 0, 0, 1)
-        beside = take(self.lane_beside, map_id, safe, side)
-        ok = (lane >= 0) & (beside >= 0) & take(self.lane_valid, map_id, beside.clamp(min=0), u.clamp(max=p - 1))
-        along2, lateral2, yaw2 = relative(beside.clamp(min=0))
+        beside = take_flat(self.lane_beside, (map_lanes + safe) * 2 + side, 3)
+        beside_safe = beside.clamp(min=0)
+        ok = (
+            (lane >= 0)
+            & (beside >= 0)
+            & take_flat(self.lane_valid, (map_lanes + beside_safe) * p + u.clamp(max=p - 1), 3)
+        )
+        along2, lateral2, yaw2 = relative(beside_safe)
         swap = ok & (lateral2.abs() < lateral.abs())
         lane = torch.where(swap, beside, lane)
         along, lateral, yaw = (
@@ -156,6 +176,7 @@ class RoadMaps:
         safe = lane.clamp(min=0)
         found = lane >= 0
         on_road = found & (lateral.abs() <= 0.5 * self.lane_width)
+        point = (map_lanes + safe) * p + u
         return {
             "lane": lane,
             "u": u,
@@ -163,7 +184,8 @@ class RoadMaps:
             "along": along,
             "yaw": yaw,
             "on_road": on_road,
-            "junction": found & take(self.lane_junction, map_id, safe, u),
+            "junction": found & take_flat(self.lane_junction, point, 3),
+            "point": point,
         }
 
     def lane_pose(
