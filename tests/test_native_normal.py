@@ -64,13 +64,26 @@ def test_every_width_gives_the_same_numbers_to_an_ulp(monkeypatch) -> None:
         torch.testing.assert_close(draws[isa], draws[runs[0]], atol=2e-6, rtol=1e-6)
 
 
-def test_without_a_compiler_it_says_so(monkeypatch, tmp_path) -> None:
+@pytest.mark.parametrize("isa", BUILDS)
+def test_the_torch_twin_gives_the_same_numbers(isa: str, monkeypatch) -> None:
+    """torch_normal (the GPU's, and a CPU's without a compiler or inside a compiled graph) is normal.c's generator
+    in torch: the same numbers to the ulps of the logs and cosines, for keys over all 64 bits and an odd count."""
+    monkeypatch.setenv("COVEY_NATIVE_ISA", isa)
+    for key in (0, 123, 2**62 - 1, -5, 2**63 - 1, -(2**63)):
+        k = torch.tensor([key])
+        torch.testing.assert_close(
+            native.torch_normal((333, 3, 7), k), native.normal((333, 3, 7), k), atol=3e-6, rtol=0
+        )
+    assert native.torch_normal((5,), torch.tensor([9])).shape == (5,)
+
+
+def test_without_a_compiler_the_torch_twin_draws(monkeypatch, tmp_path) -> None:
+    expected = native.normal((64,), key=7)
     monkeypatch.setattr(native, "_LOADED", {})
     monkeypatch.setenv("COVEY_NATIVE_CACHE", str(tmp_path))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     assert not native.normal_available()
-    with pytest.raises(RuntimeError, match="C compiler"):
-        native.normal((4,), key=0)
+    torch.testing.assert_close(native.normal((64,), key=7), expected, atol=3e-6, rtol=0)
 
 
 def test_a_vector_build_that_fails_falls_back_to_the_generic_one(monkeypatch, tmp_path, caplog) -> None:

@@ -18,6 +18,7 @@ import ctypes
 import functools
 import hashlib
 import logging
+import math
 import os
 import shutil
 import subprocess
@@ -171,26 +172,65 @@ def _normal_lib() -> ctypes.CDLL | None:
 
 
 def normal_available() -> bool:
-    """Whether :func:`normal` runs here (a C compiler built normal.c)."""
+    """Whether the C build of :func:`normal` runs here (a C compiler built normal.c); elsewhere :func:`normal` gives
+    the same numbers from :func:`torch_normal`."""
     return _normal_lib() is not None
 
 
 def normal(shape: tuple[int, ...], key: int | Tensor) -> Tensor:
-    """Standard normal float32 numbers of ``shape`` (a CPU tensor) from a 64-bit ``key`` (an int, or a one-element
-    int64 CPU tensor, read by the kernel without a host conversion): the same numbers for the same key at any thread
-    count (counter-based: simd.h's ``normal_pairs``, which kernels may also call to draw noise in place), ~3x torch's
-    CPU ``randn`` at 1 thread and parallel over threads (``randn`` is serial). Draw the key from a seeded generator
-    for reproducible noise. The numbers are the same for every build of one width (:func:`simd_isa`); other widths
-    call other vector logs and cosines, so they may differ by an ulp. RuntimeError where :func:`normal_available` is
-    False."""
-    lib = _normal_lib()
-    if lib is None:
-        raise RuntimeError("native.normal needs a C compiler (normal_available)")
+    """Standard normal float32 numbers of ``shape`` from a 64-bit ``key`` (an int, or a one-element int64 tensor, read
+    by the kernel without a host conversion): the same numbers for the same key at any thread count (counter-based:
+    simd.h's ``normal_pairs``, which kernels may also call to draw noise in place) and on any machine, to the ulps by
+    which builds' logs and cosines differ (~1e-6). On a CPU with a C compiler, normal.c: ~3x torch's CPU ``randn`` at
+    1 thread and parallel over threads (``randn`` is serial); on a GPU, without a compiler or inside a compiled graph,
+    :func:`torch_normal`. The result is on ``key``'s device. Draw the key from a seeded generator for reproducible
+    noise: a task that draws its noise this way gets the same episodes from its torch code and its C kernels."""
     if not isinstance(key, Tensor):
         key = torch.tensor(key % 2**64 - (2**64 if key % 2**64 >= 2**63 else 0), dtype=torch.int64)
     if key.dtype != torch.int64 or key.numel() != 1:
         raise ValueError(f"native.normal: key must be an int or one int64 element, got {key.dtype} {tuple(key.shape)}")
+    lib = None
+    if key.device.type == "cpu" and not torch.compiler.is_compiling():
+        lib = _normal_lib()
+    if lib is None:
+        return torch_normal(shape, key)
     key = key.reshape(1).contiguous()
     out = torch.empty(shape)
     lib.covey_normal(ctypes.c_int64(out.numel()), ptr(key), ptr(out), ctypes.c_int(threads()))
     return out
+
+
+_MASK32 = 0xFFFFFFFF
+
+
+def _mul32(x: Tensor, c: int) -> Tensor:
+    """``x * c`` modulo 2**32 for int64 ``x`` in [0, 2**32) (uint32 arithmetic, no int64 overflow)."""
+    lo, hi = x & 0xFFFF, x >> 16
+    return (lo * c + (((hi * c) & 0xFFFF) << 16)) & _MASK32
+
+
+def _mix32(x: Tensor) -> Tensor:
+    """simd.h's ``mix32`` over int64 tensors holding uint32 values."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def torch_normal(shape: tuple[int, ...], key: Tensor) -> Tensor:
+    """The numbers of :func:`normal` for ``key`` (one int64 element, on any device; the result is on its device) in
+    torch: simd.h's ``normal_pairs`` in uint32 arithmetic over int64 tensors, so the torch code on any device and the
+    C kernels on any CPU draw the same noise from the same key, up to the ulps by which torch's log, cos and sin
+    differ from libm's and libmvec's (<= ~3e-6 absolute). Traceable: no host conversion of ``key``."""
+    n = math.prod(shape)
+    pairs = torch.arange((n + 1) // 2, dtype=torch.int64, device=key.device)
+    key = key.reshape(1).to(torch.int64)
+    k0, k1 = key & _MASK32, (key >> 32) & _MASK32
+    c = (pairs * 2) & _MASK32
+    a = _mix32((_mix32(c ^ k0) + k1) & _MASK32)
+    b = _mix32((_mix32(((c + 1) & _MASK32) ^ k0) + k1) & _MASK32)
+    u1 = ((a >> 8).float() + 0.5) * (1.0 / 16777216.0)
+    u2 = (b >> 8).float() * (1.0 / 16777216.0)
+    r, t = torch.sqrt(-2.0 * torch.log(u1)), 6.28318530717958647692 * u2
+    return torch.stack((r * torch.cos(t), r * torch.sin(t)), dim=-1).flatten()[:n].reshape(shape)

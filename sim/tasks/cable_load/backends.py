@@ -28,8 +28,9 @@ class CableLoadBackend(StepBackend, Protocol):
     """:class:`~sim.core.backend.StepBackend` plus what cable_load's hooks ask of it.
 
     ``name``: "torch" or "native" (``CableLoadEnv.cpu_kernels``).
-    ``step_noise(shape)``: the step's observation noise ``[E, N, frame]`` drawn from the env's generator, or a key
-    (int64 ``[1]``) from which the C pass draws it.
+    ``step_noise(shape)``: the step's observation noise ``[E, N, frame]`` as a key (int64 ``[1]``, :func:`noise_key`),
+    the same on both backends: the torch pass turns it into ``sim.core.native.normal(shape, key)``, the C pass draws
+    those numbers in place.
     ``cached_errors()``: the load's position and orientation errors ``([E], [E])`` as the last pass computed them,
     while the state they came from is unchanged, else None. ``forget_errors()``: the state was written in place.
     """
@@ -43,13 +44,21 @@ class CableLoadBackend(StepBackend, Protocol):
     def forget_errors(self) -> None: ...
 
 
+def noise_key(env: CableLoadEnv) -> Tensor:
+    """The step's observation noise as one int64 key drawn from the env's generator (``[1]``, on its device): the
+    numbers are ``sim.core.native.normal(shape, key)``'s, which the torch code (on any device) and the C pass (any
+    build) compute alike to ~1e-6, so a seed gives the same episodes whichever backend steps (a ``randn`` tensor
+    would cost the C pass ~2x the time it takes to draw the numbers in place)."""
+    return torch.randint(0, 2**62, (1,), generator=env.rng, device=env.device)
+
+
 class TorchPhysics(TorchBackend):
     """The torch hooks of :class:`~sim.tasks.cable_load.env.CableLoadEnv` (compiled with ``compile``)."""
 
     name = "torch"
 
     def step_noise(self, shape: torch.Size) -> Tensor:
-        return torch.randn(shape, generator=self.env.rng, device=self.env.device)
+        return noise_key(self.env)
 
     def cached_errors(self) -> None:
         return None  # the torch pass keeps no errors: env.errors() computes them
@@ -87,12 +96,7 @@ class NativePhysics:
         return {GROUP: {"policy": env.history.flatten(2), "state": state}}
 
     def step_noise(self, shape: torch.Size) -> Tensor:
-        """With the kernels' vector builds, one int64 key drawn from the env's generator: the C pass draws the
-        numbers in place, the ones :func:`sim.core.native.normal` gives for this key and ``shape`` (other numbers
-        than ``randn``'s for the same seed, equally reproducible; ~2x faster). The generic build draws ``randn``."""
-        if self.evaluate.draws_noise:
-            return torch.randint(0, 2**62, (1,), generator=self.env.rng)
-        return torch.randn(shape, generator=self.env.rng, device=self.env.device)
+        return noise_key(self.env)  # the C pass draws the numbers in place
 
     def cached_errors(self) -> tuple[Tensor, Tensor] | None:
         return self.evaluate.cached_errors()

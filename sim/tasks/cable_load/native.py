@@ -148,9 +148,6 @@ class NativePostPhysics:
 
     def __init__(self, env: CableLoadEnv, lib: ctypes.CDLL) -> None:
         self.env = env
-        # Whether the pass draws the step's noise itself, from a key (NativePhysics.step_noise): in the vector builds,
-        # where that is ~2x faster than randn; lane by lane (the generic build) the logs and cosines would cost ~4x.
-        self.draws_noise = getattr(lib, "isa", "generic") != "generic"
         self._errors: tuple | None = None
         self.last_state: Tensor | None = None
         self.lib = lib
@@ -208,7 +205,7 @@ class NativePostPhysics:
             c(env.attach_err_int), integ,
             c(env.failed), c(env.episode_step),
             c(env.history), history,
-            *self._noise(), c(env._frame_noise_std),
+            self._noise_key(), c(env._frame_noise_std),
             state, reward, terms, terminated, reasons, bad, errors,
         ]  # fmt: skip
         sizes = (*(ctypes.c_int64(x) for x in (E, N, H, F, state.shape[-1])), ctypes.c_int(native.threads()))
@@ -249,12 +246,9 @@ class NativePostPhysics:
         """Drop the cached errors: the state they came from was written in place."""
         self._errors = None
 
-    def _noise(self) -> tuple[Tensor | None, Tensor | None]:
-        """(noise [E, N, F], key [1]) for the pass: one of them, or neither without observation noise."""
-        noise = self.env._obs_noise if self.env.cfg.obs_noise.enabled else None
-        if noise is None or noise.dtype != torch.int64:
-            return noise if noise is None else noise.contiguous(), None
-        return None, noise
+    def _noise_key(self) -> Tensor | None:
+        """The step's noise key [1] (NativePhysics.step_noise), None without observation noise."""
+        return self.env._obs_noise.contiguous() if self.env.cfg.obs_noise.enabled else None
 
     def state(self, env_ids: Tensor | None = None, out: Tensor | None = None) -> Tensor:
         """The critic's state ``[E, N, state_dim]``, as ``CableLoadEnv._state`` (the observations after a reset).

@@ -289,7 +289,7 @@ void cable_load_post_physics(
     const float* integ_in, float* integ_out,
     const uint8_t* failed, const int64_t* episode_step,
     const float* hist_in, float* hist_out,
-    const float* noise, const int64_t* noise_key, const float* noise_std, /* [E, N, F] or a key (normal_pairs) */
+    const int64_t* noise_key, const float* noise_std, /* the step's noise key (normal_pairs; NULL: no noise), [F] */
     float* state, float* reward, float* terms, uint8_t* terminated, uint8_t* reasons, uint8_t* bad,
     float* errors, /* [2, E]: the load's position (m) and orientation (rad) errors, CableLoadEnv.errors() */
     const double* p)
@@ -361,8 +361,6 @@ void cable_load_post_physics(
                     fr[2 * q] = fr[2 * q] + z0 * noise_std[2 * q];
                     fr[2 * q + 1] = fr[2 * q + 1] + z1 * noise_std[2 * q + 1];
                 }
-            } else if (noise) {
-                for (int j = 0; j < F; j++) fr[j] = fr[j] + ld(noise + en * F + j, N * F, nv) * noise_std[j];
             }
         }
         for (int i = 0; i < nv; i++)
