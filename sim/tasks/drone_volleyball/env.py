@@ -41,66 +41,18 @@ from sim.core.env import MultiAgentEnv, Obs, env_rows
 from sim.core.spec import EnvSpec, ObsTerm
 from sim.core.teams import MatchTeams
 from sim.physics import components as soa
-from sim.physics.ball import (
-    ball_drone_contact,
-    ball_flight_step,
-    closest_point_on_rect,
-    ground_contact_ball,
-    paddle_surface,
-    resolve_sphere_contact,
-)
 from sim.physics.controllers import RatePIDController
 from sim.physics.multirotor import MultirotorModel, MultirotorParams
 from sim.physics.quaternion import matrix_to_6d, quat_mul, quat_rotate, quat_to_matrix
-from sim.physics.rigid_body import GRAVITY, RigidBodyState, rigid_body_step
+from sim.physics.rigid_body import GRAVITY, RigidBodyState
+from sim.tasks.drone_volleyball import physics
 from sim.tasks.drone_volleyball import rules as R
 from sim.tasks.drone_volleyball.config import SKILLS, VolleyballCfg, evaluation_overrides
 from sim.tasks.drone_volleyball.court import drones_out_of_play, mirror
+from sim.tasks.drone_volleyball.physics import LoopLayout, drones_within
 from sim.tasks.drone_volleyball.spec import ACTION_NAMES, build_spec, skill_terms
 
 __all__ = ["ACTION_NAMES", "DroneVolleyballEnv", "LoopLayout", "drones_within", "skill_terms"]
-
-
-class LoopLayout(soa.ResolvedLayout):
-    """Which layout the control loop runs (``cfg.layout`` resolved, ``name``), and the constants of the
-    component-major one as Python floats and small index tensors. Configuration, not episode state: outside
-    :meth:`~sim.core.env.MultiAgentEnv.state_snapshot`, so restoring a snapshot keeps the env's own layout."""
-
-    def __init__(self, env: DroneVolleyballEnv) -> None:
-        super().__init__(env.cfg.layout, env.num_envs, env.compiled)
-        self.rate_pid = soa.RatePID(env.rate_ctrl)  # its memory stays in env.rate_ctrl
-        self.rotors = self.rate_pid.rotors
-        self.motor_decay = float(env.model.motor_decay(env.phys_dt))  # the float32 factor motor_step computes
-        self.rate_scale: tuple[float, ...] = tuple(env.rate_scale.tolist())
-        self.paddle_offset = (0.0, 0.0, float(env.paddle_offset[2]))
-        # The net rectangle: centre, in-plane axes (the rows path's float32 constants) and half extents.
-        self.net = tuple(tuple(row) for row in env._net_frame.tolist())
-        self.net_half = (env.cfg.court.antenna_y, env.cfg.court.net_height / 2)
-        self.drone_ids = torch.arange(env.num_drones, device=env.device)
-        self.not_self = ~torch.eye(env.num_drones, dtype=torch.bool, device=env.device)
-
-
-def drones_within(pos: soa.Vec3, radius: float, not_self: Tensor, pairwise: bool = False) -> Tensor:
-    """``[E, D]`` bool: drones whose centre is closer than ``radius`` to another's; ``pos`` components ``[E, D]``,
-    ``not_self [D, D]`` the off-diagonal mask.
-
-    Either as one ``[E, D, D]`` distance matrix reduced over its last axis (few ops: eager), or pair by pair on ``[E]``
-    columns (``pairwise``: no reduction, which inductor fuses into the control loop's kernel; 13.1 against 14.9 ms
-    for volleyball's compiled loop at 4096 envs). Both compute the same distances, so the same flags.
-    """
-    if not pairwise:
-        gap = soa.norm(tuple(c.unsqueeze(-1) - c.unsqueeze(-2) for c in pos))  # torch.cdist's, computed directly
-        return ((gap < radius) & not_self).any(-1)
-    D = pos[0].shape[-1]
-    if D == 1:  # a lone drone collides with none
-        return torch.zeros_like(pos[0], dtype=torch.bool)
-    near: list[Tensor | None] = [None] * D
-    for i in range(D):
-        for j in range(i + 1, D):
-            close = soa.norm(tuple(c[..., i] - c[..., j] for c in pos)) < radius
-            near[i] = close if near[i] is None else near[i] | close
-            near[j] = close if near[j] is None else near[j] | close
-    return torch.stack(near, -1)
 
 
 class DroneVolleyballEnv(MultiAgentEnv):
@@ -256,120 +208,16 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self.drone_crash = torch.zeros_like(self.drone_crash)
 
     def _control_step(self) -> None:
-        cfg, dt, model, d = self.cfg, self.phys_dt, self.model, self.drones
-        if cfg.action == "ctbr":
-            thrust = (self.cmd[..., 0] + 1.0) * 0.5 * self.params.max_thrust
-            speed_cmd = self.rate_ctrl(thrust, self.cmd[..., 1:] * self.rate_scale, d.ang_vel, dt)
-        else:
-            speed_cmd = (self.cmd + 1.0) * 0.5 * self.params.rotor_speed_max
-        self.rotor_speed = model.motor_step(self.rotor_speed, speed_cmd, dt)
-        thrust, torque = model.body_wrench(self.rotor_speed)
-        e_z = torch.zeros_like(d.vel)
-        e_z[..., 2] = thrust
-        force = quat_rotate(d.quat, e_z) + model.drag_force(d.quat, d.vel)
-        drones = rigid_body_step(d, force, torque, model.mass, model.inertia, dt)
-        ground = drones.pos[..., 2] < self.params.collision_radius * 0.5
-        court = cfg.court
-        at_net = (drones.pos[..., 0].abs() < self.params.collision_radius) & (drones.pos[..., 2] < court.net_height)
-        at_net = at_net & (drones.pos[..., 1].abs() < court.antenna_y)
-        # Drone-drone collisions: centres closer than one collision radius (both crash).
-        gap = torch.cdist(drones.pos, drones.pos)
-        eye = torch.eye(self.num_drones, dtype=torch.bool, device=self.device)
-        collide = ((gap < self.params.collision_radius) & ~eye).any(-1)
-        self.drone_crash = self.drone_crash | ground | at_net | collide
-        self.drones = drones
-        self._ball_substep(dt)
+        physics.control_step(self)
 
     def _ball_substep(self, dt: float) -> None:
-        cfg, bp = self.cfg, self.cfg.ball
-        pos, vel = ball_flight_step(self.ball_pos, self.ball_vel, bp, dt)
-        d = self.drones
-        center, normal, pvel = paddle_surface(d.pos, d.quat, d.vel, d.ang_vel, self.paddle_offset)
-        new_pos, new_vel, hit = ball_drone_contact(
-            pos.unsqueeze(1), vel.unsqueeze(1), center, normal, cfg.paddle_radius, pvel, bp
-        )  # [E, D, 3], [E, D]
-        # At most one paddle per substep: the first drone in contact (contacts of two paddles at once are rare).
-        first = hit.long().argmax(-1)
-        any_hit = hit.any(-1)
-        idx = torch.arange(self.num_envs, device=self.device)
-        hit_one = torch.nn.functional.one_hot(first, self.num_drones).bool() & any_hit.unsqueeze(-1)
-        pos = torch.where(any_hit.unsqueeze(-1), new_pos[idx, first], pos)
-        vel = torch.where(any_hit.unsqueeze(-1), new_vel[idx, first], vel)
-        # The net: a rectangle in the plane x = 0.
-        court = cfg.court
-        net_c, u, v = (x.expand_as(pos) for x in self._net_frame)
-        point = closest_point_on_rect(pos, net_c, u, v, court.antenna_y, court.net_height / 2)
-        pos, vel, net_hit = resolve_sphere_contact(
-            pos, vel, point, torch.zeros_like(vel), bp.radius, bp.restitution_net
-        )
-        pos, vel, ground_hit = ground_contact_ball(pos, vel, bp)
-        self.landed_at = torch.where((ground_hit & ~self.ball_ground).unsqueeze(-1), pos, self.landed_at)
-        self.ball_pos, self.ball_vel = pos, vel
-        self.hits = self.hits | hit_one
-        self.ball_net = self.ball_net | net_hit
-        self.ball_ground = self.ball_ground | ground_hit
+        physics.ball_substep(self, dt)
 
-    # ----------------------------------------------------------------- step, component-major layout
     def _control_loop(self) -> None:
         if self.layout == "components":
-            self._control_loop_components()
+            physics.control_loop_components(self)
         else:
             super()._control_loop()
-
-    def _control_loop_components(self) -> None:
-        """The ``decimation`` ticks of :meth:`_control_step` with one tensor per vector component
-        (:mod:`sim.physics.components`, layout "components").
-
-        The same rate PID, motors, Newton-Euler, crash checks and ball contacts as the rows path (to float32
-        round-off): the state is split into ``[E, D]`` / ``[E]`` components once per control step and written back
-        as rows at its end (drones, rotor speeds, the rate-PID memory, ball, landing point and the step's contact
-        and crash flags), so observations, rules, rewards, resets and the rows path read the same attributes as
-        ever. One rotation matrix per substep serves its paddles and the next substep's forces. No host sync:
-        compiles and runs on cuda.
-        """
-        cfg, dt, const = self.cfg, self.phys_dt, self._loop
-        pid, rotors = const.rate_pid, const.rotors
-        body = soa.Body.from_rows(self.drones)
-        speed = soa.split(self.rotor_speed)
-        cmd = soa.split(self.cmd)
-        ctbr = cfg.action == "ctbr"
-        if ctbr:  # the commands hold over the control step: scaled once
-            thrust_cmd = (cmd[0] + 1.0) * 0.5 * self.params.max_thrust
-            rate_cmd = tuple(c * s for c, s in zip(cmd[1:], const.rate_scale, strict=True))
-            mem = soa.RatePID.load(self.rate_ctrl)
-        else:
-            speed_cmd = tuple((c + 1.0) * 0.5 * self.params.rotor_speed_max for c in cmd)
-        ball = (soa.split(self.ball_pos), soa.split(self.ball_vel), soa.split(self.landed_at))
-        flags = (self.hits, self.ball_net, self.ball_ground)
-        crash = self.drone_crash
-        rot = soa.quat_to_matrix(body.quat)
-        for _ in range(self.decimation):
-            if ctbr:
-                speed_cmd, mem = pid.step(mem, thrust_cmd, rate_cmd, body.ang_vel, dt)
-            speed = rotors.motor_step(speed, speed_cmd, const.motor_decay)
-            thrust, torque = rotors.body_wrench(speed)
-            drag = soa.drag_force(rot, body.vel, rotors.drag_coeff)
-            force = tuple(rot[k][2] * thrust + drag[k] for k in range(3))
-            body = soa.rigid_body_step(body, force, torque, rotors.mass, rotors.inertia, dt)
-            rot = soa.quat_to_matrix(body.quat)
-            crash = crash | self._crashes_components(body.pos)
-            ball, flags = self._ball_substep_components(ball, flags, body, rot, dt)
-
-        self.drones = body.to_rows()
-        self.rotor_speed = soa.join(speed)
-        if ctbr:
-            soa.RatePID.store(self.rate_ctrl, mem)
-        self.drone_crash = crash
-        self.ball_pos, self.ball_vel, self.landed_at = (soa.join(v) for v in ball)
-        self.hits, self.ball_net, self.ball_ground = flags
-
-    def _crashes_components(self, pos: soa.Vec3) -> Tensor:
-        """``[E, D]``: drones on the ground, in the net or within one collision radius of another drone."""
-        r, court = self.params.collision_radius, self.cfg.court
-        x, y, z = pos
-        ground = z < r * 0.5
-        at_net = (x.abs() < r) & (z < court.net_height) & (y.abs() < court.antenna_y)
-        return ground | at_net | drones_within(pos, r, self._loop.not_self, pairwise=torch.compiler.is_compiling())
 
     def _ball_substep_components(
         self,
@@ -379,29 +227,8 @@ class DroneVolleyballEnv(MultiAgentEnv):
         rot: soa.Mat3,
         dt: float,
     ) -> tuple[tuple[soa.Vec3, soa.Vec3, soa.Vec3], tuple[Tensor, Tensor, Tensor]]:
-        """:meth:`_ball_substep` on components: ``ball`` = (pos, vel, landed_at) ``[E]`` each, ``flags`` = (hits
-        ``[E, D]``, net ``[E]``, ground ``[E]``) so far this step, ``body`` / ``rot`` the drones after this substep."""
-        cfg, bp, const = self.cfg, self.cfg.ball, self._loop
-        pos, vel, landed = ball
-        hits, ball_net, ball_ground = flags
-        pos, vel = soa.ball_flight_step(pos, vel, bp, dt)
-        center, normal, pvel = soa.paddle_surface(body, rot, const.paddle_offset)
-        new_pos, new_vel, hit = soa.ball_drone_contact(
-            soa.unsqueeze(pos), soa.unsqueeze(vel), center, normal, cfg.paddle_radius, pvel, bp
-        )  # [E, D] each
-        # At most one paddle per substep: the first drone in contact.
-        first = hit.long().argmax(-1, keepdim=True)  # [E, 1]
-        any_hit = hit.any(-1)
-        hit_one = (const.drone_ids == first) & any_hit.unsqueeze(-1)
-        pos = tuple(torch.where(any_hit, n.gather(-1, first).squeeze(-1), p) for n, p in zip(new_pos, pos, strict=True))
-        vel = tuple(torch.where(any_hit, n.gather(-1, first).squeeze(-1), v) for n, v in zip(new_vel, vel, strict=True))
-        # The net: a rectangle in the plane x = 0.
-        point = soa.closest_point_on_rect(pos, *const.net, *const.net_half)
-        pos, vel, net_hit = soa.resolve_sphere_contact(pos, vel, point, (0.0, 0.0, 0.0), bp.radius, bp.restitution_net)
-        pos, vel, ground_hit = soa.ground_contact_ball(pos, vel, bp)
-        first_landing = ground_hit & ~ball_ground
-        landed = tuple(torch.where(first_landing, p, q) for p, q in zip(pos, landed, strict=True))
-        return (pos, vel, landed), (hits | hit_one, ball_net | net_hit, ball_ground | ground_hit)
+        """:func:`~sim.tasks.drone_volleyball.physics.ball_substep_components` (one tick of the ball, components)."""
+        return physics.ball_substep_components(self, ball, flags, body, rot, dt)
 
     # ----------------------------------------------------------------- after the physics
     def _update_observation_buffers(self) -> None:
