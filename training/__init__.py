@@ -3,7 +3,10 @@
     settings    the settings dataclasses of train.py's nodes (TrainCfg, PPOCfg, SACCfg ...): a leaf module
     storage     RolloutStorage: preallocated (steps, envs, agents, ...) buffers, GAE
     ppo         PPO / PPOCfg: act, process_env_step, compute_returns, update (MAPPO and IPPO)
-    runner      Runner: the loop, timing, evaluation, logging, checkpoints (train.py drives it)
+    setup       build_run: a run (device, ranks, threads, env, networks, algorithm, run dir, logger) from its config
+    resume      finding a run's checkpoint, restoring weights, optimiser, RNG, env and rollout state
+    runner      Runner: the loop, timing, evaluation, logging, checkpoints; receives the run (train.py drives it)
+    warm_start  DAgger before RL inside a run (imitation.expert)
     replay      ReplayBuffer: preallocated (capacity, agents, ...) ring of transitions on the env's device
     sac         SAC / SACCfg: act, add, update (twin Q, Polyak targets, entropy temperature, optional gSDE)
     sac_runner  SACRunner: the Runner's loop with SAC (algo=sac)
