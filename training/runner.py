@@ -3,19 +3,18 @@
     runner = Runner(build_run(cfg))   # or Runner(cfg): the same, built from the resolved config (a plain dict)
     runner.learn()                    # trains to train.total_steps env steps (or train.max_minutes)
 
-One iteration collects ``train.rollout_steps`` steps of ``num_envs`` envs under
-``torch.inference_mode()``, computes GAE and runs the algorithm's update; ``global_step`` counts env
-steps (``num_envs`` per ``env.step``). Every ``train.eval_every`` iterations a deterministic
-policy runs on a separate env with the task's ``evaluation_overrides()`` (noise and
-randomisation off) for one episode length, and ``checkpoints/best.pt`` follows the best value of
-``train.best_metric`` (with ``train.eval_every=0``: its mean over the training episodes, checked at
-every checkpoint). ``checkpoints/latest.pt`` is written every ``train.checkpoint_every``
-iterations, at the end, and on Ctrl-C (at the end of the running iteration); ``resume=<run dir>``
-continues from it in the same directory (same CSV, same wandb run), exactly (training/resume.py).
+One iteration collects ``train.rollout_steps`` steps of ``num_envs`` envs under ``torch.inference_mode()``, computes
+GAE and runs the algorithm's update; ``global_step`` counts env steps (``num_envs`` per ``env.step``). Every
+``train.eval_every`` iterations a deterministic policy runs on a separate env with the task's
+``evaluation_overrides()`` (noise and randomisation off) for one episode length, and ``checkpoints/best.pt`` follows
+the best value of ``train.best_metric`` (with ``train.eval_every=0``: its mean over the training episodes, checked
+at every checkpoint). ``checkpoints/latest.pt`` is written every ``train.checkpoint_every`` iterations, at the end,
+and on Ctrl-C (at the end of the running iteration); ``resume=<run dir>`` continues from it in the same directory
+(same CSV, same wandb run), exactly (training/resume.py).
 
-Subclasses (self-play, SAC, HCSP's phases) change the run through hooks: ``trained_groups``,
-``_initial_weights`` and ``make_algorithm`` while it is built, ``other_actions``, ``after_env_step``,
-``end_iteration``, ``after_imitation``, ``eval_other_actions``, ``collect`` and ``save`` while it trains.
+Subclasses (self-play, SAC, HCSP's phases) change the run through hooks: ``trained_groups``, ``_initial_weights``
+and ``make_algorithm`` while it is built; ``other_actions``, ``after_env_step``, ``end_iteration``,
+``after_imitation``, ``eval_other_actions``, ``collect`` and ``save`` while it trains.
 """
 
 from __future__ import annotations
@@ -135,10 +134,10 @@ class Runner:
         return self.dist is None or self.dist.is_main
 
     # ----------------------------------------------------------------- hooks while the run is built
+    # training.setup.build_run asks these (training.setup.Hooks); each hands the run so far to this runner's own.
     supports_distributed = property(lambda self: type(self) is Runner)  # torchrun: the plain PPO runner only
 
     def groups(self, run: Run) -> list[str]:
-        """training.setup's hook: the groups :meth:`trained_groups` names."""
         self._attach(run)
         return self.trained_groups()
 
@@ -435,10 +434,9 @@ class Runner:
     def save(self, path: Path, resumable: bool = False) -> None:
         """Write a checkpoint of the current state (atomic; training/resume.py's ``checkpoint_payload``).
 
-        ``resumable`` (``latest.pt``, always written at an iteration boundary) adds the env's and the
-        recurrent rollout state, so a resume continues the very same run. Under torchrun only rank 0
-        writes; a resumable checkpoint then also holds every rank's env, random-stream and rollout state
-        (``rank_states``, in rank order), gathered here, so every rank must call this for ``latest.pt``.
+        ``resumable`` (``latest.pt``, always written at an iteration boundary) adds the env's and the recurrent
+        rollout state, so a resume continues the very same run. Under torchrun only rank 0 writes; a resumable
+        checkpoint then also holds every rank's state (``rank_states``), gathered here: every rank must call it.
         """
         rank_states = gather_rank_states(self) if resumable and self.dist is not None else None
         if not self.is_main:
