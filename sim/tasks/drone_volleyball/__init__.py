@@ -1,7 +1,8 @@
 """drone_volleyball task family: court, ball, rules, skill tasks and matches (VolleyBots / HCSP).
 
 Modules, one job each: ``config`` (settings), ``court`` / ``rules`` (geometry, the rally's
-referee), ``env`` (bodies, physics, observations: the base), ``skill_env`` (solo skills),
+referee), ``env`` (bodies and state: the base) with ``spec`` (observation and action layout), ``physics`` (the
+torch control loop) and ``observations`` (the shared entries; ``native`` in C), ``skill_env`` (solo skills),
 ``match_env`` (matches), ``strategy`` / ``coplay`` (HCSP's levels, each owning a match env),
 ``control`` / ``ballistics`` / ``skills`` (the scripted skill controllers), ``rule_strategy``
 (the rule-based team strategy), ``teams`` (match teams), ``render`` (the MuJoCo picture).

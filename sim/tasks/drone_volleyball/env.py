@@ -27,6 +27,10 @@ and ``state`` (critic).
 Action per drone (4, in [-1, 1]): ``ctbr``: collective thrust (0 .. max) and body rates; ``rotor``:
 normalised rotor speeds (VolleyBots' action).
 
+This module holds the env's state, skill commands, actions, the rules' step and the resets' placement; beside it:
+``spec.py`` (observation and action layout), ``physics.py`` (the torch control loop, rows or components) and
+``observations.py`` (the ``skill``, rally and critic ``state`` entries in torch; ``native.py`` their C twin).
+
 Shapes: E = num_envs, D = drones (2 n in matches, 1 in skills), R = rotors.
 """
 
@@ -37,17 +41,16 @@ from abc import abstractmethod
 import torch
 from torch import Tensor
 
-from sim.core.env import MultiAgentEnv, Obs, env_rows
+from sim.core.env import MultiAgentEnv, Obs
 from sim.core.spec import EnvSpec, ObsTerm
 from sim.core.teams import MatchTeams
 from sim.physics import components as soa
 from sim.physics.controllers import RatePIDController
 from sim.physics.multirotor import MultirotorModel, MultirotorParams
-from sim.physics.quaternion import matrix_to_6d, quat_mul, quat_rotate, quat_to_matrix
 from sim.physics.rigid_body import GRAVITY, RigidBodyState
-from sim.tasks.drone_volleyball import physics
+from sim.tasks.drone_volleyball import observations, physics
 from sim.tasks.drone_volleyball import rules as R
-from sim.tasks.drone_volleyball.config import SKILLS, VolleyballCfg, evaluation_overrides
+from sim.tasks.drone_volleyball.config import VolleyballCfg, evaluation_overrides
 from sim.tasks.drone_volleyball.court import drones_out_of_play, mirror
 from sim.tasks.drone_volleyball.physics import LoopLayout, drones_within
 from sim.tasks.drone_volleyball.spec import ACTION_NAMES, build_spec, skill_terms
@@ -258,29 +261,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
     def _skill_obs(self, ids: Tensor | None = None) -> Tensor:
         """``[E, D, s]``: every drone's ``skill`` observation in its team frame (``[k, D, s]`` of the envs
         ``ids [k]`` only, when given)."""
-        rows = env_rows(ids)
-        d, flip, D = self.drones, rows(self.flip), self.num_drones
-        pos, quat, vel = rows(d.pos), rows(d.quat), rows(d.vel)
-        E = pos.shape[0]
-        zrot = torch.tensor((0.0, 0.0, 0.0, 1.0), device=self.device)
-        quat_t = torch.where(flip.unsqueeze(-1), quat_mul(zrot.expand_as(quat), quat), quat)
-        center = pos + quat_rotate(quat, self.paddle_offset.expand_as(pos))
-        ball = rows(self.ball_pos).unsqueeze(1)
-        return torch.cat(
-            (
-                mirror(pos, flip),
-                matrix_to_6d(quat_to_matrix(quat_t)),
-                mirror(vel, flip),
-                rows(d.ang_vel),
-                mirror(ball - center, flip),
-                mirror(rows(self.ball_vel).unsqueeze(1).expand(E, D, 3), flip),
-                mirror(rows(self.skill_target) - pos, flip),
-                torch.nn.functional.one_hot(rows(self.skill_id), len(SKILLS)).float(),
-                rows(self.touched).float().unsqueeze(-1),
-                rows(self.last_action),
-            ),
-            dim=-1,
-        )
+        return observations.skill_obs(self, ids)
 
     @abstractmethod
     def _policy_obs(self, skill: Tensor, ids: Tensor | None = None) -> Tensor:
@@ -295,15 +276,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
     def _rally_features(self, ids: Tensor | None = None) -> Tensor:
         """``[E, D, 5]``: my team's touches / max, I touched last, my team is to serve, I serve, ball in my half
         (``[k, D, 5]`` of the envs ``ids [k]`` only, when given)."""
-        ru, team, rows = self.rules, self.team_of, env_rows(ids)
-        drone = torch.arange(self.num_drones, device=self.device)
-        mine = rows(ru.last_team).unsqueeze(-1) == team
-        touches = torch.where(mine, rows(ru.touches).unsqueeze(-1).float() / self.cfg.rules.max_touches, 0.0)
-        me_last = rows(ru.last_toucher).unsqueeze(-1) == drone
-        serving = (rows(ru.serving_team).unsqueeze(-1) == team) & ~rows(ru.served).unsqueeze(-1)
-        server = rows(ru.server).unsqueeze(-1) == drone
-        my_half = (rows(self.ball_pos)[:, 0:1] >= 0).long() == team
-        return torch.stack((touches, me_last.float(), serving.float(), server.float(), my_half.float()), -1)
+        return observations.rally_features(self, ids)
 
     def _observations(self) -> Obs:
         return self._observations_of(None)
@@ -326,28 +299,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
     def _state(self, ids: Tensor | None = None) -> Tensor:
         """Critic state per drone ``[E, D, state_dim]``: the whole scene in the drone's team frame (``[k, D,
         state_dim]`` of the envs ``ids [k]`` only, when given)."""
-        d, D, n, rows = self.drones, self.num_drones, self.n, env_rows(ids)
-        pos, vel, ball_pos, ball_vel, target = (
-            rows(d.pos),
-            rows(d.vel),
-            rows(self.ball_pos),
-            rows(self.ball_vel),
-            rows(self.skill_target),
-        )
-        rot6 = matrix_to_6d(quat_to_matrix(rows(d.quat)))
-        E = pos.shape[0]
-        parts = []
-        for flip_team in (False, True):
-            f = torch.full((E, D), flip_team, device=self.device)
-            own = (self.team_of == int(flip_team)).float().expand(E, D).unsqueeze(-1)
-            drones = torch.cat((mirror(pos, f), rot6, mirror(vel, f), own), -1)
-            fb = torch.full((E,), flip_team, device=self.device)
-            ball = torch.cat((mirror(ball_pos, fb), mirror(ball_vel, fb)), -1)
-            parts.append(torch.cat((drones.flatten(1), ball, mirror(target, f).flatten(1)), -1))
-        glob = torch.where(rows(self.flip).unsqueeze(-1), parts[1].unsqueeze(1), parts[0].unsqueeze(1))  # [E, D, g]
-        time_left = (1.0 - rows(self.episode_step).float() / self.max_episode_steps).view(E, 1, 1).expand(E, D, 1)
-        agent_id = torch.eye(n, device=self.device).repeat(D // n, 1).expand(E, D, n)
-        return torch.cat((glob, self._rally_features(ids), time_left, agent_id), -1)
+        return observations.critic_state(self, ids)
 
     def _event_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
         """The rules' event counts of the episodes ``env_ids`` that ended (popped; kept per env in
