@@ -36,7 +36,10 @@ class ExportArgs:
 
     checkpoint: str = field(default="", metadata={"help": "covey checkpoint (.pt) to export (required)"})
     out: str | None = field(default=None, metadata={"help": "output .onnx (default: the checkpoint path, .onnx)"})
-    record_steps: int = field(default=200, metadata={"help": "env steps recorded for the parity check"})
+    record_steps: int | None = field(
+        default=None,
+        metadata={"help": "env steps recorded for the parity check (default: the task's export_record_steps, 200)"},
+    )
     record_envs: int = field(default=8, metadata={"help": "envs recorded for the parity check"})
     seed: int = field(default=0, metadata={"help": "seed of the recording env and the random observations"})
     scenario: str | None = field(
@@ -51,7 +54,7 @@ class ExportArgs:
 
     def __post_init__(self) -> None:
         for key in ("record_steps", "record_envs", "atol"):
-            if getattr(self, key) <= 0:
+            if getattr(self, key) is not None and getattr(self, key) <= 0:
                 raise ValueError(f"{key} must be > 0, got {getattr(self, key)!r}")
 
 
@@ -153,7 +156,7 @@ def record_observations(env, actors: dict, steps: int) -> dict[str, dict[str, to
 def export_checkpoint(
     checkpoint: str | Path,
     out: str | Path | None = None,
-    record_steps: int = 200,
+    record_steps: int | None = None,
     record_envs: int = 8,
     seed: int = 0,
     atol: float = 1e-5,
@@ -193,7 +196,7 @@ def export_checkpoint(
                 f"per-agent policy has {trained_agents[group]}"
             )
     actors = {g: ac.deterministic_actor() for g, ac in models.items()}
-    recorded = record_observations(env, actors, record_steps)
+    recorded = record_observations(env, actors, record_steps or type(env).export_record_steps)
     meta = {**payload["meta"], "global_step": payload["global_step"]}
     report: dict[str, Any] = {"files": {}, "parity": {}}
     for group, path in paths.items():

@@ -276,6 +276,9 @@ class MultiAgentEnv(ABC):
     success_criteria: ClassVar[Mapping[str, float]] = MappingProxyType({})
     # Seconds at the end of an episode that evaluation metrics average over (evaluate.py window_s=0).
     evaluation_window_s: ClassVar[float] = 5.0
+    # Env steps export.py records for its parity check by default: a task whose step is a whole decision of a
+    # lower level (a volleyball strategy's step flies many control steps) records fewer, so an export stays fast.
+    export_record_steps: ClassVar[int] = 200
     renderer: ClassVar[str | None] = None  # "module:Class" of its sim.render.MujocoRenderer (None: no video)
 
     @classmethod

@@ -155,6 +155,7 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
     task_name = "drone_volleyball_coplay"
     cfg_class = VolleyballCfg
     best_metric = ("metrics/skill_success", "max")  # skills scored in matches
+    export_record_steps = 16  # a match step runs the strategy level and its skills
     renderer = "sim.tasks.drone_volleyball.render:MatchLevelRenderer"  # draws self.match
 
     @classmethod

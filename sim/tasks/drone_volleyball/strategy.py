@@ -170,6 +170,7 @@ class VolleyballStrategyEnv(MultiAgentEnv):
     task_name = "drone_volleyball_strategy"
     cfg_class = VolleyballCfg
     best_metric = ("metrics/win_a", "max")  # against the league's first (scripted) snapshot
+    export_record_steps = 16  # a decision flies decision_steps control steps of a match
     renderer = "sim.tasks.drone_volleyball.render:MatchLevelRenderer"  # draws self.match
     skills_task = "drone_volleyball_coplay"  # HCSP: the task whose checkpoints are this level's learned skills
 
