@@ -38,7 +38,8 @@ def time_export(name: str, options: list[str], out_dir: Path) -> tuple[float, fl
     """(wall s, CPU s of the child) of one export."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    cmd = [sys.executable, "export.py", f"checkpoint={POLICIES / name}.pt", f"out={out_dir / name.replace('/', '_')}.onnx"]
+    out = out_dir / f"{name.replace('/', '_')}.onnx"
+    cmd = [sys.executable, "export.py", f"checkpoint={POLICIES / name}.pt", f"out={out}"]
     subprocess.run([*cmd, *options], cwd=ROOT, check=True, capture_output=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
