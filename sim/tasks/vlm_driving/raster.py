@@ -54,12 +54,18 @@ def to_world(pixels: Tensor, ego_xy: Tensor, ego_yaw: Tensor) -> Tensor:
     return torch.stack((x, y), -1)
 
 
-def road_layers(maps: RoadMaps, map_id: Tensor, world: Tensor) -> dict[str, Tensor]:
-    """Per pixel of ``world [N, S, S, 2]``: ``road``, ``marking`` (bool), the lookup itself (``where``) and the
-    map id ``mid [N, 1, 1]``."""
+def road_layers(maps: RoadMaps, map_id: Tensor, world: Tensor, route_id: Tensor | None = None) -> dict[str, Tensor]:
+    """Per pixel of ``world [N, S, S, 2]`` (frame ``i`` on map ``map_id[i]``): ``road`` and ``marking`` bool
+    ``[N, S, S]``, and with ``route_id [N]`` ``route`` (on a lane of the route, on the stretch it uses).
+
+    Only the pixels whose lookup cell holds a lane (all the road and its markings) get the exact lane geometry
+    (:meth:`RoadMaps.refine`, gathered into one flat batch over all frames); the others are grass."""
     n = world.shape[0]
-    mid = map_id.view(n, 1, 1)
-    where = maps.locate(mid, world)
+    lane, u = maps.cell_lookup(map_id.view(n, 1, 1), world)
+    idx = (lane >= 0).view(-1).nonzero().squeeze(-1)  # [Q] pixels near a lane, over all frames
+    frame = idx // lane[0].numel()
+    mid = map_id[frame]
+    where = maps.refine(mid, world.reshape(-1, 2).index_select(0, idx), lane.view(-1)[idx], u.view(-1)[idx])
     lat, w = where["lateral"], 0.5 * maps.lane_width
     station = take_flat(maps.lane_s, where["point"], 3) + where["along"]
     dash_on = torch.remainder(station, DASH + GAP) < DASH
@@ -72,8 +78,17 @@ def road_layers(maps: RoadMaps, map_id: Tensor, world: Tensor) -> dict[str, Tens
     marking = (
         (where["lane"] >= 0) & ~where["junction"] & ((on_left & painted(left_type)) | (on_right & painted(right_type)))
     )
-    road = where["on_road"] | marking
-    return {"road": road, "marking": marking, "where": where, "mid": mid}
+    layers = {"road": where["on_road"] | marking, "marking": marking}
+    if route_id is not None:
+        route_lane = flat_index(maps.route_lane_lo.shape, mid, route_id[frame], where["lane"].clamp(min=0))
+        lo, hi = take_flat(maps.route_lane_lo, route_lane, 3), take_flat(maps.route_lane_hi, route_lane, 3)
+        layers["route"] = where["on_road"] & (where["u"] >= lo) & (where["u"] <= hi)
+    out = {}
+    for name, values in layers.items():  # back onto the images: False off the lanes
+        full = torch.zeros(lane.numel(), dtype=torch.bool, device=world.device)
+        full[idx] = values
+        out[name] = full.view(lane.shape)
+    return out
 
 
 CAR_MARGIN_PX = 2  # pixels beyond a car's bounding circle that draw_cars still tests
@@ -205,13 +220,8 @@ def render_bev(
     """
     size = pixels.shape[0]
     world = to_world(pixels, ego_xy, ego_yaw)
-    layers = road_layers(maps, map_id, world)
-    where, mid = layers["where"], layers["mid"]
-    lane = where["lane"].clamp(min=0)
-    route_lane = flat_index(maps.route_lane_lo.shape, mid, route_id.view(-1, 1, 1), lane)
-    lo, hi = take_flat(maps.route_lane_lo, route_lane, 3), take_flat(maps.route_lane_hi, route_lane, 3)
-    route = where["on_road"] & (where["u"] >= lo) & (where["u"] <= hi)
-    channels = [layers["road"], layers["marking"], route]
+    layers = road_layers(maps, map_id, world, route_id)
+    channels = [layers["road"], layers["marking"], layers["route"]]
     for xy, yaw, present in car_history:
         local, local_yaw = to_ego_frame(xy, yaw, ego_xy, ego_yaw)
         channels.append(splat_boxes(size, px_per_m, ego_row, local, local_yaw, present, length, width))

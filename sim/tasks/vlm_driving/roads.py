@@ -124,7 +124,8 @@ class RoadMaps:
         """Where points are on their map's lanes.
 
         Args:
-            map_id: ``long [...]`` the map of each point.
+            map_id: ``long [...]`` the map of each point (or any shape that broadcasts to it, e.g. ``[N, 1, 1]``
+                for images ``[N, S, S, 2]``).
             xy: ``[..., 2]`` world positions, m.
 
         Returns:
@@ -132,10 +133,17 @@ class RoadMaps:
             [...] signed offset from the lane centre (m, + left of the travel direction),
             ``along`` [...] m past point ``u`` in the travel direction, ``yaw`` [...] the lane's
             direction of travel there, ``on_road`` bool [...] (within half a lane width of a lane
-            centre), ``junction`` bool [...].
+            centre), ``junction`` bool [...], ``point`` long [...] the flat index of ``(map, lane, u)`` into
+            the ``[M, L, P]`` lane tables (lane 0 off every lane; :func:`take_flat`).
         """
+        lane, u = self.cell_lookup(map_id, xy)
+        return self.refine(map_id, xy, lane, u)
+
+    def cell_lookup(self, map_id: Tensor, xy: Tensor) -> tuple[Tensor, Tensor]:
+        """The first half of :meth:`locate`: the lookup grids' ``(lane, u)`` (long ``[...]``, lane -1: no lane
+        near) of the cells of ``xy``."""
         cfg = self.cfg
-        m, n_lanes, p = self.lane_yaw.shape
+        m = self.grid_lane.shape[0]
         h, w = self.grid_lane.shape[-2:]
         ix = (xy[..., 0] / cfg.cell).long().clamp(0, w - 1)
         iy = (xy[..., 1] / cfg.cell).long().clamp(0, h - 1)
@@ -143,7 +151,13 @@ class RoadMaps:
         # Flat indices computed once and shared by the tables of the same shape (one gather each).
         cell = flat_index((m, h, w), map_id, iy, ix)
         lane = torch.where(inside, take_flat(self.grid_lane, cell, 3).long(), -1)
-        u = take_flat(self.grid_point, cell, 3).long()
+        return lane, take_flat(self.grid_point, cell, 3).long()
+
+    def refine(self, map_id: Tensor, xy: Tensor, lane: Tensor, u: Tensor) -> dict[str, Tensor]:
+        """The second half of :meth:`locate`: exact geometry against the cells' lane points (and the lane
+        beside), from :meth:`cell_lookup`'s ``lane, u``. Point by point: a subset of points gives the
+        same values as the whole."""
+        n_lanes, p = self.lane_yaw.shape[1:]
         safe = lane.clamp(min=0)
         map_lanes = map_id * n_lanes  # [...] (as small as map_id)
 
