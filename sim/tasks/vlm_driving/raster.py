@@ -246,18 +246,18 @@ def render_camera(
     dev = ego_xy.device
     world = to_world(pixels, ego_xy, ego_yaw)
     layers = road_layers(maps, map_id, world)
-    grass, asphalt = torch.tensor(GRASS, device=dev), torch.tensor(ASPHALT, device=dev)
-    img = torch.where(layers["road"].unsqueeze(-1), asphalt, grass)
-    img = torch.where(layers["marking"].unsqueeze(-1), torch.tensor(PAINT, device=dev), img)
     n = ego_xy.shape[0]
     all_xy = torch.cat((cars_xy, ego_xy.unsqueeze(1)), 1)
     all_yaw = torch.cat((cars_yaw, ego_yaw.unsqueeze(1)), 1)
     all_present = torch.cat((cars_present, torch.ones(n, 1, dtype=torch.bool, device=dev)), 1)
-    colours = torch.cat((cars_colour, torch.tensor(EGO_COLOUR, device=dev).expand(n, 1, 3)), 1)
     top, on_screen = draw_cars(world, pixels, ego_xy, ego_yaw, all_xy, all_yaw, all_present, length, width)
-    has = top > 0
-    pick = (top - 1).clamp(min=0)
-    car_rgb = colours.gather(1, pick.view(n, -1, 1).expand(-1, -1, 3)).view(*pick.shape, 3)
-    img = torch.where(has.unsqueeze(-1), car_rgb, img)
-    img = torch.where((has & on_screen).unsqueeze(-1), torch.tensor(25.0, device=dev), img)
-    return img.clamp(0, 255).to(torch.uint8)
+    # Each pixel is one colour of its frame's palette: grass, asphalt, paint, the K cars (the ego last), windscreen.
+    k = all_xy.shape[1]
+    fixed = torch.tensor((GRASS, ASPHALT, (PAINT,) * 3), device=dev).expand(n, 3, 3)
+    screen = torch.full((n, 1, 3), 25.0, device=dev)
+    palette = torch.cat((fixed, cars_colour, torch.tensor(EGO_COLOUR, device=dev).expand(n, 1, 3), screen), 1)
+    palette = palette.clamp(0, 255).to(torch.uint8).view(-1, 3)  # [n * (k + 4), 3]
+    ground = layers["road"].long() + layers["marking"].long()  # 0 grass, 1 asphalt, 2 paint (markings are road)
+    index = torch.where(top > 0, torch.where(on_screen, k + 3, top + 2), ground)
+    index = index + (torch.arange(n, device=dev) * (k + 4)).view(n, 1, 1)
+    return palette.index_select(0, index.view(-1)).view(*index.shape, 3)
