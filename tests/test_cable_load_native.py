@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pytest
 import torch
@@ -314,17 +315,65 @@ def test_without_a_compiler_auto_falls_back_and_native_raises(monkeypatch, tmp_p
 
 
 def test_kernel_builds_once_into_the_cache(monkeypatch, tmp_path) -> None:
-    from sim.tasks.cable_load.native import SOURCES
+    from sim.tasks.cable_load.native import POST_PHYSICS, SOURCES
 
     monkeypatch.setattr(native, "_LOADED", {})
     monkeypatch.setenv("COVEY_NATIVE_CACHE", str(tmp_path))
-    assert native.load(SOURCES[1]) is not None
+    assert native.load(SOURCES[1]) is not None  # with its declared layout
     built = list(tmp_path.glob("post_physics-*.so"))
     assert len(built) == 1
+    header = built[0].with_suffix(".include") / "post_physics_layout.h"
+    assert header.read_text() == POST_PHYSICS.header("post_physics")
     stamp = built[0].stat().st_mtime_ns
     monkeypatch.setattr(native, "_LOADED", {})
-    assert native.load(SOURCES[1]) is not None
-    assert built[0].stat().st_mtime_ns == stamp and list(tmp_path.glob("*")) == built
+    assert native.load(SOURCES[1], layout=POST_PHYSICS) is not None
+    assert built[0].stat().st_mtime_ns == stamp and sorted(tmp_path.glob("*")) == sorted([*built, header.parent])
+
+
+def test_the_c_files_take_their_layout_from_the_python_declaration(monkeypatch, tmp_path, caplog) -> None:
+    """Sizes, enums, structs and argument lists are declared once (native.py's layouts): the C files define none
+    of their own and declare each function by its generated argument list, so they build only with the header, and
+    a declaration's values are packed by name (a missing, extra or misshapen one is an error, not a shifted array)."""
+    from sim.tasks.cable_load import native as kernels
+
+    functions = {
+        kernels.SOURCES[0]: {
+            "cable_load_control_loop": "CONTROL_LOOP_ARGS",
+            "cable_load_apply_actions": "APPLY_ACTIONS_ARGS",
+        },
+        kernels.SOURCES[1]: {
+            "cable_load_post_physics": "POST_PHYSICS_ARGS",
+            "cable_load_state": "STATE_ARGS",
+            "cable_load_reset_history": "RESET_HISTORY_ARGS",
+        },
+        kernels.RESET_SOURCE: {"cable_load_reset": "RESET_ARGS"},
+    }
+    for source, layout in kernels.LAYOUTS.items():
+        text = source.read_text()
+        assert not re.search(r"\benum\s*\w*\s*\{", text), source.name
+        assert not re.search(r"typedef struct \{\s*const", text), source.name
+        assert not any(f"#define {name} " in text for name, _ in layout.defines), source.name
+        for function, macro in functions[source].items():
+            assert f"void {function}({macro})" in text and layout[macro], function
+    header = kernels.POST_PHYSICS.header("post_physics")
+    assert f"#define F {kernels.FRAME_SIZE}" in header and "#define FRAME_ENV 21" in header
+    assert "T_TERMINATION = 6" not in header and "    T_TERMINATION,\n    T_COUNT," in header
+    monkeypatch.setattr(native, "_LOADED", {})
+    monkeypatch.setenv("COVEY_NATIVE_CACHE", str(tmp_path))
+    assert native.load(kernels.RESET_SOURCE) is not None  # with its declared layout
+    monkeypatch.setattr(native, "_DECLARED", {})
+    monkeypatch.setattr(native, "_LOADED", {})
+    assert native.load(kernels.RESET_SOURCE) is None  # no header: it cannot build
+    assert "reset_layout.h" in caplog.text
+    scalars = kernels.RESET["R"]
+    values = {name: [0.0] * (size or 4) if size != 1 else 0.0 for name, size in scalars.fields}
+    assert len(scalars.pack(**values)) == scalars.offsets()["count"] + 4
+    with pytest.raises(KeyError):
+        scalars.pack(**{**values, "extra": 1.0})
+    with pytest.raises(ValueError):
+        scalars.pack(**{**values, "inertia_diag": [1.0, 2.0]})
+    with pytest.raises(KeyError):
+        kernels.RESET["RESET_ARGS"].call(print, k=1)
 
 
 ISAS = [

@@ -6,6 +6,10 @@ stays the reference, and a test holds the two together. No torch headers: a kern
 cached by the hash of its source and flags under ``$COVEY_NATIVE_CACHE`` (default ``~/.cache/covey/native``).
 OpenMP comes from the process's ``libgomp`` (torch's), so the kernel shares torch's thread pool.
 
+A kernel's sizes, enums, structs and argument lists come from one Python declaration (:class:`Layout`, registered
+with :func:`declare`): the build writes it as the header the C file includes, and Python packs and passes the
+arguments by the same names.
+
 A machine without a C compiler gets ``None`` from :func:`load` (the reason logged once): callers keep their torch
 path. Only for CPU tensors; nothing here runs on a GPU. Kernels may be written over ``simd.h``'s lanes (one env a
 lane) and built for the widest vector unit here (:func:`load_simd`). :func:`normal` is the one generic kernel:
@@ -22,6 +26,7 @@ import math
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,27 +52,41 @@ def cache_dir() -> Path:
     return Path(os.environ.get("COVEY_NATIVE_CACHE", Path.home() / ".cache" / "covey" / "native"))
 
 
-def load(source: Path, flags: tuple[str, ...] = (), libs: tuple[str, ...] = ()) -> ctypes.CDLL | None:
+def load(
+    source: Path, flags: tuple[str, ...] = (), libs: tuple[str, ...] = (), layout: Layout | None = None
+) -> ctypes.CDLL | None:
     """The shared library built from the C file ``source`` with :data:`FLAGS` and ``flags``, linked with ``libs``
     (e.g. ``"-lmvec"``; built on first use, then cached), or None where it cannot be built here (no C compiler, or
-    the build failed: logged once with the compiler's message)."""
-    if (source, flags, libs) in _LOADED:
-        return _LOADED[source, flags, libs]
+    the build failed: logged once with the compiler's message). With a ``layout`` (default: the one :func:`declare`
+    gave ``source``), its header is written as ``<source stem>_layout.h`` beside the build for the source to include
+    (:class:`Layout`)."""
+    layout = layout or _DECLARED.get(source)
+    header = "" if layout is None else layout.header(source.stem)
+    if (source, flags, libs, header) in _LOADED:
+        return _LOADED[source, flags, libs, header]
     lib = None
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         _LOG.warning("no C compiler found for %s: its torch code runs instead", source.name)
     else:
-        text = source.read_bytes() + b"".join(h.read_bytes() for h in sorted(INCLUDE.glob("*.h")))
+        text = source.read_bytes() + b"".join(h.read_bytes() for h in sorted(INCLUDE.glob("*.h"))) + header.encode()
         key = hashlib.sha256(text + " ".join((compiler, *FLAGS, *flags, *libs)).encode()).hexdigest()[:16]
         target = cache_dir() / f"{source.stem}-{key}.so"
         try:
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
+                include = ()
+                if layout is not None:  # the generated header, in a folder of this build's own
+                    folder = cache_dir() / f"{source.stem}-{key}.include"
+                    folder.mkdir(exist_ok=True)
+                    with atomic_path(folder / f"{source.stem}_layout.h", unique=True) as path:
+                        path.write_text(header)
+                    include = (f"-I{folder}",)
                 # Built beside the target and renamed: concurrent processes never load a half-written file.
                 with atomic_path(target, unique=True) as built:
                     subprocess.run(
-                        [compiler, *FLAGS, f"-I{INCLUDE}", *flags, str(source), "-o", str(built), *libs, "-lm"],
+                        [compiler, *FLAGS, f"-I{INCLUDE}", *include, *flags, str(source), "-o", str(built), *libs]
+                        + ["-lm"],
                         check=True,
                         capture_output=True,
                         text=True,
@@ -76,8 +95,143 @@ def load(source: Path, flags: tuple[str, ...] = (), libs: tuple[str, ...] = ()) 
         except (OSError, subprocess.CalledProcessError) as err:
             detail = getattr(err, "stderr", None) or str(err)
             _LOG.warning("could not build %s (%s): its torch code runs instead", source.name, detail.strip())
-    _LOADED[source, flags, libs] = lib
+    _LOADED[source, flags, libs, header] = lib
     return lib
+
+
+# ----------------------------------------------------------------- layouts
+_DECLARED: dict[Path, Layout] = {}
+
+
+def declare(source: Path, layout: Layout) -> None:
+    """Declare the layout of the C file ``source``: :func:`load` and :func:`load_simd` build it with that header."""
+    _DECLARED[source] = layout
+
+
+# A kernel's sizes, enums, structs and argument lists are declared once, in Python (a :class:`Layout`): :func:`load`
+# writes them as a C header the kernel includes (``<kernel>_layout.h``), and the Python side packs and passes its
+# arguments by the same declaration, by name. A hand edit on one side alone then fails to build or to call.
+
+
+@dataclass(frozen=True)
+class Scalars:
+    """A kernel's scalars packed into one ``const double*``: ``fields`` ``(name, size)`` in order (the last one's
+    size may be None: the rest of the array). In the header ``enum { PREFIX_NAME = offset, ..., PREFIX_COUNT }``
+    (names upper-cased; the count excludes a last field of any size)."""
+
+    prefix: str
+    fields: tuple[tuple[str, int | None], ...]
+
+    def offsets(self) -> dict[str, int]:
+        at, out = 0, {}
+        for name, size in self.fields:
+            out[name] = at
+            at += size or 0
+        return out | {"count": at}
+
+    def c(self) -> str:
+        items = [f"{self.prefix}_{name.upper()} = {at}" for name, at in self.offsets().items()]
+        return "enum {\n" + "".join(f"    {item},\n" for item in items) + "};\n"
+
+    def pack(self, **values: float | tuple | list) -> ctypes.Array:
+        """The doubles of ``values`` (one per field name: a number, or a sequence of the field's size), in order."""
+        names = [name for name, _ in self.fields]
+        if sorted(values) != sorted(names):
+            raise KeyError(f"{self.prefix}: expected the values of {names}, got {sorted(values)}")
+        flat: list[float] = []
+        for name, size in self.fields:
+            value = values[name]
+            items = list(value) if isinstance(value, (tuple, list)) else [value]
+            if size is not None and len(items) != size:
+                raise ValueError(f"{self.prefix}_{name.upper()}: {size} values, got {len(items)}")
+            flat.extend(float(x) for x in items)
+        return (ctypes.c_double * len(flat))(*flat)
+
+
+@dataclass(frozen=True)
+class Names:
+    """Names in order, as ``enum { PREFIX_NAME, ..., PREFIX_COUNT }``: the index of each output, term or reason."""
+
+    prefix: str
+    names: tuple[str, ...]
+
+    def c(self) -> str:
+        items = [f"{self.prefix}_{name.upper()}" for name in (*self.names, "count")]
+        return "enum {\n" + "".join(f"    {item},\n" for item in items) + "};\n"
+
+
+@dataclass(frozen=True)
+class Struct:
+    """A C struct ``typedef struct { type name; ... } NAME;`` of ``fields`` ``(C type, name)``."""
+
+    name: str
+    fields: tuple[tuple[str, str], ...]
+
+    def c(self) -> str:
+        return "typedef struct {\n" + "".join(f"    {t} {n};\n" for t, n in self.fields) + f"}} {self.name};\n"
+
+    @functools.cached_property
+    def pointers(self) -> type[ctypes.Structure]:
+        """The ctypes twin of a struct of pointers (every field a ``c_void_p``), to pass with ``ctypes.byref``."""
+        assert all(t.endswith("*") for t, _ in self.fields), f"{self.name}: pointers only"
+        return type(self.name, (ctypes.Structure,), {"_fields_": [(n, ctypes.c_void_p) for _, n in self.fields]})
+
+
+_CTYPES = {"int64_t": ctypes.c_int64, "int": ctypes.c_int, "int32_t": ctypes.c_int32, "float": ctypes.c_float}
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A kernel function's arguments ``(C type, name)`` in order: in the header ``#define MACRO type name, ...`` (the
+    C function is declared ``void f(MACRO)``), and :meth:`call` passes them by name in that order."""
+
+    macro: str
+    args: tuple[tuple[str, str], ...]
+
+    def c(self) -> str:
+        return f"#define {self.macro} " + ", ".join(f"{t} {n}" for t, n in self.args) + "\n"
+
+    def call(self, fn: Any, **values: Any) -> None:
+        """``fn`` with ``values`` by argument name: a pointer a tensor (:func:`ptr`), None (NULL) or a ctypes array; a
+        scalar a Python number."""
+        if len(values) != len(self.args) or any(name not in values for _, name in self.args):
+            raise KeyError(f"{self.macro}: expected {[n for _, n in self.args]}, got {list(values)}")
+        fn(*(_arg(t, values[n]) for t, n in self.args))
+
+
+def _arg(ctype: str, value: Any) -> Any:
+    if ctype.endswith("*"):
+        return ptr(value) if value is None or isinstance(value, Tensor) else value
+    return _CTYPES[ctype](value)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One kernel's declaration: ``defines`` (``#define NAME value``) and ``parts`` (:class:`Scalars`,
+    :class:`Names`, :class:`Struct`, :class:`Signature`), written in order as its header (:meth:`header`)."""
+
+    defines: tuple[tuple[str, int], ...] = ()
+    parts: tuple[Scalars | Names | Struct | Signature, ...] = ()
+
+    def __getitem__(self, key: str) -> Scalars | Names | Struct | Signature:
+        """The part of ``parts`` with this prefix, name or macro."""
+        for part in self.parts:
+            if (
+                key == getattr(part, "prefix", None)
+                or key == getattr(part, "name", None)
+                or key == getattr(part, "macro", None)
+            ):
+                return part
+        raise KeyError(key)
+
+    @functools.cache  # noqa: B019 (a frozen declaration: one per kernel, alive for the process)
+    def header(self, stem: str) -> str:
+        guard = f"COVEY_{stem.upper()}_LAYOUT_H"
+        lines = [f"/* Generated by sim/core/native.py from the Python declaration of {stem}.c's layout. */"]
+        lines += [f"#ifndef {guard}", f"#define {guard}", "#include <stdbool.h>", "#include <stdint.h>", ""]
+        lines += [f"#define {name} {value}" for name, value in self.defines]
+        lines += ["", *(part.c() for part in self.parts), "#endif"]
+        return "\n".join(lines) + "\n"
 
 
 def attribute(obj: Any, path: str) -> Any:
@@ -126,7 +280,7 @@ SIMD_BUILDS = (
 )
 
 
-def load_simd(source: Path, isa: str | None = None) -> ctypes.CDLL | None:
+def load_simd(source: Path, isa: str | None = None, layout: Layout | None = None) -> ctypes.CDLL | None:
     """:func:`load` for a kernel over simd.h's lanes, built for ``isa`` (a name of :data:`SIMD_BUILDS`; default the
     widest this CPU runs). Where the vector build fails (no libmvec), the plain one. The library's ``isa`` attribute
     says which it is. ValueError for an unknown or unsupported ``isa``."""
@@ -136,9 +290,9 @@ def load_simd(source: Path, isa: str | None = None) -> ctypes.CDLL | None:
     if not simd_runs(isa):
         raise ValueError(f"no simd build {isa!r} on this CPU (have: {[n for n, *_ in SIMD_BUILDS if simd_runs(n)]})")
     _, flags, libs = builds[isa]
-    lib = load(source, flags, libs)
+    lib = load(source, flags, libs, layout)
     if lib is None and isa != "generic":
-        lib, isa = load(source), "generic"
+        lib, isa = load(source, layout=layout), "generic"
     if lib is not None:
         lib.isa = isa
     return lib

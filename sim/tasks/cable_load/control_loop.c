@@ -14,22 +14,9 @@
 
 #include "simd.h"
 
-#define MAX_MAVS 6
-#define MAX_ROTORS 8
-
-/* Scalars, in this order (doubles; native.py packs them). */
-enum {
-    C_DECIMATION, C_SUBSTEPS, C_CTRL_DT, C_PHYS_DT, C_GRAVITY, C_INDI_GRAVITY, /* 3: the controller's vector */
-    C_ALPHA = C_INDI_GRAVITY + 3, C_MASS, C_INERTIA,  /* 3 */
-    C_K_RATE = C_INERTIA + 3, C_ATT_GAIN = C_K_RATE + 3, C_YAW_GAIN, C_COS_TILT, C_SIN_TILT, C_K_F,
-    C_THRUST_MIN, C_THRUST_MAX, C_SPEED_MIN, C_SPEED_MAX, C_DRAG, /* 3 */
-    C_CABLE_ATTACH = C_DRAG + 3, /* 3 */
-    C_STIFFNESS = C_CABLE_ATTACH + 3, C_DAMPING, C_RELEASED, C_DIST_ON, C_DIST_PERIOD, C_MAV_RADIUS, C_LOAD_RADIUS,
-    C_FRICTION, C_ALLOC, /* 4 * R, then the pseudo-inverse R * 4 */
-};
-
-/* The state the loop advances, read from its input arrays and written to these outputs (new arrays, or the same). */
-enum OUT { O_DPOS, O_DQUAT, O_DVEL, O_DW, O_LPOS, O_LQUAT, O_LVEL, O_LW, O_ROTOR_SPEED, O_TENSION_OUT, O_SPEC_FORCE_F, O_THRUST_F, O_TORQUE_F, O_ANG_ACC_F, O_PREV_VEL, O_PREV_W, O_TIME };
+/* MAX_MAVS, MAX_ROTORS, A (action components), the scalars' enum C_*, the outputs' enum O_* and the argument lists:
+ * generated from native.py's CONTROL_LOOP declaration (sim/core/native.py writes the header before it builds). */
+#include "control_loop_layout.h"
 
 typedef struct { vf x, y, z; } v3;
 typedef struct { vf m[3][3]; } m3;
@@ -113,23 +100,13 @@ static inline void st3(float* base, int64_t stride, int nv, v3 v) {
     st(base + 2, stride, nv, v.z);
 }
 
-void cable_load_control_loop(
-    int64_t E, int64_t N, int64_t R, int nthreads,
-    const float* dpos, const float* dquat, const float* dvel, const float* dw,  /* [E, N, 3 / 4] */
-    const float* lpos, const float* lquat, const float* lvel, const float* lw,  /* [E, 3 / 4] */
-    const float* rotor_speed, const float* tension_out,                         /* [E, N, R], [E, N] */
-    const float* spec_force_f, const float* thrust_f, const float* torque_f, const float* ang_acc_f, /* INDI memory */
-    const float* prev_vel, const float* prev_w, const float* yaw_ref,      /* [E, N, 3], [E, N, 3], [E, N] */
-    const float* cmd,                                           /* [E, N, 5] scaled, delayed command */
-    const float* decay, const float* thrust_scale, const float* mav_mass, const float* mav_inertia, /* [E,N,1/3] */
-    const float* speed_max, const float* cable_length,          /* [E, N, 1], [E, N] */
-    const float* load_mass, const float* load_inertia,          /* [E], [E, 3] */
-    const float* attach,                                        /* [N, 3] */
-    const float* time, const float* fault_time, const int64_t* fault_agent, /* [E] */
-    uint8_t* failed_out,                                        /* [E, N] */
-    const float* dist_amp, const float* dist_phase,             /* [E, 3], [E] */
-    float* const* out,  /* where the advanced state goes: the arrays above from dpos to time, in OUT's order */
-    const double* p)
+/* The arguments (CONTROL_LOOP_ARGS, in the order of native.py's declaration): sizes E, N, R and the thread count;
+ * the state the loop advances (dpos ... prev_w, [E, N, ...] / [E, ...]), the other inputs (yaw_ref [E, N], cmd
+ * [E, N, A] scaled and delayed, decay, thrust_scale, mav_mass [E, N, 1], mav_inertia [E, N, 3], speed_max [E, N, 1],
+ * cable_length [E, N], load_mass [E], load_inertia [E, 3], attach [N, 3], time, fault_time, fault_agent [E]),
+ * failed_out [E, N], dist_amp [E, 3], dist_phase [E], `out` (where the advanced state goes: the arrays from dpos
+ * to time, in enum O_*'s order) and the scalars p. */
+void cable_load_control_loop(CONTROL_LOOP_ARGS)
 {
     const int decimation = (int)p[C_DECIMATION], substeps = (int)p[C_SUBSTEPS];
     const float ctrl_dt = (float)p[C_CTRL_DT], dt = (float)p[C_PHYS_DT], g = (float)p[C_GRAVITY];
@@ -155,7 +132,7 @@ void cable_load_control_loop(
         for (int j = 0; j < 4; j++) pinv[r][j] = (float)p[C_ALLOC + 4 * R + r * 4 + j];
     v3 att[MAX_MAVS];
     for (int64_t n = 0; n < N; n++) att[n] = mks(attach[3 * n], attach[3 * n + 1], attach[3 * n + 2]);
-    const int64_t blocks = (E + W - 1) / W, s3 = 3 * N, s4 = 4 * N, s5 = 5 * N, sR = R * N;
+    const int64_t blocks = (E + W - 1) / W, s3 = 3 * N, s4 = 4 * N, s5 = A * N, sR = R * N;
 
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t blk = 0; blk < blocks; blk++) {
@@ -164,7 +141,7 @@ void cable_load_control_loop(
         body d[MAX_MAVS], l;
         vf speed[MAX_MAVS][MAX_ROTORS], tension[MAX_MAVS];
         vf sf[MAX_MAVS][3], tq[MAX_MAVS][3], aa[MAX_MAVS][3], pv[MAX_MAVS][3], pw[MAX_MAVS][3];
-        vf thr_f[MAX_MAVS], yref[MAX_MAVS], ac[MAX_MAVS][5], dec[MAX_MAVS], tscale[MAX_MAVS], mmass[MAX_MAVS];
+        vf thr_f[MAX_MAVS], yref[MAX_MAVS], ac[MAX_MAVS][A], dec[MAX_MAVS], tscale[MAX_MAVS], mmass[MAX_MAVS];
         vf minert[MAX_MAVS][3], smax[MAX_MAVS], clen[MAX_MAVS];
         for (int64_t n = 0; n < N; n++) {
             const int64_t en = e0 * N + n;
@@ -183,7 +160,7 @@ void cable_load_control_loop(
             }
             thr_f[n] = ld(thrust_f + en, N, nv);
             yref[n] = ld(yaw_ref + en, N, nv);
-            for (int k = 0; k < 5; k++) ac[n][k] = ld(cmd + 5 * en + k, s5, nv);
+            for (int k = 0; k < A; k++) ac[n][k] = ld(cmd + A * en + k, s5, nv);
             dec[n] = ld(decay + en, N, nv);
             tscale[n] = ld(thrust_scale + en, N, nv);
             mmass[n] = ld(mav_mass + en, N, nv);
@@ -342,9 +319,7 @@ void cable_load_control_loop(
 /* CableLoadEnv._apply_actions: the actions clamped to [-1, 1] (the new last action), pushed into the delay buffer
  * (DelayBuffer.push: newest first) and the command of `delay[e]` steps ago, scaled. With D = 1 (no delay buffer)
  * buf_in and buf_out are NULL. */
-void cable_load_apply_actions(int64_t E, int64_t NA, int64_t D, int nthreads, /* NA = N * 5 */
-                              const float* act, const float* buf_in, float* buf_out, const int64_t* delay,
-                              const float* scale, float* last_action, float* cmd) {
+void cable_load_apply_actions(APPLY_ACTIONS_ARGS) { /* NA = N * A */
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t e = 0; e < E; e++) {
         const float* a = act + e * NA;
@@ -360,6 +335,6 @@ void cable_load_apply_actions(int64_t E, int64_t NA, int64_t D, int nthreads, /*
             memcpy(out + NA, buf_in + e * D * NA, (size_t)((D - 1) * NA) * sizeof(float));
             src = out + delay[e] * NA;
         }
-        for (int64_t j = 0; j < NA; j++) cmd[e * NA + j] = src[j] * scale[j % 5];
+        for (int64_t j = 0; j < NA; j++) cmd[e * NA + j] = src[j] * scale[j % A];
     }
 }

@@ -23,6 +23,7 @@ from sim.core import native
 from sim.physics.rigid_body import GRAVITY
 from sim.tasks.cable_load.config import GROUP
 from sim.tasks.cable_load.geometry import box_inertia, cable_directions
+from sim.tasks.cable_load.spec import ACTION_NAMES, policy_terms
 
 if TYPE_CHECKING:
     from sim.tasks.cable_load.env import CableLoadEnv
@@ -31,10 +32,142 @@ SOURCES = (Path(__file__).with_name("control_loop.c"), Path(__file__).with_name(
 RESET_SOURCE = Path(__file__).with_name("reset.c")  # scalar: a reset restarts a few envs
 MAX_MAVS = 6  # the C files' per-env arrays
 MAX_ROTORS = 8
-FRAME_SIZE = 50  # the policy frame post_physics.c writes (spec.policy_terms)
+FRAME_SIZE = sum(t.size for t in policy_terms())  # the policy frame post_physics.c writes
+FRAME_ENV = sum(t.size for t in policy_terms() if not t.name.startswith(("own_", "last_")))  # its per-env part
+ACTIONS = len(ACTION_NAMES)
 REWARD_TERMS = ("position", "orientation", "action_smoothness", "body_rate", "cable_force", "formation", "termination")
 GROUND_FRICTION = 0.5  # sim.physics.components.ground_contact's default (the C file takes it as a parameter)
 REASONS = ("crash", "load_ground", "drone_proximity", "cable_proximity", "out_of_bounds")
+
+# The C files' layouts, declared here once: native.load writes each as the <file>_layout.h its file includes, and
+# the calls below pack and pass their arguments by the same names.
+_F, _I64, _U8 = "const float*", "const int64_t*", "const uint8_t*"
+_BODIES = ("dpos", "dquat", "dvel", "dw", "lpos", "lquat", "lvel", "lw")  # [E, N, 3 | 4] MAVs, [E, 3 | 4] load
+# What the control loop advances: (its name in control_loop.c, the env's attribute), in the order of its outputs.
+LOOP_STATE = (
+    *zip(_BODIES, ("drones.pos", "drones.quat", "drones.vel", "drones.ang_vel",
+                   "load.pos", "load.quat", "load.vel", "load.ang_vel"), strict=True),
+    ("rotor_speed", "rotor_speed"), ("tension_out", "cable_tension"),
+    ("spec_force_f", "indi.spec_force_f"), ("thrust_f", "indi.thrust_f"), ("torque_f", "indi.torque_f"),
+    ("ang_acc_f", "indi.ang_acc_f"), ("prev_vel", "indi.prev_vel"), ("prev_w", "indi.prev_ang_vel"),
+    ("time", "time"),
+)  # fmt: skip
+# The loop's other inputs: (name, the env's attribute); fault_agent is int64, the rest float32.
+LOOP_INPUTS = (
+    ("yaw_ref", "indi.yaw_ref"), ("cmd", "cmd"), ("decay", "motor_decay"), ("thrust_scale", "thrust_scale"),
+    ("mav_mass", "mav_mass"), ("mav_inertia", "mav_inertia"), ("speed_max", "rotor_speed_max"),
+    ("cable_length", "cable_length"), ("load_mass", "load_mass"), ("load_inertia", "load_inertia"),
+    ("attach", "attach"), ("fault_time", "fault_time"), ("fault_agent", "fault_agent"),
+    ("dist_amp", "disturbance_amp"), ("dist_phase", "disturbance_phase"),
+)  # fmt: skip
+CONTROL_LOOP = native.Layout(
+    defines=(("MAX_MAVS", MAX_MAVS), ("MAX_ROTORS", MAX_ROTORS), ("A", ACTIONS)),
+    parts=(
+        native.Scalars("C", (
+            ("decimation", 1), ("substeps", 1), ("ctrl_dt", 1), ("phys_dt", 1), ("gravity", 1), ("indi_gravity", 3),
+            ("alpha", 1), ("mass", 1), ("inertia", 3), ("k_rate", 3), ("att_gain", 1), ("yaw_gain", 1),
+            ("cos_tilt", 1), ("sin_tilt", 1), ("k_f", 1), ("thrust_min", 1), ("thrust_max", 1), ("speed_min", 1),
+            ("speed_max", 1), ("drag", 3), ("cable_attach", 3), ("stiffness", 1), ("damping", 1), ("released", 1),
+            ("dist_on", 1), ("dist_period", 1), ("mav_radius", 1), ("load_radius", 1), ("friction", 1),
+            ("alloc", None),  # the allocation matrix [4, R], then its pseudo-inverse [R, 4]
+        )),
+        native.Names("O", tuple(name for name, _ in LOOP_STATE)),
+        native.Signature("CONTROL_LOOP_ARGS", (
+            ("int64_t", "E"), ("int64_t", "N"), ("int64_t", "R"), ("int", "nthreads"),
+            *((_F, name) for name, _ in LOOP_STATE[:-1]),
+            *((_I64 if name == "fault_agent" else _F, name) for name, _ in LOOP_INPUTS[:11]),
+            (_F, "time"), *((_I64 if name == "fault_agent" else _F, name) for name, _ in LOOP_INPUTS[11:13]),
+            ("uint8_t*", "failed_out"), *((_F, name) for name, _ in LOOP_INPUTS[13:]),
+            ("float* const*", "out"), ("const double*", "p"),
+        )),
+        native.Signature("APPLY_ACTIONS_ARGS", (
+            ("int64_t", "E"), ("int64_t", "NA"), ("int64_t", "D"), ("int", "nthreads"), (_F, "act"), (_F, "buf_in"),
+            ("float*", "buf_out"), (_I64, "delay"), (_F, "scale"), ("float*", "last_action"), ("float*", "cmd"),
+        )),
+    ),
+)  # fmt: skip
+_VIEW = (*_BODIES, "goal_pos", "goal_quat", "tension")  # float32 inputs of every pass, then failed and episode_step
+_VIEW_ARGS = (*((_F, name) for name in _VIEW), (_U8, "failed"), (_I64, "episode_step"))
+POST_PHYSICS = native.Layout(
+    defines=(
+        ("MAX_MAVS", MAX_MAVS), ("A", ACTIONS), ("F", FRAME_SIZE), ("FRAME_ENV", FRAME_ENV),
+        ("MAX_GLOB", 20 * MAX_MAVS + 22),  # the state's global part: 20 N + 22 entries at most
+    ),
+    parts=(
+        native.Scalars("P", (
+            ("max_steps", 1), ("lead", 1), ("err_clip", 1), ("leak", 1), ("dt", 1), ("int_limit", 1), ("fault", 1),
+            *((f"w_{name}", 1) for name in REWARD_TERMS), ("pos_sigma", 1), ("ori_sigma", 1), ("min_height", 1),
+            ("cos_tilt", 1), ("load_half", 1), ("clearance", 1), ("min_dist", 1), ("cable_dist", 1),
+            ("bounds_xy", 1), ("bounds_z", 1),
+        )),
+        native.Names("T", REWARD_TERMS),  # the reward terms' rows of `terms`
+        native.Names("WHY", REASONS),  # the termination reasons' rows of `reasons`
+        native.Signature("POST_PHYSICS_ARGS", (
+            ("int64_t", "E"), ("int64_t", "N"), ("int64_t", "H"), ("int64_t", "S"), ("int", "nthreads"),
+            *_VIEW_ARGS[:10], (_F, "start_pos"), (_F, "attach"), (_F, "nominal"), (_F, "cable_attach"),
+            (_F, "tension"), (_F, "hover_tension"), (_F, "formation_offset"), (_F, "last_action"),
+            (_F, "prev_action"), (_F, "integ_in"), ("float*", "integ_out"), *_VIEW_ARGS[11:],
+            (_F, "hist_in"), ("float*", "hist_out"), (_I64, "noise_key"), (_F, "noise_std"),
+            ("float*", "state"), ("float*", "reward"), ("float*", "terms"), ("uint8_t*", "terminated"),
+            ("uint8_t*", "reasons"), ("uint8_t*", "bad"), ("float*", "errors"), ("const double*", "p"),
+        )),
+        native.Signature("STATE_ARGS", (
+            ("int64_t", "E"), (_I64, "rows"), ("int64_t", "N"), ("int64_t", "S"), ("int", "nthreads"), *_VIEW_ARGS,
+            ("float*", "state"), ("const double*", "p"),
+        )),
+        native.Signature("RESET_HISTORY_ARGS", (
+            ("int64_t", "k"), (_I64, "rows"), ("int64_t", "N"), ("int64_t", "H"), *_VIEW_ARGS, (_F, "attach"),
+            (_F, "nominal"), (_F, "integ"), (_F, "last_action"), (_F, "noise"), (_F, "noise_std"),
+            ("float*", "history"), ("const double*", "p"),
+        )),
+    ),
+)  # fmt: skip
+# The reset's draws (CableLoadEnv._reset_draws; "delay" and "fault_agent" are int64) and the state it writes: (its
+# name in reset.c, the env's float32 attribute).
+DRAWS = (
+    "load_mass", "load_inertia_scale", "cable_length_scale", "thrust_scale", "tau_scale", "delay",
+    "mav_mass_scale", "thrust_limit_scale", "start_xy", "goal_xy", "goal_z", "goal_rpy",
+    "fault_hit", "fault_time", "fault_agent", "disturbance_dir", "disturbance_frac", "disturbance_phase",
+)  # fmt: skip
+RESET_STATE = (
+    ("load_inertia", "load_inertia"), ("cable_length", "cable_length"), ("thrust_scale", "thrust_scale"),
+    ("tau_scale", "tau_scale"), ("motor_decay", "motor_decay"), ("mav_mass", "mav_mass"),
+    ("mav_inertia", "mav_inertia"), ("speed_max", "rotor_speed_max"), ("load_mass", "load_mass"),
+    ("start_pos", "start_pos"), ("load_pos", "load.pos"), ("load_quat", "load.quat"), ("load_vel", "load.vel"),
+    ("load_w", "load.ang_vel"), ("mav_pos", "drones.pos"), ("mav_quat", "drones.quat"), ("mav_vel", "drones.vel"),
+    ("mav_w", "drones.ang_vel"), ("rotor_speed", "rotor_speed"), ("tension", "cable_tension"),
+    ("hover_tension", "hover_tension"), ("formation", "formation_offset"), ("spec_force", "indi.spec_force_f"),
+    ("thrust_f", "indi.thrust_f"), ("torque_f", "indi.torque_f"), ("ang_acc_f", "indi.ang_acc_f"),
+    ("prev_vel", "indi.prev_vel"), ("prev_w", "indi.prev_ang_vel"), ("yaw_ref", "indi.yaw_ref"),
+    ("goal_pos", "goal_pos"), ("goal_quat", "goal_quat"), ("time", "time"), ("alive", "rotor_alive"),
+    ("fault_time", "fault_time"), ("dist_amp", "disturbance_amp"), ("dist_phase", "disturbance_phase"),
+    ("last_action", "last_action"), ("prev_action", "prev_action"), ("cmd", "cmd"), ("attach_int", "attach_err_int"),
+)  # fmt: skip
+_DRAWS_T = native.Struct(
+    "draws_t", tuple((_I64 if name in ("delay", "fault_agent") else _F, name) for name in DRAWS)
+)  # NULL where the config draws none
+RESET = native.Layout(
+    parts=(
+        native.Scalars("R", (
+            ("randomized", 1), ("mav_mass_scaled", 1), ("thrust_limit_scaled", 1), ("fault", 1), ("disturbance", 1),
+            ("load_mass", 1), ("inertia_diag", 3), ("cable_length", 1), ("dt", 1), ("tau", 1), ("mav_mass", 1),
+            ("mav_inertia", 3), ("speed_max", 1), ("start_height", 1), ("tension_div", 1), ("stiffness", 1),
+            ("gravity", 1), ("cable_attach", 3), ("thrust_min", 1), ("thrust_max", 1), ("k_f", 1), ("tilt", 1),
+            ("yaw", 1), ("fault_p", 1), ("pinv", None),
+        )),
+        native.Names("O", tuple(name for name, _ in RESET_STATE)),
+        _DRAWS_T,
+        native.Signature("RESET_ARGS", (
+            ("int64_t", "k"), (_I64, "rows"), ("int64_t", "N"), ("int64_t", "R"), ("int64_t", "A"), ("int64_t", "D"),
+            ("const draws_t*", "d"), (_F, "attach"), (_F, "cable_dirs"), ("float* const*", "out"),
+            ("uint8_t*", "failed"), ("int64_t*", "fault_agent"), ("int64_t*", "delay"), ("float*", "delay_buf"),
+            ("const double*", "p"),
+        )),
+    ),
+)  # fmt: skip
+LAYOUTS = {SOURCES[0]: CONTROL_LOOP, SOURCES[1]: POST_PHYSICS, RESET_SOURCE: RESET}
+for _source, _layout in LAYOUTS.items():
+    native.declare(_source, _layout)
 
 
 def unsupported(env: CableLoadEnv) -> str | None:
@@ -68,7 +201,7 @@ class NativeControlLoop:
     it advances is replaced by new tensors (never written in place: others may hold the old ones). Also
     :meth:`apply_actions`, as ``env._apply_actions``."""
 
-    MEMORY = ("spec_force_f", "thrust_f", "torque_f", "ang_acc_f", "prev_vel", "prev_ang_vel")
+    MEMORY = tuple(path.removeprefix("indi.") for _, path in LOOP_STATE if path.startswith("indi."))
 
     def __init__(self, env: CableLoadEnv, lib: ctypes.CDLL) -> None:
         self.env = env
@@ -77,18 +210,18 @@ class NativeControlLoop:
         self.fn.restype = self.apply_fn.restype = None
         self.scale = env.action_scale.float().contiguous()
         cfg, ctrl, rotors = env.cfg, env.indi_components, env.indi_components.rotors
-        released = cfg.fault.enabled and cfg.fault.cable == "released"
-        # The order of control_loop.c's enum C_*.
-        params = (
-            cfg.decimation, cfg.physics_substeps, env.ctrl_dt, env.phys_dt, GRAVITY, *ctrl.gravity,
-            ctrl.alpha, ctrl.mass,
-            *ctrl.inertia, *ctrl.k_rate, ctrl.attitude_gain, ctrl.yaw_gain, ctrl.cos_max_tilt, ctrl.sin_max_tilt,
-            rotors.k_f, *rotors.thrust_range, *rotors.speed_range, *rotors.drag_coeff, *rotors.cable_attach,
-            cfg.cable_stiffness, cfg.cable_damping, float(released), float(cfg.disturbance.enabled),
-            cfg.disturbance.period_s, env.mav_contact_radius, cfg.load_size[2] / 2, GROUND_FRICTION,
-            *(x for row in rotors.allocation for x in row), *(x for row in rotors.allocation_pinv for x in row),
+        self.params = CONTROL_LOOP["C"].pack(
+            decimation=cfg.decimation, substeps=cfg.physics_substeps, ctrl_dt=env.ctrl_dt, phys_dt=env.phys_dt,
+            gravity=GRAVITY, indi_gravity=ctrl.gravity, alpha=ctrl.alpha, mass=ctrl.mass, inertia=ctrl.inertia,
+            k_rate=ctrl.k_rate, att_gain=ctrl.attitude_gain, yaw_gain=ctrl.yaw_gain, cos_tilt=ctrl.cos_max_tilt,
+            sin_tilt=ctrl.sin_max_tilt, k_f=rotors.k_f, thrust_min=rotors.thrust_range[0],
+            thrust_max=rotors.thrust_range[1], speed_min=rotors.speed_range[0], speed_max=rotors.speed_range[1],
+            drag=rotors.drag_coeff, cable_attach=rotors.cable_attach, stiffness=cfg.cable_stiffness,
+            damping=cfg.cable_damping, released=cfg.fault.enabled and cfg.fault.cable == "released",
+            dist_on=cfg.disturbance.enabled, dist_period=cfg.disturbance.period_s, mav_radius=env.mav_contact_radius,
+            load_radius=cfg.load_size[2] / 2, friction=GROUND_FRICTION,
+            alloc=[*(x for row in rotors.allocation for x in row), *(x for row in rotors.allocation_pinv for x in row)],
         )  # fmt: skip
-        self.params = (ctypes.c_double * len(params))(*params)
 
     def apply_actions(self, actions: dict[str, Tensor]) -> None:
         """``env._apply_actions`` in one pass: clamp, delay, scale."""
@@ -98,43 +231,34 @@ class NativeControlLoop:
         last, cmd = torch.empty_like(act), torch.empty_like(act)
         delay = env.delay
         buf = torch.empty_like(delay.buf) if delay.max_delay > 0 else None
-        inputs = [act, delay.buf.contiguous() if buf is not None else None, buf, delay.delay.contiguous()]
-        self.apply_fn(
-            *(ctypes.c_int64(x) for x in (E, N * A, delay.max_delay + 1)), ctypes.c_int(native.threads()),
-            *map(native.ptr, inputs), native.ptr(self.scale), native.ptr(last), native.ptr(cmd),
+        CONTROL_LOOP["APPLY_ACTIONS_ARGS"].call(
+            self.apply_fn, E=E, NA=N * A, D=delay.max_delay + 1, nthreads=native.threads(), act=act,
+            buf_in=delay.buf.contiguous() if buf is not None else None, buf_out=buf, delay=delay.delay.contiguous(),
+            scale=self.scale, last_action=last, cmd=cmd,
         )  # fmt: skip
         if buf is not None:
             delay.buf = buf
         env.prev_action, env.last_action, env.cmd = env.last_action, last, cmd
 
     def __call__(self) -> None:
-        env, indi = self.env, self.env.indi
-        E, N, R = env.num_envs, env.n, env.params.num_rotors
+        env = self.env
         c = torch.Tensor.contiguous
-        d, ld = env.drones, env.load
-        # What the loop advances, in control_loop.c's order (enum OUT); it writes the new values into new tensors.
-        state = [
-            *(c(d.pos), c(d.quat), c(d.vel), c(d.ang_vel), c(ld.pos), c(ld.quat), c(ld.vel), c(ld.ang_vel)),
-            c(env.rotor_speed),
-            c(env.cable_tension),
-            *(c(getattr(indi, name)) for name in self.MEMORY),
-            c(env.time),
-        ]
-        new = [torch.empty_like(t) for t in state]
+        # Held in these dicts until the call returns: a .contiguous() copy would otherwise be freed before it.
+        state = {name: c(native.attribute(env, path)) for name, path in LOOP_STATE}
+        inputs = {name: c(native.attribute(env, path)) for name, path in LOOP_INPUTS}
+        new = [torch.empty_like(t) for t in state.values()]
+        E, N, R = state["rotor_speed"].shape
         failed = torch.empty(E, N, dtype=torch.bool)
-        inputs = [
-            *state[:16], c(indi.yaw_ref), c(env.cmd),
-            c(env.motor_decay), c(env.thrust_scale), c(env.mav_mass), c(env.mav_inertia),
-            c(env.rotor_speed_max), c(env.cable_length), c(env.load_mass), c(env.load_inertia), c(env.attach),
-            state[16], c(env.fault_time), c(env.fault_agent), failed, c(env.disturbance_amp), c(env.disturbance_phase),
-        ]  # fmt: skip
         out = (ctypes.c_void_p * len(new))(*(native.ptr(t).value for t in new))
-        sizes = (ctypes.c_int64(E), ctypes.c_int64(N), ctypes.c_int64(R), ctypes.c_int(native.threads()))
-        self.fn(*sizes, *map(native.ptr, inputs), out, self.params)
+        CONTROL_LOOP["CONTROL_LOOP_ARGS"].call(
+            self.fn, E=E, N=N, R=R, nthreads=native.threads(), **state, **inputs, failed_out=failed, out=out,
+            p=self.params,
+        )  # fmt: skip
+        d, ld = env.drones, env.load
         env.drones, env.load = type(d)(*new[:4]), type(ld)(*new[4:8])
-        env.rotor_speed, env.cable_tension, env.time = new[8], new[9], new[16]
-        for name, value in zip(self.MEMORY, new[10:16], strict=True):
-            setattr(indi, name, value)
+        for (_, path), value in zip(LOOP_STATE[8:], new[8:], strict=True):
+            head, _, name = path.rpartition(".")
+            setattr(native.attribute(env, head) if head else env, name, value)
         env.failed = failed
         env.rotor_alive = (~failed).float().unsqueeze(-1)
 
@@ -156,35 +280,32 @@ class NativePostPhysics:
         self.fn.restype = self.state_fn.restype = None
         cfg = env.cfg
         rc, tc = cfg.rewards, cfg.terminations
-        leak = 1.0 - cfg.control_dt / cfg.integral_tau_s if cfg.integral_tau_s > 0 else 1.0
-        # The order of post_physics.c's enum P_*.
-        params = (
-            env.max_episode_steps,
-            math.radians(cfg.slot_yaw_lead_deg),
-            cfg.integral_err_clip,
-            leak,
-            cfg.control_dt,
-            cfg.integral_limit,
-            float(cfg.fault.enabled),
-            *(getattr(rc, name) for name in REWARD_TERMS),
-            rc.position_sigma,
-            rc.orientation_sigma,
-            tc.drone_min_height,
-            math.cos(math.radians(tc.drone_max_tilt_deg)),
-            cfg.load_size[2] / 2,
-            tc.load_min_clearance,
-            tc.drone_min_distance,
-            tc.cable_min_distance,
-            tc.bounds_xy,
-            tc.bounds_z,
-        )
-        self.params = (ctypes.c_double * len(params))(*params)
+        self.params = POST_PHYSICS["P"].pack(
+            max_steps=env.max_episode_steps, lead=math.radians(cfg.slot_yaw_lead_deg), err_clip=cfg.integral_err_clip,
+            leak=1.0 - cfg.control_dt / cfg.integral_tau_s if cfg.integral_tau_s > 0 else 1.0, dt=cfg.control_dt,
+            int_limit=cfg.integral_limit, fault=cfg.fault.enabled,
+            **{f"w_{name}": getattr(rc, name) for name in REWARD_TERMS},
+            pos_sigma=rc.position_sigma, ori_sigma=rc.orientation_sigma, min_height=tc.drone_min_height,
+            cos_tilt=math.cos(math.radians(tc.drone_max_tilt_deg)), load_half=cfg.load_size[2] / 2,
+            clearance=tc.load_min_clearance, min_dist=tc.drone_min_distance, cable_dist=tc.cable_min_distance,
+            bounds_xy=tc.bounds_xy, bounds_z=tc.bounds_z,
+        )  # fmt: skip
         self.cable_attach = env.model.cable_attach.contiguous()
+
+    def view(self, env_ids: Tensor | None = None) -> dict[str, Tensor]:
+        """The state every pass reads (post_physics.c's ``_VIEW`` arguments), contiguous, by argument name."""
+        env, c = self.env, torch.Tensor.contiguous
+        d, ld = env.drones, env.load
+        tensors = (
+            d.pos, d.quat, d.vel, d.ang_vel, ld.pos, ld.quat, ld.vel, ld.ang_vel, env.goal_pos, env.goal_quat,
+            env.cable_tension, env.failed, env.episode_step,
+        )  # fmt: skip
+        return {name: c(t) for (_, name), t in zip(_VIEW_ARGS, tensors, strict=True)}
 
     def __call__(self) -> tuple:
         env = self.env
         E, N, H, F = env.history.shape
-        d, ld, c = env.drones, env.load, torch.Tensor.contiguous
+        c = torch.Tensor.contiguous
         history = torch.empty_like(env.history)
         integ = torch.empty_like(env.attach_err_int)
         state = torch.empty(E, N, self._state_size())
@@ -194,22 +315,16 @@ class NativePostPhysics:
         reasons = torch.empty(len(REASONS), E, dtype=torch.bool)
         bad = torch.empty(E, dtype=torch.bool)
         errors = torch.empty(2, E)
-        # Held in this list until the call returns: a .contiguous() copy would otherwise be freed before it.
-        inputs = [
-            c(d.pos), c(d.quat), c(d.vel), c(d.ang_vel),
-            c(ld.pos), c(ld.quat), c(ld.vel), c(ld.ang_vel),
-            c(env.goal_pos), c(env.goal_quat), c(env.start_pos),
-            c(env.attach), c(env.nominal_offset), self.cable_attach,
-            c(env.cable_tension), c(env.hover_tension), c(env.formation_offset),
-            c(env.last_action), c(env.prev_action),
-            c(env.attach_err_int), integ,
-            c(env.failed), c(env.episode_step),
-            c(env.history), history,
-            self._noise_key(), c(env._frame_noise_std),
-            state, reward, terms, terminated, reasons, bad, errors,
-        ]  # fmt: skip
-        sizes = (*(ctypes.c_int64(x) for x in (E, N, H, F, state.shape[-1])), ctypes.c_int(native.threads()))
-        self.fn(*sizes, *map(native.ptr, inputs), self.params)
+        # Held in this call's arguments until it returns: a .contiguous() copy would otherwise be freed before it.
+        POST_PHYSICS["POST_PHYSICS_ARGS"].call(
+            self.fn, E=E, N=N, H=H, S=state.shape[-1], nthreads=native.threads(), **self.view(),
+            start_pos=c(env.start_pos), attach=c(env.attach), nominal=c(env.nominal_offset),
+            cable_attach=self.cable_attach, hover_tension=c(env.hover_tension),
+            formation_offset=c(env.formation_offset), last_action=c(env.last_action), prev_action=c(env.prev_action),
+            integ_in=c(env.attach_err_int), integ_out=integ, hist_in=c(env.history), hist_out=history,
+            noise_key=self._noise_key(), noise_std=c(env._frame_noise_std), state=state, reward=reward, terms=terms,
+            terminated=terminated, reasons=reasons, bad=bad, errors=errors, p=self.params,
+        )  # fmt: skip
         env.history = history
         env.attach_err_int = integ
         inputs = env.error_inputs()
@@ -256,20 +371,15 @@ class NativePostPhysics:
         returned, while an auto-reset may still write it), which is returned."""
         env = self.env
         E, N = env.num_envs, env.n
-        d, ld, c = env.drones, env.load, torch.Tensor.contiguous
         if env_ids is None:
             out, rows, count = torch.empty(E, N, self._state_size()), None, E
         else:
             assert out is not None and out.shape == (E, N, self._state_size()), "rows are written into a full state"
             rows, count = env_ids.contiguous(), env_ids.numel()
-        inputs = [
-            c(d.pos), c(d.quat), c(d.vel), c(d.ang_vel),
-            c(ld.pos), c(ld.quat), c(ld.vel), c(ld.ang_vel),
-            c(env.goal_pos), c(env.goal_quat), c(env.cable_tension),
-            c(env.failed), c(env.episode_step), out,
-        ]  # fmt: skip
-        sizes = (ctypes.c_int64(N), ctypes.c_int64(out.shape[-1]), ctypes.c_int(native.threads()))
-        self.state_fn(ctypes.c_int64(count), native.ptr(rows), *sizes, *map(native.ptr, inputs), self.params)
+        POST_PHYSICS["STATE_ARGS"].call(
+            self.state_fn, E=count, rows=rows, N=N, S=out.shape[-1], nthreads=native.threads(), **self.view(),
+            state=out, p=self.params,
+        )  # fmt: skip
         return out
 
     def _state_size(self) -> int:
@@ -282,22 +392,6 @@ class NativeReset:
     in place, the history too (``CableLoadEnv._reset_idx`` makes sure that is allowed)."""
 
     snapshot_constant = True  # configuration (state_snapshot)
-    # reset.c's draw order (draw[18]); "delay" and "fault_agent" are int64.
-    DRAWS = (
-        "load_mass", "load_inertia_scale", "cable_length_scale", "thrust_scale", "tau_scale", "delay",
-        "mav_mass_scale", "thrust_limit_scale", "start_xy", "goal_xy", "goal_z", "goal_rpy",
-        "fault_hit", "fault_time", "fault_agent", "disturbance_dir", "disturbance_frac", "disturbance_phase",
-    )  # fmt: skip
-    # reset.c's enum O_*: the float state it writes, as env attribute paths.
-    OUT = (
-        "load_inertia", "cable_length", "thrust_scale", "tau_scale", "motor_decay", "mav_mass", "mav_inertia",
-        "rotor_speed_max", "load_mass", "start_pos", "load.pos", "load.quat", "load.vel", "load.ang_vel",
-        "drones.pos", "drones.quat", "drones.vel", "drones.ang_vel", "rotor_speed", "cable_tension",
-        "hover_tension", "formation_offset", "indi.spec_force_f", "indi.thrust_f", "indi.torque_f",
-        "indi.ang_acc_f", "indi.prev_vel", "indi.prev_ang_vel", "indi.yaw_ref", "goal_pos", "goal_quat", "time",
-        "rotor_alive", "fault_time", "disturbance_amp", "disturbance_phase", "last_action", "prev_action", "cmd",
-        "attach_err_int",
-    )  # fmt: skip
 
     def __init__(self, env: CableLoadEnv, lib: ctypes.CDLL, post: NativePostPhysics) -> None:
         self.env, self.post = env, post
@@ -306,20 +400,20 @@ class NativeReset:
         self.fn.restype = self.history_fn.restype = None
         cfg, model, rnd = env.cfg, env.model, env.cfg.randomization
         diag = box_inertia(torch.ones(1), cfg.load_size)[0]  # the float32 values box_inertia multiplies by
-        pinv = model.allocation_pinv
-        params = (
-            float(rnd.enabled),
-            float(rnd.enabled and rnd.mav_mass_scale[0] != rnd.mav_mass_scale[1]),
-            float(rnd.enabled and rnd.thrust_limit_scale[0] != rnd.thrust_limit_scale[1]),
-            float(cfg.fault.enabled), float(cfg.disturbance.enabled),
-            cfg.load_mass, *diag.tolist(), cfg.cable_length, env.phys_dt, env.params.motor_time_constant,
-            model.mass, *model.inertia.tolist(), env.params.rotor_speed_max, cfg.start_height,
-            env.n * math.cos(env.cable_angle), cfg.cable_stiffness, GRAVITY, *model.cable_attach.tolist(),
-            float(model.rotor_thrust_min), float(model.rotor_thrust_max), model.k_f,
-            math.radians(cfg.goal_tilt_deg), math.radians(cfg.goal_yaw_deg), cfg.fault.probability,
-            *pinv.flatten().tolist(),
+        self.params = RESET["R"].pack(
+            randomized=rnd.enabled,
+            mav_mass_scaled=rnd.enabled and rnd.mav_mass_scale[0] != rnd.mav_mass_scale[1],
+            thrust_limit_scaled=rnd.enabled and rnd.thrust_limit_scale[0] != rnd.thrust_limit_scale[1],
+            fault=cfg.fault.enabled, disturbance=cfg.disturbance.enabled, load_mass=cfg.load_mass,
+            inertia_diag=diag.tolist(), cable_length=cfg.cable_length, dt=env.phys_dt,
+            tau=env.params.motor_time_constant, mav_mass=model.mass, mav_inertia=model.inertia.tolist(),
+            speed_max=env.params.rotor_speed_max, start_height=cfg.start_height,
+            tension_div=env.n * math.cos(env.cable_angle), stiffness=cfg.cable_stiffness, gravity=GRAVITY,
+            cable_attach=model.cable_attach.tolist(), thrust_min=float(model.rotor_thrust_min),
+            thrust_max=float(model.rotor_thrust_max), k_f=model.k_f, tilt=math.radians(cfg.goal_tilt_deg),
+            yaw=math.radians(cfg.goal_yaw_deg), fault_p=cfg.fault.probability,
+            pinv=model.allocation_pinv.flatten().tolist(),
         )  # fmt: skip
-        self.params = (ctypes.c_double * len(params))(*params)
         self.cable_dirs = cable_directions(env.n, env.cable_angle).contiguous()
 
     def reset_idx(self, env_ids: Tensor) -> None:
@@ -329,36 +423,27 @@ class NativeReset:
     def __call__(self, env_ids: Tensor, draws: dict[str, Tensor]) -> None:
         env, c = self.env, torch.Tensor.contiguous
         rows = c(env_ids)
-        k = rows.numel()
         state = []
-        for path in self.OUT:
+        for _, path in RESET_STATE:
             t = native.attribute(env, path)
             if not t.is_contiguous():
                 raise ValueError(f"cable_load's C reset writes {path} in place: it must be contiguous")
             state.append(t)
-        draw_args = [c(draws[name]) if name in draws else None for name in self.DRAWS]
+        held = {name: c(draws[name]) for name in DRAWS if name in draws}
+        drawn = _DRAWS_T.pointers(*(native.ptr(held.get(name)).value for name in DRAWS))
         delay = env.delay
-        buf = delay.buf if delay.max_delay > 0 else None
-        D = delay.max_delay + 1
         out = (ctypes.c_void_p * len(state))(*(native.ptr(t).value for t in state))
-        drawn = (ctypes.c_void_p * len(draw_args))(*(native.ptr(t).value for t in draw_args))
-        sizes = tuple(ctypes.c_int64(x) for x in (k, env.n, env.params.num_rotors, env.last_action.shape[-1], D))
-        self.fn(
-            *sizes[:1], native.ptr(rows), *sizes[1:], drawn, native.ptr(env.attach), native.ptr(self.cable_dirs),
-            out, native.ptr(env.failed), native.ptr(env.fault_agent), native.ptr(delay.delay), native.ptr(buf),
-            self.params,
+        RESET["RESET_ARGS"].call(
+            self.fn, k=rows.numel(), rows=rows, N=env.n, R=env.params.num_rotors, A=env.last_action.shape[-1],
+            D=delay.max_delay + 1, d=ctypes.byref(drawn), attach=env.attach, cable_dirs=self.cable_dirs, out=out,
+            failed=env.failed, fault_agent=env.fault_agent, delay=delay.delay,
+            delay_buf=delay.buf if delay.max_delay > 0 else None, p=self.params,
         )  # fmt: skip
-        noise = c(draws["obs_noise"]) if "obs_noise" in draws else None
-        d, ld = env.drones, env.load
-        # Read-only inputs as contiguous copies where they are views (an adapter's episode_step may be one), held here.
-        inputs = [
-            *map(c, (d.pos, d.quat, d.vel, d.ang_vel, ld.pos, ld.quat, ld.vel, ld.ang_vel, env.goal_pos)),
-            *map(c, (env.goal_quat, env.cable_tension, env.failed, env.episode_step, env.attach, env.nominal_offset)),
-            c(env.attach_err_int), c(env.last_action), noise, c(env._frame_noise_std), env.history,
-        ]  # fmt: skip
         self.post.forget_errors()  # the state the last pass read is written in place
-        H = env.history.shape[2]
-        self.history_fn(
-            ctypes.c_int64(k), native.ptr(rows), ctypes.c_int64(env.n), ctypes.c_int64(H),
-            *map(native.ptr, inputs), self.post.params,
+        # Read-only inputs as contiguous copies where they are views (an adapter's episode_step may be one), held here.
+        POST_PHYSICS["RESET_HISTORY_ARGS"].call(
+            self.history_fn, k=rows.numel(), rows=rows, N=env.n, H=env.history.shape[2], **self.post.view(),
+            attach=c(env.attach), nominal=c(env.nominal_offset), integ=c(env.attach_err_int),
+            last_action=c(env.last_action), noise=c(draws["obs_noise"]) if "obs_noise" in draws else None,
+            noise_std=c(env._frame_noise_std), history=env.history, p=self.post.params,
         )  # fmt: skip

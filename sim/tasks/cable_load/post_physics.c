@@ -9,7 +9,7 @@
  * (its history, its critic state) are written out contiguously.
  *
  * Layouts: every array is contiguous, float32 unless said; E envs, N MAVs, H history frames of F = 50 entries,
- * S state entries, A = 5 action components. Outputs are written whole (no read-modify-write), so they may be fresh
+ * S state entries, A action components. Outputs are written whole (no read-modify-write), so they may be fresh
  * uninitialised tensors.
  */
 #include <stdint.h>
@@ -17,19 +17,10 @@
 
 #include "simd.h"
 
-#define MAX_MAVS 6
-#define A 5
-#define F 50         /* a policy frame (native.FRAME_SIZE) */
-#define FRAME_ENV 21 /* its per-env part, before the MAV's own entries */
-#define MAX_GLOB 160 /* the state's global part: 20 N + 22 entries at most */
-
-/* Scalars of the pass, in this order (doubles; native.py packs them). */
-enum {
-    P_MAX_STEPS, P_LEAD, P_ERR_CLIP, P_LEAK, P_DT, P_INT_LIMIT, P_FAULT,
-    P_W_POS, P_W_ORI, P_W_SMOOTH, P_W_RATE, P_W_CABLE, P_W_FORM, P_W_TERM, P_POS_SIGMA, P_ORI_SIGMA,
-    P_MIN_HEIGHT, P_COS_TILT, P_LOAD_HALF, P_CLEARANCE, P_MIN_DIST, P_CABLE_DIST, P_BOUNDS_XY, P_BOUNDS_Z,
-    P_COUNT
-};
+/* MAX_MAVS, A (action components), F (a policy frame's entries), FRAME_ENV (its per-env part), MAX_GLOB (the
+ * state's global part at most), the scalars' enum P_*, the reward terms' T_* and the reasons' WHY_*, and the
+ * argument lists: generated from native.py's POST_PHYSICS declaration (sim/core/native.py writes the header). */
+#include "post_physics_layout.h"
 
 typedef struct { vf v[3]; } vec3;
 
@@ -227,13 +218,7 @@ static void mav_frame(const block* b, int64_t n, int64_t en, int64_t N, int nv, 
 
 /* The history of the envs rows[0..k) after their reset (the end of _reset_envs): each MAV's frame, plus
  * ``noise [k, N, F] * noise_std`` where given, in every one of the H slots. One env per block, on this thread. */
-void cable_load_reset_history(int64_t k, const int64_t* rows, int64_t N, int64_t H, const float* dpos,
-                              const float* dquat, const float* dvel, const float* dw, const float* lpos,
-                              const float* lquat, const float* lvel, const float* lw, const float* goal_pos,
-                              const float* goal_quat, const float* tension, const uint8_t* failed,
-                              const int64_t* episode_step, const float* attach, const float* nominal,
-                              const float* integ, const float* last_action, const float* noise,
-                              const float* noise_std, float* history, const double* p) {
+void cable_load_reset_history(RESET_HISTORY_ARGS) {
     const float lead = (float)p[P_LEAD];
     for (int64_t i = 0; i < k; i++) {
         const int64_t e = rows[i];
@@ -256,11 +241,7 @@ void cable_load_reset_history(int64_t k, const int64_t* rows, int64_t N, int64_t
 
 /* The state alone (_state): of every env (rows NULL, E envs), or of the E envs rows[0..E) only, written in place into
  * their rows of ``state`` (an auto-reset's few envs: one env per block, on this thread). */
-void cable_load_state(int64_t E, const int64_t* rows, int64_t N, int64_t S, int nthreads, const float* dpos,
-                      const float* dquat, const float* dvel, const float* dw, const float* lpos, const float* lquat,
-                      const float* lvel, const float* lw, const float* goal_pos, const float* goal_quat,
-                      const float* tension, const uint8_t* failed, const int64_t* episode_step, float* state,
-                      const double* p) {
+void cable_load_state(STATE_ARGS) {
     const int fault = p[P_FAULT] != 0.0;
     const float max_steps = (float)p[P_MAX_STEPS];
     const int64_t blocks = rows ? E : (E + W - 1) / W;
@@ -278,27 +259,11 @@ void cable_load_state(int64_t E, const int64_t* rows, int64_t N, int64_t S, int 
     }
 }
 
-void cable_load_post_physics(
-    int64_t E, int64_t N, int64_t H, int64_t F_, int64_t S, int nthreads,
-    const float* dpos, const float* dquat, const float* dvel, const float* dw,
-    const float* lpos, const float* lquat, const float* lvel, const float* lw,
-    const float* goal_pos, const float* goal_quat, const float* start_pos,
-    const float* attach, const float* nominal, const float* cable_attach,
-    const float* tension, const float* hover_tension, const float* formation_offset,
-    const float* last_action, const float* prev_action,
-    const float* integ_in, float* integ_out,
-    const uint8_t* failed, const int64_t* episode_step,
-    const float* hist_in, float* hist_out,
-    const int64_t* noise_key, const float* noise_std, /* the step's noise key (normal_pairs; NULL: no noise), [F] */
-    float* state, float* reward, float* terms, uint8_t* terminated, uint8_t* reasons, uint8_t* bad,
-    float* errors, /* [2, E]: the load's position (m) and orientation (rad) errors, CableLoadEnv.errors() */
-    const double* p)
-{
-    (void)F_; /* always F (native.py checks) */
+void cable_load_post_physics(POST_PHYSICS_ARGS) {
     const float max_steps = (float)p[P_MAX_STEPS], lead = (float)p[P_LEAD], err_clip = (float)p[P_ERR_CLIP];
     const float leak = (float)p[P_LEAK], dt = (float)p[P_DT], int_limit = (float)p[P_INT_LIMIT];
     const int fault = p[P_FAULT] != 0.0;
-    const float w_term = (float)p[P_W_TERM];
+    const float w_term = (float)p[P_W_TERMINATION];
     const float min_height = (float)p[P_MIN_HEIGHT], cos_tilt = (float)p[P_COS_TILT];
     const float bounds_xy = (float)p[P_BOUNDS_XY], bounds_z = (float)p[P_BOUNDS_Z];
     const float min_dist = (float)p[P_MIN_DIST], cable_dist = (float)p[P_CABLE_DIST];
@@ -405,8 +370,13 @@ void cable_load_post_physics(
         vi load_out = (vabs(lrel.v[0]) > bounds_xy) | (vabs(lrel.v[1]) > bounds_xy) | (vabs(lrel.v[2]) > bounds_z);
         vi out_of_bounds = mav_out | load_out;
         vi term = crash | load_ground | too_close | cable_hit | out_of_bounds;
-        const vi why[5] = {crash, load_ground, too_close, cable_hit, out_of_bounds};
-        for (int k = 0; k < 5; k++)
+        vi why[WHY_COUNT];
+        why[WHY_CRASH] = crash;
+        why[WHY_LOAD_GROUND] = load_ground;
+        why[WHY_DRONE_PROXIMITY] = too_close;
+        why[WHY_CABLE_PROXIMITY] = cable_hit;
+        why[WHY_OUT_OF_BOUNDS] = out_of_bounds;
+        for (int k = 0; k < WHY_COUNT; k++)
             for (int i = 0; i < nv; i++) reasons[k * E + e0 + i] = (uint8_t)(why[k][i] != 0);
 
         /* Rewards (_rewards): raw terms times their weights, summed in the config's order. */
@@ -415,10 +385,11 @@ void cable_load_post_physics(
         vf ori_err = 2.0f * vacos(dq);
         st(errors + e0, 1, nv, pos_err);
         st(errors + E + e0, 1, nv, ori_err);
-        vf w_pos = (float)p[P_W_POS] * vexp(-pos_err / (float)p[P_POS_SIGMA]);
-        vf w_ori = (float)p[P_W_ORI] * vexp(-ori_err / (float)p[P_ORI_SIGMA]);
+        vf w_pos = (float)p[P_W_POSITION] * vexp(-pos_err / (float)p[P_POS_SIGMA]);
+        vf w_ori = (float)p[P_W_ORIENTATION] * vexp(-ori_err / (float)p[P_ORI_SIGMA]);
         vf w_end = w_term * bool_f(term);
-        vf sums[7] = {splat(0), splat(0), splat(0), splat(0), splat(0), splat(0), splat(0)};
+        vf sums[T_COUNT];
+        for (int k = 0; k < T_COUNT; k++) sums[k] = splat(0.0f);
         vf rew[MAX_MAVS], rew_total = splat(0.0f);
         for (int64_t n = 0; n < N; n++) {
             const int64_t en = e0 * N + n;
@@ -436,16 +407,16 @@ void cable_load_post_physics(
                 form += d * d;
             }
             vf live = fault ? bool_f(b.alive[n]) : splat(1.0f);
-            vf w[7] = {
-                w_pos, w_ori,
-                (float)p[P_W_SMOOTH] * (smooth * live),
-                (float)p[P_W_RATE] * (rate * live),
-                (float)p[P_W_CABLE] * (c * c * live),
-                (float)p[P_W_FORM] * (form * live),
-                w_end,
-            };
+            vf w[T_COUNT]; /* summed in the terms' order, as the torch code sums them */
+            w[T_POSITION] = w_pos;
+            w[T_ORIENTATION] = w_ori;
+            w[T_ACTION_SMOOTHNESS] = (float)p[P_W_ACTION_SMOOTHNESS] * (smooth * live);
+            w[T_BODY_RATE] = (float)p[P_W_BODY_RATE] * (rate * live);
+            w[T_CABLE_FORCE] = (float)p[P_W_CABLE_FORCE] * (c * c * live);
+            w[T_FORMATION] = (float)p[P_W_FORMATION] * (form * live);
+            w[T_TERMINATION] = w_end;
             vf r = splat(0.0f);
-            for (int k = 0; k < 7; k++) { r += w[k]; sums[k] += w[k]; }
+            for (int k = 0; k < T_COUNT; k++) { r += w[k]; sums[k] += w[k]; }
             rew[n] = r;
             rew_total += r;
         }
@@ -455,7 +426,7 @@ void cable_load_post_physics(
         for (int i = 0; i < W; i++) tot[i] = total[i];
         vi is_bad = ~finite(tot + rew_total);
         for (int64_t n = 0; n < N; n++) st(reward + e0 * N + n, N, nv, sel(is_bad, splat(0.0f), rew[n]));
-        for (int k = 0; k < 7; k++) st(terms + k * E + e0, 1, nv, sel(is_bad, splat(0.0f), sums[k] / (float)N));
+        for (int k = 0; k < T_COUNT; k++) st(terms + k * E + e0, 1, nv, sel(is_bad, splat(0.0f), sums[k] / (float)N));
         for (int i = 0; i < nv; i++) {
             terminated[e0 + i] = (uint8_t)((term[i] | is_bad[i]) != 0);
             bad[e0 + i] = (uint8_t)(is_bad[i] != 0);

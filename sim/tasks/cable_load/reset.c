@@ -12,46 +12,15 @@
 
 #include "vec3.h"
 
-/* The order of native.py's NativeReset params. */
-enum {
-    R_RANDOMIZED, R_MAV_MASS_SCALED, R_THRUST_LIMIT_SCALED, R_FAULT, R_DISTURBANCE,
-    R_LOAD_MASS, R_INERTIA_DIAG, /* 3: the box's (sy^2 + sz^2) / 12, ... */
-    R_CABLE_LENGTH = R_INERTIA_DIAG + 3, R_DT, R_TAU, R_MAV_MASS, R_MAV_INERTIA, /* 3 */
-    R_SPEED_MAX = R_MAV_INERTIA + 3, R_START_HEIGHT, R_TENSION_DIV, /* N cos(cable_angle) */
-    R_STIFFNESS, R_GRAVITY, R_CABLE_ATTACH, /* 3 */
-    R_THRUST_MIN = R_CABLE_ATTACH + 3, R_THRUST_MAX, R_K_F, R_TILT, R_YAW, R_FAULT_P,
-    R_PINV, /* [R, 4] */
-};
-
-/* Which draws a reset uses (CableLoadEnv._reset_draws); NULL where its config draws none. */
-typedef struct {
-    const float *load_mass, *load_inertia_scale, *cable_length_scale, *thrust_scale, *tau_scale;
-    const int64_t* delay;
-    const float *mav_mass_scale, *thrust_limit_scale, *start_xy, *goal_xy, *goal_z, *goal_rpy;
-    const float *fault_hit, *fault_time;
-    const int64_t* fault_agent;
-    const float *disturbance_dir, *disturbance_frac, *disturbance_phase;
-} draws_t;
-
-/* The state tensors the reset writes, each [E, ...] (enum order of native.py's NativeReset.OUT). */
-enum {
-    O_LOAD_INERTIA, O_CABLE_LENGTH, O_THRUST_SCALE, O_TAU_SCALE, O_MOTOR_DECAY, O_MAV_MASS, O_MAV_INERTIA,
-    O_SPEED_MAX, O_LOAD_MASS, O_START_POS, O_LOAD_POS, O_LOAD_QUAT, O_LOAD_VEL, O_LOAD_W, O_MAV_POS, O_MAV_QUAT,
-    O_MAV_VEL, O_MAV_W, O_ROTOR_SPEED, O_TENSION, O_HOVER_TENSION, O_FORMATION, O_SPEC_FORCE, O_THRUST_F,
-    O_TORQUE_F, O_ANG_ACC_F, O_PREV_VEL, O_PREV_W, O_YAW_REF, O_GOAL_POS, O_GOAL_QUAT, O_TIME, O_ALIVE,
-    O_FAULT_TIME, O_DIST_AMP, O_DIST_PHASE, O_LAST_ACTION, O_PREV_ACTION, O_CMD, O_ATTACH_INT,
-    O_FLOATS /* their count; the bool, int64 and delay-buffer outputs are arguments of their own */
-};
+/* The scalars' enum R_*, the draws (draws_t: NULL where the config draws none), the state written (enum O_*: each
+ * [E, ...]; the bool, int64 and delay-buffer outputs are arguments of their own) and the argument list: generated
+ * from native.py's RESET declaration (sim/core/native.py writes the header before it builds). */
+#include "reset_layout.h"
 
 static void zero(float* p, int64_t n) { memset(p, 0, (size_t)n * sizeof(float)); }
 
-void cable_load_reset(int64_t k, const int64_t* rows, int64_t N, int64_t R, int64_t A, int64_t D,
-                      const float* draw[18], const float* attach, const float* cable_dirs, float* out[O_FLOATS],
-                      uint8_t* failed, int64_t* fault_agent, int64_t* delay, float* delay_buf, const double* p) {
-    draws_t d = {
-        draw[0], draw[1], draw[2], draw[3], draw[4], (const int64_t*)draw[5], draw[6], draw[7], draw[8], draw[9],
-        draw[10], draw[11], draw[12], draw[13], (const int64_t*)draw[14], draw[15], draw[16], draw[17],
-    };
+void cable_load_reset(RESET_ARGS) {
+    const draws_t dr = *d;
     const int randomized = p[R_RANDOMIZED] != 0.0, fault = p[R_FAULT] != 0.0, disturbed = p[R_DISTURBANCE] != 0.0;
     const float g = (float)p[R_GRAVITY];
     const float r_c[3] = {(float)p[R_CABLE_ATTACH], (float)p[R_CABLE_ATTACH + 1], (float)p[R_CABLE_ATTACH + 2]};
@@ -59,24 +28,24 @@ void cable_load_reset(int64_t k, const int64_t* rows, int64_t N, int64_t R, int6
         const int64_t e = rows[i];
         float mass;
         if (randomized) {
-            mass = d.load_mass[i];
+            mass = dr.load_mass[i];
             for (int j = 0; j < 3; j++)
-                out[O_LOAD_INERTIA][3 * e + j] = mass * (float)p[R_INERTIA_DIAG + j] * d.load_inertia_scale[i];
+                out[O_LOAD_INERTIA][3 * e + j] = mass * (float)p[R_INERTIA_DIAG + j] * dr.load_inertia_scale[i];
             for (int64_t n = 0; n < N; n++) {
                 const int64_t en = e * N + n, in = i * N + n;
-                out[O_CABLE_LENGTH][en] = (float)p[R_CABLE_LENGTH] * d.cable_length_scale[in];
-                out[O_THRUST_SCALE][en] = d.thrust_scale[in];
-                out[O_TAU_SCALE][en] = d.tau_scale[in];
-                out[O_MOTOR_DECAY][en] = expf(-(float)p[R_DT] / ((float)p[R_TAU] * d.tau_scale[in]));
+                out[O_CABLE_LENGTH][en] = (float)p[R_CABLE_LENGTH] * dr.cable_length_scale[in];
+                out[O_THRUST_SCALE][en] = dr.thrust_scale[in];
+                out[O_TAU_SCALE][en] = dr.tau_scale[in];
+                out[O_MOTOR_DECAY][en] = expf(-(float)p[R_DT] / ((float)p[R_TAU] * dr.tau_scale[in]));
                 if (p[R_MAV_MASS_SCALED] != 0.0) {
-                    const float s = d.mav_mass_scale[in];
+                    const float s = dr.mav_mass_scale[in];
                     out[O_MAV_MASS][en] = (float)p[R_MAV_MASS] * s;
                     for (int j = 0; j < 3; j++) out[O_MAV_INERTIA][3 * en + j] = (float)p[R_MAV_INERTIA + j] * s;
                 }
                 if (p[R_THRUST_LIMIT_SCALED] != 0.0)
-                    out[O_SPEED_MAX][en] = (float)p[R_SPEED_MAX] * sqrtf(d.thrust_limit_scale[in]);
+                    out[O_SPEED_MAX][en] = (float)p[R_SPEED_MAX] * sqrtf(dr.thrust_limit_scale[in]);
             }
-            delay[e] = d.delay[i];
+            delay[e] = dr.delay[i];
         } else {
             mass = (float)p[R_LOAD_MASS];
             for (int j = 0; j < 3; j++) out[O_LOAD_INERTIA][3 * e + j] = mass * (float)p[R_INERTIA_DIAG + j];
@@ -84,7 +53,7 @@ void cable_load_reset(int64_t k, const int64_t* rows, int64_t N, int64_t R, int6
         out[O_LOAD_MASS][e] = mass;
 
         /* Start: a level load with the team in static hover above it (hover_equilibrium). */
-        const float start[3] = {d.start_xy[2 * i], d.start_xy[2 * i + 1], (float)p[R_START_HEIGHT]};
+        const float start[3] = {dr.start_xy[2 * i], dr.start_xy[2 * i + 1], (float)p[R_START_HEIGHT]};
         const float tension = mass * g / (float)p[R_TENSION_DIV];
         for (int j = 0; j < 3; j++) {
             out[O_START_POS][3 * e + j] = start[j];
@@ -157,12 +126,12 @@ void cable_load_reset(int64_t k, const int64_t* rows, int64_t N, int64_t R, int6
         }
 
         /* The goal pose relative to the start (quat_from_euler). */
-        const float goal[3] = {start[0] + d.goal_xy[2 * i], start[1] + d.goal_xy[2 * i + 1], start[2] + d.goal_z[i]};
+        const float goal[3] = {start[0] + dr.goal_xy[2 * i], start[1] + dr.goal_xy[2 * i + 1], start[2] + dr.goal_z[i]};
         memcpy(out[O_GOAL_POS] + 3 * e, goal, sizeof goal);
         const float scale[3] = {(float)p[R_TILT], (float)p[R_TILT], (float)p[R_YAW]};
         float c[3], s[3];
         for (int j = 0; j < 3; j++) {
-            const float angle = d.goal_rpy[3 * i + j] * scale[j];
+            const float angle = dr.goal_rpy[3 * i + j] * scale[j];
             c[j] = cosf(angle / 2);
             s[j] = sinf(angle / 2);
         }
@@ -176,16 +145,16 @@ void cable_load_reset(int64_t k, const int64_t* rows, int64_t N, int64_t R, int6
         out[O_TIME][e] = 0.0f;
         out[O_FAULT_TIME][e] = INFINITY;
         if (fault) {
-            out[O_FAULT_TIME][e] = d.fault_hit[i] < (float)p[R_FAULT_P] ? d.fault_time[i] : INFINITY;
-            fault_agent[e] = d.fault_agent[i];
+            out[O_FAULT_TIME][e] = dr.fault_hit[i] < (float)p[R_FAULT_P] ? dr.fault_time[i] : INFINITY;
+            fault_agent[e] = dr.fault_agent[i];
         }
         if (disturbed) {
-            const float* v = d.disturbance_dir + 3 * i;
+            const float* v = dr.disturbance_dir + 3 * i;
             float norm = sqrtf(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
             norm = norm > 1e-9f ? norm : 1e-9f;
-            const float magnitude = d.disturbance_frac[i] * mass * g;
+            const float magnitude = dr.disturbance_frac[i] * mass * g;
             for (int j = 0; j < 3; j++) out[O_DIST_AMP][3 * e + j] = v[j] / norm * magnitude;
-            out[O_DIST_PHASE][e] = d.disturbance_phase[i];
+            out[O_DIST_PHASE][e] = dr.disturbance_phase[i];
         }
 
         /* The policy interface's memory. */

@@ -25,36 +25,61 @@ if TYPE_CHECKING:
 
 SOURCE = Path(__file__).with_name("observations.c")
 MAX_DRONES = 6  # observations.c's per-env arrays
-# observations.c's inputs_t, in order: (the env's attribute, dtype).
+# observations.c's inputs_t, in order: (its field, the env's attribute, dtype); [E, D, ...] per drone, [E] the rally's.
 INPUTS = (
-    ("drones.pos", torch.float32),
-    ("drones.quat", torch.float32),
-    ("drones.vel", torch.float32),
-    ("drones.ang_vel", torch.float32),
-    ("ball_pos", torch.float32),
-    ("ball_vel", torch.float32),
-    ("skill_target", torch.float32),
-    ("skill_id", torch.int64),
-    ("touched", torch.bool),
-    ("last_action", torch.float32),
-    ("rules.last_team", torch.int64),
-    ("rules.touches", torch.int64),
-    ("rules.last_toucher", torch.int64),
-    ("rules.serving_team", torch.int64),
-    ("rules.server", torch.int64),
-    ("episode_step", torch.int64),
-    ("rules.served", torch.bool),
+    ("pos", "drones.pos", torch.float32),
+    ("quat", "drones.quat", torch.float32),
+    ("vel", "drones.vel", torch.float32),
+    ("ang_vel", "drones.ang_vel", torch.float32),
+    ("ball_pos", "ball_pos", torch.float32),
+    ("ball_vel", "ball_vel", torch.float32),
+    ("target", "skill_target", torch.float32),  # world frame
+    ("skill_id", "skill_id", torch.int64),
+    ("touched", "touched", torch.bool),
+    ("last_action", "last_action", torch.float32),
+    ("last_team", "rules.last_team", torch.int64),
+    ("touches", "rules.touches", torch.int64),
+    ("last_toucher", "rules.last_toucher", torch.int64),
+    ("serving_team", "rules.serving_team", torch.int64),
+    ("server", "rules.server", torch.int64),
+    ("episode_step", "episode_step", torch.int64),
+    ("served", "rules.served", torch.bool),
 )
-
-
-class _Inputs(ctypes.Structure):
-    _fields_ = [(path.replace(".", "_"), ctypes.c_void_p) for path, _ in INPUTS]
+_C_TYPES = {torch.float32: "const float*", torch.int64: "const int64_t*", torch.bool: "const bool*"}
 
 
 def sizes(n: int) -> tuple[int, int, int]:
     """Entries per drone (skill, policy, critic state) of a match of ``n`` drones a team."""
     D, skill = 2 * n, 29 + len(SKILLS)
     return skill, skill + 3 * (D - 1) + 5, 16 * D + 12 + n
+
+
+_INPUTS_T = native.Struct("inputs_t", tuple((_C_TYPES[dtype], name) for name, _, dtype in INPUTS))
+# observations.c's sizes, inputs and argument list, declared once: native.load writes them as observations_layout.h.
+LAYOUT = native.Layout(
+    defines=(("MAX_DRONES", MAX_DRONES), ("MAX_STATE", sizes(MAX_DRONES // 2)[2])),
+    parts=(
+        _INPUTS_T,
+        native.Signature(
+            "OBSERVATIONS_ARGS",
+            (
+                ("int64_t", "k"),
+                ("const int64_t*", "rows"),
+                ("int32_t", "n"),
+                ("int32_t", "num_skills"),
+                ("float", "paddle_offset"),
+                ("float", "max_touches"),
+                ("float", "max_episode_steps"),
+                ("const inputs_t*", "inputs"),
+                ("float*", "policy"),
+                ("float*", "skill"),
+                ("float*", "state"),
+                ("int32_t", "nthreads"),
+            ),
+        ),  # fmt: skip
+    ),
+)
+native.declare(SOURCE, LAYOUT)
 
 
 def _lib() -> ctypes.CDLL | None:
@@ -79,7 +104,7 @@ def unsupported(env: VolleyballMatchEnv) -> str | None:
 
 def inputs(env: VolleyballMatchEnv) -> list[Tensor]:
     """The env's tensors :func:`observations` reads, in :data:`INPUTS` order."""
-    return [native.attribute(env, path) for path, _ in INPUTS]
+    return [native.attribute(env, path) for _, path, _ in INPUTS]
 
 
 @torch.library.custom_op("covey::volleyball_observations", mutates_args=())
@@ -102,7 +127,7 @@ def observations(
         raise ValueError(
             f"volleyball_observations: {n} drones a team, but positions of shape {tuple(tensors[0].shape)}"
         )
-    held = [t.to(dtype).contiguous() for t, (_, dtype) in zip(tensors, INPUTS, strict=True)]
+    held = [t.to(dtype).contiguous() for t, (_, _, dtype) in zip(tensors, INPUTS, strict=True)]
     if rows is not None:
         rows = rows.to(torch.int64).contiguous()
         if rows.numel() and not 0 <= int(rows.min()) <= int(rows.max()) < E:  # the kernel reads those rows unchecked
@@ -110,19 +135,20 @@ def observations(
     k = E if rows is None else rows.shape[0]
     skill_n, policy_n, state_n = sizes(n)
     skill, policy, state = (torch.empty(k, D, m) for m in (skill_n, policy_n, state_n))
-    lib.volleyball_observations(
-        ctypes.c_int64(k),
-        native.ptr(rows),
-        ctypes.c_int32(n),
-        ctypes.c_int32(len(SKILLS)),
-        ctypes.c_float(paddle_offset),
-        ctypes.c_float(max_touches),
-        ctypes.c_float(max_episode_steps),
-        ctypes.byref(_Inputs(*(t.data_ptr() for t in held))),
-        native.ptr(policy),
-        native.ptr(skill),
-        native.ptr(state),
-        ctypes.c_int32(native.threads()),
+    LAYOUT["OBSERVATIONS_ARGS"].call(
+        lib.volleyball_observations,
+        k=k,
+        rows=rows,
+        n=n,
+        num_skills=len(SKILLS),
+        paddle_offset=paddle_offset,
+        max_touches=max_touches,
+        max_episode_steps=max_episode_steps,
+        inputs=ctypes.byref(_INPUTS_T.pointers(*(t.data_ptr() for t in held))),
+        policy=policy,
+        skill=skill,
+        state=state,
+        nthreads=native.threads(),
     )
     return skill, policy, state
 

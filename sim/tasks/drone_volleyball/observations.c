@@ -16,20 +16,11 @@
 
 #include "vec3.h"
 
-#define MAX_DRONES 6
-#define MAX_STATE (16 * MAX_DRONES + 12 + MAX_DRONES / 2)
-
-typedef struct {
-    const float *pos, *quat, *vel, *ang_vel; /* [E, D, 3 | 4] */
-    const float *ball_pos, *ball_vel;        /* [E, 3] */
-    const float* target;                     /* [E, D, 3], world frame */
-    const int64_t* skill_id;                 /* [E, D] */
-    const bool* touched;                     /* [E, D] */
-    const float* last_action;                /* [E, D, 4] */
-    /* the rules' rally state, [E] each */
-    const int64_t *last_team, *touches, *last_toucher, *serving_team, *server, *episode_step;
-    const bool* served;
-} inputs_t;
+/* MAX_DRONES, MAX_STATE (the critic state's entries at most), inputs_t (the env's tensors, [E, D, ...] per drone and
+ * [E] the rally's: pos, quat, vel, ang_vel, ball_pos, ball_vel, target (world frame), skill_id, touched, last_action,
+ * then the rules' last_team, touches, last_toucher, serving_team, server, episode_step, served) and the argument list:
+ * generated from native.py's LAYOUT declaration (sim/core/native.py writes the header before it builds). */
+#include "observations_layout.h"
 
 /* quaternion.quat_to_matrix then matrix_to_6d: the first two columns. */
 static void rot6(const float* q, float* out) {
@@ -50,9 +41,7 @@ static void put3(float* out, const float* v, bool flip) {
     out[2] = v[2];
 }
 
-void volleyball_observations(int64_t k, const int64_t* rows, int32_t n, int32_t num_skills, float paddle_offset,
-                             float max_touches, float max_episode_steps, const inputs_t* inputs, float* policy, float* skill,
-                             float* state, int32_t nthreads) {
+void volleyball_observations(OBSERVATIONS_ARGS) {
     const int D = 2 * n;
     const int S = 29 + num_skills;  /* skill entries */
     const int P = S + 3 * (D - 1) + 5; /* policy entries */
