@@ -15,7 +15,9 @@ A checkpoint is ``torch.save`` of a plain dict (loaded with ``weights_only=True`
     rng          {"torch": CPU RNG state, "cuda": [states] | None, "env": env generator state,
                   "policy": action-sampling generator state}
     meta         run_id, global_step, algo, covey_version, config (resolved hydra config),
-                 groups ({group: GroupDims as dict}), time
+                 groups ({group: GroupDims as dict}), wall_time, best, num_evals, saved_at, threads
+                 ({"torch": n, "update": n}: the counts the run computed with; a resume with
+                 torch_threads=0 takes them again, training/resume.py)
     metrics      the last evaluation metrics, e.g. {"metrics/final_pos_err_m": 0.31}
     env_state    latest.pt only (optional): the env's state, ``MultiAgentEnv.state_snapshot()``
                  ({attribute path: tensor or scalar}), or a one-line reason it could not be copied
