@@ -474,3 +474,29 @@ def test_native_reset_equals_torch(overrides: dict) -> None:
             assert torch.equal(got, ref), path
         changed += int(not torch.equal(ref, before[path]))
     assert changed >= 20, "the reset writes most of the state"
+
+
+def test_the_kernels_are_custom_ops_a_compiled_graph_keeps() -> None:
+    """Each C function is the custom op covey::<function> (native.KernelOp): a fullgraph compile calls it as eager
+    does, and writes the outputs it is given."""
+    from sim.tasks.cable_load.native import OPS
+
+    env = _native_env(num_envs=4)
+    op = OPS["cable_load_apply_actions"]
+    fn = env.backend.advance.apply_fn
+    address = op.address(fn)
+    act = torch.linspace(-2, 2, 4 * env.n * 5).reshape(4, env.n, 5)
+    delay, scale = torch.zeros(4, dtype=torch.int64), env.action_scale.float().contiguous()
+
+    def apply(act: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        last, cmd = torch.empty_like(act), torch.empty_like(act)
+        op.op(address, 4, env.n * 5, 1, 1, act, None, None, delay, scale, last, cmd)
+        return last, cmd
+
+    eager = apply(act)
+    compiled = torch.compile(apply, fullgraph=True, backend="aot_eager")(act)
+    torch.testing.assert_close(eager[0], act.clamp(-1, 1), atol=0, rtol=0)
+    torch.testing.assert_close(eager[1], act.clamp(-1, 1) * scale, atol=0, rtol=0)
+    for a, b in zip(eager, compiled, strict=True):
+        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    assert sorted(OPS) == sorted(name for name in dir(torch.ops.covey) if name.startswith("cable_load_"))

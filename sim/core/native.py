@@ -133,8 +133,9 @@ class Scalars:
         items = [f"{self.prefix}_{name.upper()} = {at}" for name, at in self.offsets().items()]
         return "enum {\n" + "".join(f"    {item},\n" for item in items) + "};\n"
 
-    def pack(self, **values: float | tuple | list) -> ctypes.Array:
-        """The doubles of ``values`` (one per field name: a number, or a sequence of the field's size), in order."""
+    def pack(self, **values: float | tuple | list) -> Tensor:
+        """The doubles of ``values`` (one per field name: a number, or a sequence of the field's size), in order, as
+        a float64 CPU tensor."""
         names = [name for name, _ in self.fields]
         if sorted(values) != sorted(names):
             raise KeyError(f"{self.prefix}: expected the values of {names}, got {sorted(values)}")
@@ -145,7 +146,7 @@ class Scalars:
             if size is not None and len(items) != size:
                 raise ValueError(f"{self.prefix}_{name.upper()}: {size} values, got {len(items)}")
             flat.extend(float(x) for x in items)
-        return (ctypes.c_double * len(flat))(*flat)
+        return torch.tensor(flat, dtype=torch.float64)
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,93 @@ def _arg(ctype: str, value: Any) -> Any:
     if ctype.endswith("*"):
         return ptr(value) if value is None or isinstance(value, Tensor) else value
     return _CTYPES[ctype](value)
+
+
+_SCHEMA_SCALARS = {"int64_t": "int", "int": "int", "int32_t": "int", "float": "float"}
+
+
+class KernelOp:
+    """A C function declared by a :class:`Signature` of ``layout``, registered as the custom op ``covey::<name>`` so
+    that a compiled graph keeps it (a ctypes call would split the graph). Call it with the function's arguments by
+    name (:meth:`__call__`) and the library's function (``fn``): tensors for its pointers (None for NULL; a list of
+    tensors for a pointer array or a struct of pointers), numbers for its scalars. The op writes its outputs in place
+    (the arguments the C function does not take as ``const``: they are declared mutated), so they are allocated by
+    the caller, in torch, and its fake implementation has nothing to compute."""
+
+    def __init__(self, name: str, layout: Layout, macro: str) -> None:
+        self.signature = signature = layout[macro]
+        self.kinds: list[tuple[str, Any]] = []  # per argument: how the impl converts it (kind, detail)
+        schema, mutated = ["int fn"], 0
+        for ctype, arg in signature.args:
+            if ctype in _SCHEMA_SCALARS:
+                self.kinds.append(("scalar", _CTYPES[ctype]))
+                schema.append(f"{_SCHEMA_SCALARS[ctype]} {arg}")
+            elif ctype.endswith("* const*"):  # an array of output pointers
+                self.kinds.append(("array", None))
+                schema.append(f"Tensor(a{mutated}!)[] {arg}")
+                mutated += 1
+            elif ctype.endswith("_t*") and ctype.rstrip("*").removeprefix("const ") in {
+                p.name for p in layout.parts if isinstance(p, Struct)
+            }:
+                self.kinds.append(("struct", layout[ctype.rstrip("*").removeprefix("const ")].pointers))
+                schema.append(f"Tensor?[] {arg}")
+            elif ctype.startswith("const "):
+                self.kinds.append(("pointer", None))
+                schema.append(f"Tensor? {arg}")
+            else:
+                self.kinds.append(("pointer", None))
+                schema.append(f"Tensor(a{mutated}!)? {arg}")
+                mutated += 1
+        self.name = name
+        self._addresses: dict[Any, int] = {}
+        self.op = _define(name, f"({', '.join(schema)}) -> ()", self._impl)
+
+    def __call__(self, fn: Any, **values: Any) -> None:
+        """``fn`` (the library's function) on ``values`` by argument name, through the custom op."""
+        args = self.signature.args
+        if len(values) != len(args) or any(name not in values for _, name in args):
+            raise KeyError(f"{self.name}: expected {[n for _, n in args]}, got {list(values)}")
+        self.op(self.address(fn), *(values[n] for _, n in args))
+
+    def address(self, fn: Any) -> int:
+        """The op's ``fn`` argument for the library's function ``fn`` (its address, remembered with it): what a
+        caller passes to :attr:`op` directly (``op(address, *arguments in order)``)."""
+        address = self._addresses.get(id(fn))  # fn is held in _FUNCTIONS: its id stays its own
+        if address is None:
+            address = self._addresses[id(fn)] = ctypes.cast(fn, ctypes.c_void_p).value
+            _FUNCTIONS[address] = fn
+        return address
+
+    def _impl(self, fn: int, *values: Any) -> None:
+        args = []
+        for (kind, detail), value in zip(self.kinds, values, strict=True):
+            if kind == "scalar":
+                args.append(detail(value))
+            elif kind == "pointer":
+                args.append(ptr(value))
+            elif kind == "array":
+                args.append((ctypes.c_void_p * len(value))(*(ptr(t).value for t in value)))
+            else:
+                args.append(ctypes.byref(detail(*(ptr(t).value for t in value))))
+        _FUNCTIONS[fn](*args)
+
+
+_FUNCTIONS: dict[int, Any] = {}  # the address of each kernel function a KernelOp has called -> the ctypes function
+_DEFINED: dict[str, Any] = {}
+
+
+def _define(name: str, schema: str, impl: Any) -> Any:
+    """The custom op ``covey::<name>`` with ``schema``, ``impl`` on CPU tensors and a fake implementation that does
+    nothing (the op only writes into its arguments); defined once per process."""
+    if name not in _DEFINED:
+        _LIB.define(name + schema)
+        _LIB.impl(name, impl, "CPU")
+        torch.library.register_fake(f"covey::{name}", lambda *args: None, lib=_LIB)
+        _DEFINED[name] = getattr(torch.ops.covey, name).default
+    return _DEFINED[name]
+
+
+_LIB = torch.library.Library("covey", "FRAGMENT")
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ the history from ``post_physics.c``).
 
 :class:`NativeControlLoop` does what ``CableLoadEnv._control_loop`` does (INDI ticks and physics substeps),
 :class:`NativePostPhysics` what ``CableLoadEnv._post_physics`` (the base's pass over the task's hooks) does,
-returning the same tuple, and :class:`NativeReset` what ``CableLoadEnv._reset_envs`` does. The torch code stays
+returning the same tuple, and :class:`NativeReset` what ``CableLoadEnv._reset_envs`` does. Each C function is the
+custom op ``covey::<function>`` (:class:`sim.core.native.KernelOp`, :data:`OPS`), called with outputs allocated
+here; the files' sizes, enums and argument lists are declared once below (:data:`LAYOUTS`). The torch code stays
 the reference (``tests/test_cable_load_native.py`` holds the two together) and runs everywhere else: on a GPU, with
 ``cpu_kernels="torch"``, and where no C compiler is found (:func:`sim.core.native.load`).
 """
@@ -168,6 +170,15 @@ RESET = native.Layout(
 LAYOUTS = {SOURCES[0]: CONTROL_LOOP, SOURCES[1]: POST_PHYSICS, RESET_SOURCE: RESET}
 for _source, _layout in LAYOUTS.items():
     native.declare(_source, _layout)
+# The functions, as custom ops (covey::<function>) that write into the outputs they are given.
+OPS = {
+    "cable_load_control_loop": native.KernelOp("cable_load_control_loop", CONTROL_LOOP, "CONTROL_LOOP_ARGS"),
+    "cable_load_apply_actions": native.KernelOp("cable_load_apply_actions", CONTROL_LOOP, "APPLY_ACTIONS_ARGS"),
+    "cable_load_post_physics": native.KernelOp("cable_load_post_physics", POST_PHYSICS, "POST_PHYSICS_ARGS"),
+    "cable_load_state": native.KernelOp("cable_load_state", POST_PHYSICS, "STATE_ARGS"),
+    "cable_load_reset_history": native.KernelOp("cable_load_reset_history", POST_PHYSICS, "RESET_HISTORY_ARGS"),
+    "cable_load_reset": native.KernelOp("cable_load_reset", RESET, "RESET_ARGS"),
+}
 
 
 def unsupported(env: CableLoadEnv) -> str | None:
@@ -231,7 +242,7 @@ class NativeControlLoop:
         last, cmd = torch.empty_like(act), torch.empty_like(act)
         delay = env.delay
         buf = torch.empty_like(delay.buf) if delay.max_delay > 0 else None
-        CONTROL_LOOP["APPLY_ACTIONS_ARGS"].call(
+        OPS["cable_load_apply_actions"](
             self.apply_fn, E=E, NA=N * A, D=delay.max_delay + 1, nthreads=native.threads(), act=act,
             buf_in=delay.buf.contiguous() if buf is not None else None, buf_out=buf, delay=delay.delay.contiguous(),
             scale=self.scale, last_action=last, cmd=cmd,
@@ -249,9 +260,8 @@ class NativeControlLoop:
         new = [torch.empty_like(t) for t in state.values()]
         E, N, R = state["rotor_speed"].shape
         failed = torch.empty(E, N, dtype=torch.bool)
-        out = (ctypes.c_void_p * len(new))(*(native.ptr(t).value for t in new))
-        CONTROL_LOOP["CONTROL_LOOP_ARGS"].call(
-            self.fn, E=E, N=N, R=R, nthreads=native.threads(), **state, **inputs, failed_out=failed, out=out,
+        OPS["cable_load_control_loop"](
+            self.fn, E=E, N=N, R=R, nthreads=native.threads(), **state, **inputs, failed_out=failed, out=new,
             p=self.params,
         )  # fmt: skip
         d, ld = env.drones, env.load
@@ -316,7 +326,7 @@ class NativePostPhysics:
         bad = torch.empty(E, dtype=torch.bool)
         errors = torch.empty(2, E)
         # Held in this call's arguments until it returns: a .contiguous() copy would otherwise be freed before it.
-        POST_PHYSICS["POST_PHYSICS_ARGS"].call(
+        OPS["cable_load_post_physics"](
             self.fn, E=E, N=N, H=H, S=state.shape[-1], nthreads=native.threads(), **self.view(),
             start_pos=c(env.start_pos), attach=c(env.attach), nominal=c(env.nominal_offset),
             cable_attach=self.cable_attach, hover_tension=c(env.hover_tension),
@@ -376,7 +386,7 @@ class NativePostPhysics:
         else:
             assert out is not None and out.shape == (E, N, self._state_size()), "rows are written into a full state"
             rows, count = env_ids.contiguous(), env_ids.numel()
-        POST_PHYSICS["STATE_ARGS"].call(
+        OPS["cable_load_state"](
             self.state_fn, E=count, rows=rows, N=N, S=out.shape[-1], nthreads=native.threads(), **self.view(),
             state=out, p=self.params,
         )  # fmt: skip
@@ -429,19 +439,17 @@ class NativeReset:
             if not t.is_contiguous():
                 raise ValueError(f"cable_load's C reset writes {path} in place: it must be contiguous")
             state.append(t)
-        held = {name: c(draws[name]) for name in DRAWS if name in draws}
-        drawn = _DRAWS_T.pointers(*(native.ptr(held.get(name)).value for name in DRAWS))
+        drawn = [c(draws[name]) if name in draws else None for name in DRAWS]
         delay = env.delay
-        out = (ctypes.c_void_p * len(state))(*(native.ptr(t).value for t in state))
-        RESET["RESET_ARGS"].call(
+        OPS["cable_load_reset"](
             self.fn, k=rows.numel(), rows=rows, N=env.n, R=env.params.num_rotors, A=env.last_action.shape[-1],
-            D=delay.max_delay + 1, d=ctypes.byref(drawn), attach=env.attach, cable_dirs=self.cable_dirs, out=out,
+            D=delay.max_delay + 1, d=drawn, attach=env.attach, cable_dirs=self.cable_dirs, out=state,
             failed=env.failed, fault_agent=env.fault_agent, delay=delay.delay,
             delay_buf=delay.buf if delay.max_delay > 0 else None, p=self.params,
         )  # fmt: skip
         self.post.forget_errors()  # the state the last pass read is written in place
         # Read-only inputs as contiguous copies where they are views (an adapter's episode_step may be one), held here.
-        POST_PHYSICS["RESET_HISTORY_ARGS"].call(
+        OPS["cable_load_reset_history"](
             self.history_fn, k=rows.numel(), rows=rows, N=env.n, H=env.history.shape[2], **self.post.view(),
             attach=c(env.attach), nominal=c(env.nominal_offset), integ=c(env.attach_err_int),
             last_action=c(env.last_action), noise=c(draws["obs_noise"]) if "obs_noise" in draws else None,
