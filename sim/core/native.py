@@ -1,4 +1,5 @@
-"""Small C kernels for the CPU: built once per machine with the system C compiler, called through ctypes.
+"""Small C kernels for the CPU: built once per machine with the system C compiler, called through ctypes (as torch
+custom ops where a compiled graph must keep them: :class:`KernelOp`).
 
 Where inductor cannot reach (a task's post-physics pass runs as one scalar kernel that rereads its inputs for
 each output entry), a task may ship a C file of the same computation over raw contiguous arrays. Its torch code
