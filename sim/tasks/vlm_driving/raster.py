@@ -1,9 +1,10 @@
 """Batched rasterisers of vlm_driving: the bird's-eye-view mask stack (observation) and the top-down
 RGB camera (the vision-language reward's input), both in the ego frame, heading up.
 
-Both look up the road at every pixel through :meth:`RoadMaps.locate` (one gather per pixel into the
-map's lane grid, then exact geometry against the lane's centre point), so lane edges and markings
-are sharp at any resolution; cars are oriented boxes.
+Both look up the road at every pixel as :meth:`RoadMaps.locate` does (one gather per pixel into the
+map's lane grid, then exact geometry against the lane's centre point, for the pixels near a lane only),
+so lane edges and markings are sharp at any resolution; cars are oriented boxes. Every frame of a call
+is rendered in one batch: no Python loop over envs or cars.
 
 BEV (VLM-RL / Roach style, ``uint8 [E, B, B, 3 + history]``, 0 or 255; the ego sits on the centre
 column, 3/4 of the way down):
