@@ -54,18 +54,17 @@ import torch
 from torch import Tensor
 
 from sim.core.env import MultiAgentEnv, Obs
-from sim.core.spec import EnvSpec, GroupSpec, ObsEntry, ObsTerm
+from sim.core.spec import EnvSpec
 from sim.physics.boxes2d import boxes_overlap
 from sim.physics.traffic import IDMParams, idm_acceleration
 from sim.physics.vehicle import VehicleParams, dynamic_bicycle_step, kinematic_bicycle_step
 from sim.tasks.vlm_driving import raster
 from sim.tasks.vlm_driving.config import DrivingCfg
 from sim.tasks.vlm_driving.roads import RoadCfg, RoadMaps, build_maps, take
+from sim.tasks.vlm_driving.spec import BEV_EGO_ROW, GROUP, build_spec
 from sim.tasks.vlm_driving.traffic import CAR_LENGTH, CAR_WIDTH, Traffic
 
-GROUP = "ego"
 ROUTE_AHEAD = 100  # route points (about 1 m apart) handed to the traffic spawner
-BEV_EGO_ROW = 0.75  # the ego sits 3/4 of the way down the BEV
 STALL_SPEED = 0.5  # m/s
 
 
@@ -138,55 +137,7 @@ class VLMDrivingEnv(MultiAgentEnv):
 
     # ----------------------------------------------------------------- spec
     def _build_spec(self) -> EnvSpec:
-        cfg = self.cfg
-        ego_terms = (
-            ObsTerm("speed", 1, "10 m/s"),
-            ObsTerm("steer", 1, "normalised", "", "applied steering command"),
-            ObsTerm("throttle", 1, "normalised", "", "applied throttle (+) / brake (-) command"),
-            ObsTerm("heading_error", 2, "sin, cos", "route"),
-            ObsTerm("route_offset", 1, "3 m", "route", "signed distance left of the route"),
-            ObsTerm("lane_offset", 1, "2 m", "lane", "signed distance left of the nearest lane centre"),
-            ObsTerm("on_road", 1, "flag"),
-            ObsTerm("waypoints", 2 * cfg.num_waypoints, "20 m", "ego", "next route waypoints (x fwd, y left)"),
-        )
-        traffic_terms = tuple(
-            ObsTerm(f"car{k}", 7, "20 m, -, 10 m/s, flag", "ego", "x, y, cos, sin rel. heading, vx, vy, present")
-            for k in range(cfg.num_observed_vehicles)
-        )
-        entries = {"ego": ObsEntry((sum(t.size for t in ego_terms),), terms=ego_terms)}
-        if traffic_terms:
-            entries["traffic"] = ObsEntry((7 * cfg.num_observed_vehicles,), terms=traffic_terms)
-        state_obs = tuple(entries)
-        actor_obs: tuple[str, ...] = state_obs
-        if cfg.observation == "bev":
-            b, c = cfg.bev_size, 3 + cfg.bev_history
-            entries["bev"] = ObsEntry(
-                (b, b, c),
-                torch.uint8,
-                kind="image",
-                units="mask 0/255",
-                description=f"ego-centred BEV, {cfg.bev_px_per_m:g} px/m, heading up, ego at row {BEV_EGO_ROW:g}; "
-                f"channels road, markings, route, cars now and {cfg.bev_history - 1} past steps",
-            )
-            actor_obs = ("bev", "ego")
-        group = GroupSpec(
-            n_agents=1,
-            observations=entries,
-            action_dim=2,
-            action_names=("steer", "throttle_brake"),
-            # The pedal as in CARLA (VLM-RL): +1 full throttle (max_accel), -1 full brake (max_brake); the car maps it.
-            action_units=("rad", "pedal"),
-            action_scale=(VehicleParams().max_steer, 1.0),
-            actor_obs=actor_obs,
-            critic_obs=state_obs,
-        )
-        return EnvSpec(
-            task=self.task_name,
-            groups={GROUP: group},
-            control_dt=cfg.control_dt,
-            physics_dt=cfg.control_dt,
-            max_episode_steps=round(cfg.episode_length_s / cfg.control_dt),
-        )
+        return build_spec(self.cfg, self.task_name)
 
     # ----------------------------------------------------------------- reset
     def _reset_idx(self, env_ids: Tensor) -> None:
