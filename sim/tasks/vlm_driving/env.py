@@ -58,7 +58,7 @@ from sim.core.spec import EnvSpec
 from sim.physics.boxes2d import boxes_overlap
 from sim.physics.traffic import IDMParams, idm_acceleration
 from sim.physics.vehicle import VehicleParams, dynamic_bicycle_step, kinematic_bicycle_step
-from sim.tasks.vlm_driving import raster
+from sim.tasks.vlm_driving import observations, raster
 from sim.tasks.vlm_driving.config import DrivingCfg
 from sim.tasks.vlm_driving.roads import RoadCfg, RoadMaps, build_maps, take
 from sim.tasks.vlm_driving.spec import BEV_EGO_ROW, GROUP, build_spec
@@ -355,93 +355,16 @@ class VLMDrivingEnv(MultiAgentEnv):
         self._draws = self.traffic.draw(self.num_envs)  # the next step's spawn draws
 
     def camera_frames(self, env_ids: Tensor | None = None, pixels: Tensor | None = None) -> Tensor:
-        """The reward camera's frames ``uint8 [k, S, S, 3]`` of ``env_ids`` (all when None); ``pixels``: another
-        ego-frame pixel grid (:func:`raster.ego_frame_pixels`, e.g. a video's), else the camera's own."""
-        ids = torch.arange(self.num_envs, device=self.device) if env_ids is None else env_ids
-        xy, yaw = self.traffic.poses(self.map_id)
-        return raster.render_camera(
-            self.maps,
-            self.map_id[ids],
-            self.ego[ids, :2],
-            self.ego[ids, 2],
-            xy[ids],
-            yaw[ids],
-            self.traffic.present[ids],
-            self.traffic.colour[ids],
-            self._camera_pixels if pixels is None else pixels,
-            CAR_LENGTH,
-            CAR_WIDTH,
-        )
+        """The reward camera's frames ``uint8 [k, S, S, 3]`` (:func:`observations.camera_frames`)."""
+        return observations.camera_frames(self, env_ids, pixels)
 
     def bev(self, env_ids: Tensor | None = None, pixels: Tensor | None = None, px_per_m: float | None = None) -> Tensor:
-        """The BEV mask stack ``uint8 [k, B, B, 3 + bev_history]`` of ``env_ids`` (all when None); ``pixels`` and
-        ``px_per_m``: another grid of the same ego placement (a video's), else the observation's."""
-        ids = torch.arange(self.num_envs, device=self.device) if env_ids is None else env_ids
-        hist = [(h[ids, :, :2], h[ids, :, 2], h[ids, :, 3] > 0.5) for h in self.car_history]
-        return raster.render_bev(
-            self.maps,
-            self.map_id[ids],
-            self.route_id[ids],
-            self.ego[ids, :2],
-            self.ego[ids, 2],
-            hist,
-            self._bev_pixels if pixels is None else pixels,
-            self.cfg.bev_px_per_m if px_per_m is None else px_per_m,
-            BEV_EGO_ROW,
-            CAR_LENGTH,
-            CAR_WIDTH,
-        )
+        """The BEV mask stack ``uint8 [k, B, B, 3 + bev_history]`` (:func:`observations.bev`)."""
+        return observations.bev(self, env_ids, pixels, px_per_m)
 
     # ----------------------------------------------------------------- observations
     def _observations(self) -> Obs:
-        cfg, d = self.cfg, self.derived
-        herr = d["heading_err"]
-        ego = torch.cat(
-            (
-                (self.speed() / 10.0).unsqueeze(-1),
-                self.command,
-                torch.stack((torch.sin(herr), torch.cos(herr)), -1),
-                (d["route_offset"] / 3.0).clamp(-3, 3).unsqueeze(-1),
-                (d["where_lateral"] / 2.0).clamp(-3, 3).unsqueeze(-1),
-                d["on_road"].float().unsqueeze(-1),
-                (d["waypoints"] / 20.0).flatten(1),
-            ),
-            -1,
-        )
-        out = {"ego": ego.unsqueeze(1)}
-        K = cfg.num_observed_vehicles
-        if K:
-            out["traffic"] = self._traffic_obs(K).unsqueeze(1)
-        if cfg.observation == "bev":
-            out["bev"] = self.bev().unsqueeze(1)
-        return {GROUP: out}
-
-    def _traffic_obs(self, K: int) -> Tensor:
-        d, E, dev = self.derived, self.num_envs, self.device
-        V = d["cars_dist"].shape[1]
-        feats = torch.zeros(E, K, 7, device=dev)
-        if V == 0:
-            return feats.flatten(1)
-        k = min(K, V)
-        dist, order = d["cars_dist"].topk(k, dim=-1, largest=False)
-        local = d["cars_local"].gather(1, order.unsqueeze(-1).expand(-1, -1, 2))
-        rel_yaw = d["cars_local_yaw"].gather(1, order)
-        speed = self.traffic.v.gather(1, order)
-        vel = speed.unsqueeze(-1) * torch.stack((torch.cos(rel_yaw), torch.sin(rel_yaw)), -1)
-        ego_v = torch.stack((self.speed(), torch.zeros_like(self.speed())), -1).unsqueeze(1)
-        present = torch.isfinite(dist)
-        f = torch.cat(
-            (
-                local / 20.0,
-                torch.cos(rel_yaw).unsqueeze(-1),
-                torch.sin(rel_yaw).unsqueeze(-1),
-                (vel - ego_v) / 10.0,
-                present.unsqueeze(-1).float(),
-            ),
-            -1,
-        )
-        feats[:, :k] = torch.where(present.unsqueeze(-1), f, torch.zeros_like(f))
-        return feats.flatten(1)
+        return observations.observe(self)
 
     # ----------------------------------------------------------------- rewards, terminations
     def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
