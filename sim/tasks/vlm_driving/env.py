@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import replace
 from typing import ClassVar
 
 import torch
@@ -56,9 +55,9 @@ from torch import Tensor
 from sim.core.env import MultiAgentEnv, Obs
 from sim.core.spec import EnvSpec
 from sim.physics.boxes2d import boxes_overlap
-from sim.physics.traffic import IDMParams, idm_acceleration
+from sim.physics.traffic import IDMParams
 from sim.physics.vehicle import VehicleParams, dynamic_bicycle_step, kinematic_bicycle_step
-from sim.tasks.vlm_driving import observations, raster
+from sim.tasks.vlm_driving import events, observations, raster, rewards, scripted
 from sim.tasks.vlm_driving.config import DrivingCfg
 from sim.tasks.vlm_driving.roads import RoadCfg, RoadMaps, build_maps, take
 from sim.tasks.vlm_driving.spec import BEV_EGO_ROW, GROUP, build_spec
@@ -116,7 +115,7 @@ class VLMDrivingEnv(MultiAgentEnv):
         self.car_history = torch.zeros(cfg.bev_history, E, V, 4, device=dev)  # x, y, yaw, present; newest first
         self._bev_pixels = raster.ego_frame_pixels(cfg.bev_size, cfg.bev_px_per_m, BEV_EGO_ROW, dev)
         self._camera_pixels = raster.ego_frame_pixels(cfg.camera_size, cfg.camera_size / cfg.camera_view_m, 0.5, dev)
-        self.vlm = self._load_vlm() if cfg.reward in ("vlm", "vlm_rm") else None
+        self.vlm = rewards.load_vlm(cfg, dev) if cfg.reward in ("vlm", "vlm_rm") else None
         self.derived: dict[str, Tensor] = {}
         # A reset re-derives the observation inputs of the envs it resets and observes; with compile=True that
         # pass is compiled too, with a symbolic env count (eager, over every env, it cost a third of a compiled
@@ -128,12 +127,6 @@ class VLMDrivingEnv(MultiAgentEnv):
         self._start_pose = torch.compile(self._start_pose_of, dynamic=True) if compile else self._start_pose_of
         self._derive()  # every key present before the first reset, which re-derives the envs it resets
         self.reset()
-
-    def _load_vlm(self):
-        from sim.rewards.vision_language import VisionLanguageReward, load_backend
-
-        vcfg = replace(self.cfg.vlm, mode="vlm_rm" if self.cfg.reward == "vlm_rm" else "vlm_rl")
-        return VisionLanguageReward(load_backend(vcfg, self.device), vcfg)
 
     # ----------------------------------------------------------------- spec
     def _build_spec(self) -> EnvSpec:
@@ -366,59 +359,19 @@ class VLMDrivingEnv(MultiAgentEnv):
     def _observations(self) -> Obs:
         return observations.observe(self)
 
-    # ----------------------------------------------------------------- rewards, terminations
+    # ----------------------------------------------------------------- rewards, terminations, metrics
     def _terminations(self) -> tuple[Tensor, dict[str, Tensor]]:
-        cfg, d = self.cfg, self.derived
-        reasons = {
-            "collision": d["collision"],
-            "off_road": d["where_lateral"].abs() > cfg.max_center_m,
-            "overspeed": self.speed() > cfg.max_speed_kmh / 3.6,
-            "stalled": self.stalled_s >= cfg.stalled_s,
-        }
-        if cfg.wrong_lane_terminates:
-            reasons["wrong_lane"] = d["wrong_lane"]
-        terminated = torch.stack(list(reasons.values())).any(0)
-        return terminated, reasons
+        return events.terminations(self)
 
     def reward_state(self, terminated: Tensor) -> dict[str, Tensor]:
-        """The vehicle-state inputs of VLM-RL's synthesis (``STATE_KEYS``), each ``[E]``."""
-        return {
-            "speed": self.speed(),
-            "center_dist": self.derived["where_lateral"].abs(),
-            "heading_err": self.derived["heading_err"],
-            "lateral_std": self.lateral_hist.std(-1),
-            "terminated": terminated,
-        }
+        """The vehicle-state inputs of VLM-RL's synthesis (:func:`rewards.reward_state`), each ``[E]``."""
+        return rewards.reward_state(self, terminated)
 
     def _rewards(self, terminated: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-        cfg, d = self.cfg, self.derived
-        progress = d["progress"]
-        delta = progress - self.progress_prev
-        self.progress_prev = progress
-        if cfg.reward == "route_completion":
-            r = cfg.route_completion_scale * delta
-        else:
-            from sim.rewards.vision_language import hierarchical_reward
+        return rewards.rewards(self, terminated)
 
-            state = self.reward_state(terminated)
-            if cfg.reward == "expert":
-                safety = ((d["gap_ahead"] - 5.0) / 15.0).clamp(0.0, 1.0)
-                r = hierarchical_reward(safety, *state.values(), cfg.vlm)
-            else:
-                r = self.vlm.synthesize(self.score, state)
-        return {GROUP: r.unsqueeze(-1)}, {cfg.reward: r}
-
-    # ----------------------------------------------------------------- metrics
     def step_metrics(self) -> dict[str, Tensor]:
-        d = self.derived
-        t = (self.episode_step.float() * self.cfg.control_dt).clamp(min=self.cfg.control_dt)
-        return {
-            "route_completion": d["completion"],
-            "route_left": 1.0 - d["completion"],
-            "mean_speed_kmh": 3.6 * self.distance_m / t,
-            "wrong_lane_share": self.wrong_lane_steps / self.episode_step.float().clamp(min=1.0),
-            "collision": d["collision"].float(),
-        }
+        return events.step_metrics(self)
 
     def _episode_metrics_per_env(self) -> dict[str, Tensor]:
         return {f"metrics/{k}": v for k, v in self.step_metrics().items() if k != "route_left"}
@@ -456,20 +409,5 @@ class VLMDrivingEnv(MultiAgentEnv):
         return lambda obs: {GROUP: self.scripted_actions()}
 
     def scripted_actions(self) -> Tensor:
-        """``[E, 1, 2]``: steer by pure pursuit towards the route point ``max(6, 1.0 v)`` m ahead, and
-        throttle/brake from IDM (desired speed = VLM-RL's 25 km/h target) on the nearest car in the path."""
-        maps, p, d = self.maps, self.vehicle, self.derived
-        mid, rid = self.map_id, self.route_id
-        v = self.speed()
-        lookahead = (1.0 * v).clamp(min=6.0)
-        s_target = take(maps.route_s, mid, rid, self.route_i) + lookahead
-        goal = self._route_point_at(s_target.unsqueeze(-1))
-        local, _ = raster.to_ego_frame(goal, torch.zeros_like(s_target.unsqueeze(-1)), self.ego[:, :2], self.ego[:, 2])
-        local = local.squeeze(1)
-        alpha = torch.atan2(local[:, 1], local[:, 0])
-        dist = torch.linalg.vector_norm(local, dim=-1).clamp(min=1.0)
-        steer = torch.atan2(2.0 * p.wheelbase * torch.sin(alpha), dist)
-        target_v = torch.full_like(v, self.cfg.vlm.target_speed_kmh / 3.6)
-        accel = idm_acceleration(v, target_v, d["gap_ahead"], torch.zeros_like(v), self.idm)
-        throttle = torch.where(accel >= 0, accel / p.max_accel, accel / p.max_brake)
-        return torch.stack((steer / p.max_steer, throttle), -1).clamp(-1.0, 1.0).unsqueeze(1)
+        """``[E, 1, 2]``: the scripted driver's actions (:func:`scripted.scripted_actions`)."""
+        return scripted.scripted_actions(self)
