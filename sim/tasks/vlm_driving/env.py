@@ -41,6 +41,10 @@ Terminations: ``collision`` (the ego's box overlaps a car's), ``off_road`` (more
 ``max_center_m`` from every lane centre), ``overspeed`` (> ``max_speed_kmh``), ``stalled``
 (``stalled_s`` below 0.5 m/s), optionally ``wrong_lane``. Reaching the route's end
 (``route_length_m``) does not end the episode: the route goes on and completion stays at 1.
+
+This module keeps the state, the ego's step and the resets; its siblings: ``spec.py`` (observation and action
+layout), ``derived.py`` (route tracking and what the observation, reward and termination read), ``observations.py``
+(the entries, BEV and camera frames), ``rewards.py``, ``events.py`` (terminations, metrics), ``scripted.py``.
 """
 
 from __future__ import annotations
