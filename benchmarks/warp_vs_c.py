@@ -542,11 +542,6 @@ class WarpControlLoop:
 
 
 # ----------------------------------------------------------------- state, parity, timing
-def _get(env, path: str) -> torch.Tensor:
-    head, _, name = path.rpartition(".")
-    return getattr(getattr(env, head) if head else env, name)
-
-
 def loop_state(env) -> dict[str, torch.Tensor]:
     """Copies of everything the control loop advances (tests/test_cable_load_native.py's _loop_state)."""
     out = {name: getattr(env, name).clone() for name in LOOP_STATE}
@@ -565,7 +560,7 @@ def set_loop_state(env, state: dict[str, torch.Tensor]) -> None:
 
 
 def outputs(env) -> dict[str, torch.Tensor]:
-    out = {path: _get(env, path).clone() for path in OUTPUTS}
+    out = {path: native.attribute(env, path).clone() for path in OUTPUTS}
     out["failed"] = env.failed.clone()
     return out
 
