@@ -74,7 +74,9 @@ class RobotGraphPart:
         try:
             self.k = int(self.deployment["graph_k"])
         except KeyError as err:
-            raise ValueError(f"metadata deployment lacks {err} (re-export {self.task} with the current export.py)") from err
+            raise ValueError(
+                f"metadata deployment lacks {err} (re-export {self.task} with the current export.py)"
+            ) from err
 
     def constant(self, key: str) -> np.ndarray:
         """``metadata["deployment"][key]`` as a float64 array; ValueError when the export lacks it."""
