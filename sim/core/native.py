@@ -340,8 +340,10 @@ def ptr(t: Tensor | None) -> ctypes.c_void_p:
     return ctypes.c_void_p(t.data_ptr())
 
 
+@torch.compiler.assume_constant_result
 def threads() -> int:
-    """Threads a kernel may use: torch's intra-op count (its thread default and overrides apply here too)."""
+    """Threads a kernel may use: torch's intra-op count (its thread default and overrides apply here too). A compiled
+    graph takes it as a constant (dynamo cannot trace the call): a run sets its threads once, before it compiles."""
     return torch.get_num_threads()
 
 
