@@ -44,10 +44,19 @@ from covey_common.cli import exit_on_user_error, usage  # noqa: F401
 from sim.core.cli import one_line, parse_args  # noqa: F401
 from sim.core.config import ConfigError, at_least, build_config, non_negative, to_plain
 from sim.core.registry import registered_tasks, task_class
-from training.settings import CoSelfPlayCfg, ImitationCfg, PPOCfg, SACCfg, SelfPlayCfg, TrainCfg, WandbCfg
+from training.settings import (
+    CoSelfPlayCfg,
+    ImitationCfg,
+    PipelineCfg,
+    PPOCfg,
+    SACCfg,
+    SelfPlayCfg,
+    TrainCfg,
+    WandbCfg,
+)
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
-RUNNERS = ("ppo", "selfplay", "coselfplay", "sac")
+RUNNERS = ("ppo", "selfplay", "coselfplay", "sac", "pipeline")
 
 
 @dataclass(frozen=True)
@@ -133,7 +142,8 @@ class CoveyCfg:
     # fine-tuning, e.g. RL from pixels starting from a DAgger-distilled student.
     init_from: str | None = None
     # ppo (training/runner.py) | selfplay (training/selfplay_runner.py; also algo=selfplay) |
-    # coselfplay (training/coselfplay.py) | sac (training/sac_runner.py; also algo=sac)
+    # coselfplay (training/coselfplay.py) | sac (training/sac_runner.py; also algo=sac) |
+    # pipeline (training/pipeline.py: the stages of pipeline.stages, each with its own runner)
     runner: str = "ppo"
     # Data-parallel PPO over the processes torchrun starts (training/distributed.py):
     # torchrun --nproc_per_node=N train.py task=... distributed=true; num_envs is per process.
@@ -146,6 +156,7 @@ class CoveyCfg:
     league: SelfPlayCfg = field(default_factory=SelfPlayCfg)  # self-play (algo=selfplay, stage=strategy)
     coselfplay: CoSelfPlayCfg = field(default_factory=CoSelfPlayCfg)  # HCSP stage 3 (stage=coselfplay)
     sac: SACCfg = field(default_factory=SACCfg)  # SAC's own settings (algo=sac; training/sac.py)
+    pipeline: PipelineCfg = field(default_factory=PipelineCfg)  # a recipe's stages in turn (runner=pipeline)
     wandb: WandbCfg = field(default_factory=WandbCfg)
 
     def __post_init__(self) -> None:

@@ -8,6 +8,7 @@
     imitation   :class:`ImitationCfg`  DAgger warm start
     league      :class:`SelfPlayCfg`   self-play league (:class:`LeagueCfg`) and how the runner uses it
     coselfplay  :class:`CoSelfPlayCfg` HCSP stage 3
+    pipeline    :class:`PipelineCfg`   a recipe's stages run in turn (training/pipeline.py)
 
 A leaf: it imports no runner or algorithm, so that training/config.py (the hydra layer), the runners and
 scripts read the settings without one importing the other. The algorithm modules re-export theirs
@@ -246,3 +247,33 @@ class CoSelfPlayCfg:
     def __post_init__(self) -> None:
         if self.opponent_skills not in ("same", "scripted"):
             raise ValueError(f"coselfplay.opponent_skills must be 'same' or 'scripted', got {self.opponent_skills!r}")
+
+
+BUDGETS = ("smoke", "cpu", "gpu")
+
+
+@dataclass(frozen=True)
+class PipelineStageCfg:
+    """One stage of a pipeline (an entry of ``pipeline.stages``): one run of ``train.py`` in the stage config
+    ``stage``, whose products later stages name through ``{run}`` (the pipeline's run directory)."""
+
+    name: str = ""  # its folder under the run ("skills/serve": products in <run>/skills/serve.pt), unique
+    stage: str = ""  # the configs/stage/<stage>.yaml it runs (train.py's stage=)
+    overrides: tuple[str, ...] = ()  # train.py overrides on top of task=<task> stage=<stage>; {run} = the run dir
+    budgets: dict[str, list[str]] = field(default_factory=dict)  # budget name -> overrides on top of those
+
+
+@dataclass(frozen=True)
+class PipelineCfg:
+    """Hydra node ``pipeline``: the stages of ``runner=pipeline`` (a task's recipe declares them), in order."""
+
+    # smoke: minutes, for tests | cpu: ~90 min of a 2-core machine | gpu: the budgets that made the shipped policies
+    budget: str = "cpu"
+    stages: tuple[PipelineStageCfg, ...] = ()
+    # The end product: file name in the run -> the stage product it copies ("strategy.pt": "coselfplay/strategy.pt");
+    # the team is these files joined by "@" in this order (evaluate.py match=<strategy.pt>@<skills.pt>).
+    team: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.budget not in BUDGETS:
+            raise ValueError(f"pipeline.budget must be one of {BUDGETS}, got {self.budget!r}")
