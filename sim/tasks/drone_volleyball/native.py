@@ -1,11 +1,11 @@
-"""drone_volleyball's match observations in C on a CPU (``cfg.cpu_kernels``; ``observations.c``).
+"""drone_volleyball's match observations in C on a CPU (the sim's kernels choice; ``observations.c``).
 
 :func:`observations` computes what ``VolleyballMatchEnv._observations_of`` does from the torch code (the skill,
-policy and critic-state entries of every drone), as the custom op ``covey::volleyball_observations``, so that a
-compiled pass keeps it inside its graph (inductor calls it like one of its own kernels; a plain ctypes call would
-split the graph). The torch code stays the reference (``tests/test_volleyball_native.py`` holds the two together)
-and runs everywhere else: on a GPU, with ``cpu_kernels="torch"``, in the solo skills, and where no C compiler is
-found (:func:`sim.core.native.load`).
+policy and critic-state entries of every drone) through the custom op ``covey::volleyball_observations``
+(:class:`sim.core.native.KernelOp`, as every C kernel is called), so that a compiled pass keeps it inside its graph
+(inductor calls it like one of its own kernels; a plain ctypes call would split the graph). The torch code stays
+the reference (``tests/test_volleyball_native.py`` holds the two together) and runs everywhere else: on a GPU, with
+the torch kernels chosen, in the solo skills, and where no C compiler is found (:func:`sim.core.native.load`).
 """
 
 from __future__ import annotations
@@ -107,7 +107,10 @@ def inputs(env: VolleyballMatchEnv) -> list[Tensor]:
     return [native.attribute(env, path) for _, path, _ in INPUTS]
 
 
-@torch.library.custom_op("covey::volleyball_observations", mutates_args=())
+# The C function as the custom op covey::volleyball_observations (one way for every C kernel: sim.core.native.KernelOp).
+OP = native.KernelOp("volleyball_observations", LAYOUT, "OBSERVATIONS_ARGS")
+
+
 def observations(
     tensors: list[Tensor],
     rows: Tensor | None,
@@ -118,10 +121,10 @@ def observations(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """``(skill [k, D, s], policy [k, D, p], state [k, D, c])`` of a match of ``n`` drones a team (``D = 2 n``; the
     sizes of :func:`sizes`) from ``tensors`` (:func:`inputs`, ``[E, ...]`` each), for the envs ``rows [k]`` (int64;
-    None: every env, ``k = E``)."""
+    None: every env, ``k = E``). The outputs are allocated here, in torch, and written by :data:`OP`."""
     lib = _lib()
     if lib is None:
-        raise RuntimeError("covey::volleyball_observations needs a C compiler (native.unsupported)")
+        raise RuntimeError("volleyball_observations needs a C compiler (native.unsupported)")
     D, E = 2 * n, tensors[0].shape[0]
     if not 1 <= n <= MAX_DRONES // 2 or tensors[0].shape[1:] != (D, 3):
         raise ValueError(
@@ -130,12 +133,13 @@ def observations(
     held = [t.to(dtype).contiguous() for t, (_, _, dtype) in zip(tensors, INPUTS, strict=True)]
     if rows is not None:
         rows = rows.to(torch.int64).contiguous()
-        if rows.numel() and not 0 <= int(rows.min()) <= int(rows.max()) < E:  # the kernel reads those rows unchecked
+        # The kernel reads those rows unchecked. Checked eagerly only: the check reads the values (a host sync), and a
+        # compiled env passes its own reset indices.
+        if not torch.compiler.is_compiling() and rows.numel() and not 0 <= int(rows.min()) <= int(rows.max()) < E:
             raise IndexError(f"volleyball_observations: rows outside [0, {E})")
     k = E if rows is None else rows.shape[0]
-    skill_n, policy_n, state_n = sizes(n)
-    skill, policy, state = (torch.empty(k, D, m) for m in (skill_n, policy_n, state_n))
-    LAYOUT["OBSERVATIONS_ARGS"].call(
+    skill, policy, state = (held[0].new_empty(k, D, m) for m in sizes(n))
+    OP(
         lib.volleyball_observations,
         k=k,
         rows=rows,
@@ -144,16 +148,10 @@ def observations(
         paddle_offset=paddle_offset,
         max_touches=max_touches,
         max_episode_steps=max_episode_steps,
-        inputs=ctypes.byref(_INPUTS_T.pointers(*(t.data_ptr() for t in held))),
+        inputs=held,
         policy=policy,
         skill=skill,
         state=state,
         nthreads=native.threads(),
     )
     return skill, policy, state
-
-
-@observations.register_fake
-def _(tensors, rows, n, paddle_offset, max_touches, max_episode_steps):
-    k = tensors[0].shape[0] if rows is None else rows.shape[0]
-    return tuple(tensors[0].new_empty(k, 2 * n, m) for m in sizes(n))
