@@ -73,6 +73,13 @@ class MultiAgentEnv(ABC):
     # smallest train.total_steps from which it was measured to pay (a first compile costs minutes on a CPU).
     auto_compile_min_steps: ClassVar[dict[str, int]] = {}
 
+    @classmethod
+    def has_native_kernels(cls, cfg: Any) -> bool:
+        """Whether this task, configured as ``cfg``, has C kernels for a CPU: ``sim.make`` then passes its
+        ``kernels`` choice (``sim.kernels``, :data:`sim.core.native.KERNELS`) to the constructor as ``kernels=``.
+        A task without them runs its torch code and takes no such argument."""
+        return False
+
     def __init__(
         self, cfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False
     ) -> None:
@@ -95,7 +102,10 @@ class MultiAgentEnv(ABC):
         # Non-finite actions, actions out of range, non-finite resets (masked resets count them here).
         self._deferred_counts = torch.zeros(3, dtype=torch.long, device=self.device)
         self.nonfinite_resets_total = 0  # envs reset by the numerical guard since construction
-        self._masked_resets = False  # reset finished envs by mask, not index: no host sync in step (masked_resets)
+        # Reset finished envs by mask, not index (masked_resets): no host sync in step. Not a setting: code that
+        # captures the step in a CUDA graph turns it on; every run else resets by index, measured faster on a CPU
+        # and on an H200 alike (sim.core.masked_reset).
+        self._masked_resets = False
         self._masked_reset_checked = False  # the first masked reset checks that shared state stays unchanged
         # The envs a step's auto-reset restarts, while it runs (else None). The observation tensors that step made are
         # not returned yet and info["final_obs"] keeps those envs' rows as they were, so a task may write the rows

@@ -43,9 +43,20 @@ _LOG = logging.getLogger(__name__)
 FLAGS = ("-O3", "-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-ffp-contract=off", "-std=c11")
 INCLUDE = Path(__file__).parent  # simd.h, vec3.h: any kernel may include them (their text is in each build's key)
 _LOADED: dict[tuple, ctypes.CDLL | None] = {}
-# A task's ``cfg.cpu_kernels``: "auto" its C kernels wherever they run (CPU tensors, a C compiler), "native" always
-# (an error where they cannot run), "torch" its torch code.
-CPU_KERNELS = ("auto", "native", "torch")
+# ``sim.kernels`` (``sim.make(..., kernels=)``), how a CPU steps a task that has C kernels: "auto" through them
+# wherever they run (CPU tensors, a C compiler), "native" always (an error where they cannot run), "torch" its
+# torch code. A task without C kernels runs its torch code under "auto" and "torch".
+KERNELS = ("auto", "native", "torch")
+# Tests and benchmarks only: the widest SIMD build to use (a name of SIMD_BUILDS, e.g. "avx2" on an AVX-512
+# machine, to compare builds); None = the widest this CPU runs.
+ISA_CAP: str | None = None
+
+
+def check_kernels(kernels: str) -> str:
+    """``kernels`` if it is one of :data:`KERNELS`, else ``ValueError``."""
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {KERNELS}, got {kernels!r}")
+    return kernels
 
 
 def cache_dir() -> Path:
@@ -395,12 +406,12 @@ def simd_runs(isa: str) -> bool:
 
 
 def simd_isa() -> str:
-    """The widest build of :data:`SIMD_BUILDS` this CPU runs, no wider than ``$COVEY_NATIVE_ISA`` where that names
-    one (e.g. ``avx2`` on an AVX-512 machine, to compare builds)."""
+    """The widest build of :data:`SIMD_BUILDS` this CPU runs, no wider than :data:`ISA_CAP` where a test or a
+    benchmark set it."""
     names = [name for name, *_ in SIMD_BUILDS]
-    cap = os.environ.get("COVEY_NATIVE_ISA") or names[0]
+    cap = ISA_CAP or names[0]
     if cap not in names:
-        raise ValueError(f"COVEY_NATIVE_ISA={cap!r} is none of {names}")
+        raise ValueError(f"ISA_CAP={cap!r} is none of {names}")
     return next(name for name in names[names.index(cap) :] if simd_runs(name))
 
 

@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _EXTRA: dict[str, str] = {}  # tasks registered at run time (register()), beside sim.tasks.TASKS
 _LOADED: dict[str, type] = {}
+# Task config keys that were execution switches, now make()'s ``kernels`` and the env's own choice of layout. A
+# stored config (a checkpoint's or an ONNX file's task_cfg) may hold them: make() maps "cpu_kernels" onto
+# ``kernels`` and drops "layout" (the env picks it by the rule "auto" was: sim.physics.components.choose_layout).
+# A new override of one is refused, naming what replaced it (the value here).
+RETIRED_TASK_KEYS = {
+    "cpu_kernels": "sim.kernels (evaluate.py: kernels=)",
+    "layout": "nothing: the layout is chosen from the env count and compile (sim.physics.components.choose_layout)",
+}
 
 
 def _table() -> dict[str, str]:
@@ -90,21 +98,29 @@ def make(
     device: str | None = None,
     seed: int | None = None,
     compile: bool | None = None,
+    kernels: str | None = None,
     **overrides: Any,
 ) -> MultiAgentEnv:
     """Build a registered task.
 
     Args:
         task: a task name, or a config node (dict / hydra ``DictConfig``) with a ``name`` key and
-            config fields; ``num_envs``, ``device`` and ``seed`` may also sit in the node.
-        num_envs, device, seed, compile: explicit arguments win over the node's values. Defaults 1,
-            "cpu", 0, False; ``device="auto"`` picks cuda when present; ``compile`` runs the
-            control/physics loop through ``torch.compile`` (slow first step, much faster after).
+            config fields; ``num_envs``, ``device``, ``seed``, ``compile`` and ``kernels`` may also sit in the node
+            (a stored node's ``cpu_kernels`` is read as ``kernels``, its ``layout`` dropped: :data:`RETIRED_TASK_KEYS`).
+        num_envs, device, seed, compile, kernels: explicit arguments win over the node's values. Defaults 1,
+            "cpu", 0, False, "auto"; ``device="auto"`` picks cuda when present; ``compile`` runs the
+            control/physics loop through ``torch.compile`` (slow first step, much faster after); ``kernels``
+            (:data:`sim.core.native.KERNELS`) how a CPU steps a task that has C kernels: "auto" through them
+            wherever they run, "native" always, "torch" its torch code. A task without C kernels runs its torch
+            code ("native" is an error there).
         **overrides: config fields, nested dataclasses as dicts or dotted keys.
 
     Raises:
-        ValueError: unknown task name or config key, or a task module that fails to import.
+        ValueError: unknown task name or config key, a retired key among ``overrides``, a task module that fails
+            to import, or ``kernels`` unknown or "native" where the C kernels cannot run.
     """
+    from sim.core.native import check_kernels
+
     if isinstance(task, str):
         name, node = task, {}
     else:
@@ -112,17 +128,28 @@ def make(
         if "name" not in node:
             raise ValueError("a task config node needs a 'name' key naming the task")
         name = node.pop("name")
+    retired = sorted(RETIRED_TASK_KEYS.keys() & overrides.keys())
+    if retired:
+        raise ValueError(f"task.{retired[0]} is no task setting any more; its place: {RETIRED_TASK_KEYS[retired[0]]}")
     env_cls = task_class(name)
     num_envs = num_envs if num_envs is not None else node.pop("num_envs", 1)
     device = device if device is not None else node.pop("device", "cpu")
     seed = seed if seed is not None else node.pop("seed", 0)
     compile = compile if compile is not None else node.pop("compile", False)
+    node.pop("layout", None)
+    stored = node.pop("kernels", node.pop("cpu_kernels", "auto"))
+    kernels = check_kernels(kernels if kernels is not None else stored)
     for key in ("num_envs", "device", "seed", "compile"):
         node.pop(key, None)
     if env_cls.cfg_class is None:
         raise ValueError(f"task {name!r}: {env_cls.__name__} declares no cfg_class")
     cfg = build_config(env_cls.cfg_class, {**node, **overrides}, where="task")  # errors name task.<key>
-    return env_cls(cfg, num_envs=int(num_envs), device=device, seed=int(seed), compile=bool(compile))
+    execution: dict[str, Any] = {"compile": bool(compile)}
+    if env_cls.has_native_kernels(cfg):
+        execution["kernels"] = kernels
+    elif kernels == "native":
+        raise ValueError(f"{name}: kernels='native' cannot run here: the task, as configured, has no C kernels")
+    return env_cls(cfg, num_envs=int(num_envs), device=device, seed=int(seed), **execution)
 
 
 def evaluation_overrides(task: str) -> dict[str, Any]:

@@ -22,7 +22,8 @@ Constants (allocation, gains, offsets on the body) are Python floats: compiled k
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import torch
@@ -41,26 +42,34 @@ Mat3 = tuple[Vec3, Vec3, Vec3]  # rows: R[i][j]
 ConstVec3 = tuple[Scalar, Scalar, Scalar]  # a vector whose entries may be Python floats (constants)
 
 # ----------------------------------------------------------------- which layout a task's control loop takes
-# A task config's ``layout``: "rows" (the reference), "components" (this module) or "auto": components when
-# compiled or from COMPONENTS_MIN_ENVS envs, rows below (eager small batches, where twice the number of small ops
-# costs more than the vectorisation gains: benchmarks/layout_compare.py).
-LAYOUTS = ("auto", "rows", "components")
+# Chosen, not configured: components when compiled or from COMPONENTS_MIN_ENVS envs, rows below (eager small
+# batches, e.g. the one-env ROS bridge, where twice the number of small ops costs more than the vectorisation gains:
+# benchmarks/layout_compare.py). Both run the same physics to float32 round-off.
+LAYOUTS = ("rows", "components")
 COMPONENTS_MIN_ENVS = 1024
+_forced: str | None = None  # force_layout's, for tests and benchmarks
 
 
-def check_layout(layout: str) -> None:
-    """Raise ``ValueError`` unless ``layout`` is one of :data:`LAYOUTS` (for a config's ``__post_init__``)."""
+def choose_layout(num_envs: int, compiled: bool) -> str:
+    """The layout a control loop of ``num_envs`` envs runs: components when ``compiled`` or from
+    :data:`COMPONENTS_MIN_ENVS` envs, rows below; the one :func:`force_layout` pins, inside one."""
+    if _forced is not None:
+        return _forced
+    return "components" if compiled or num_envs >= COMPONENTS_MIN_ENVS else "rows"
+
+
+@contextmanager
+def force_layout(layout: str) -> Iterator[None]:
+    """For tests and benchmarks only: envs built inside run their control loop in ``layout`` (one of
+    :data:`LAYOUTS`), e.g. to hold the two layouts together or to time them at one size."""
+    global _forced
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-
-
-def resolve_layout(layout: str, num_envs: int, compiled: bool) -> str:
-    """The layout a control loop runs: ``layout`` itself, or for "auto" components when ``compiled`` or from
-    :data:`COMPONENTS_MIN_ENVS` envs, rows below."""
-    check_layout(layout)
-    if layout != "auto":
-        return layout
-    return "components" if compiled or num_envs >= COMPONENTS_MIN_ENVS else "rows"
+    before, _forced = _forced, layout
+    try:
+        yield
+    finally:
+        _forced = before
 
 
 # Inductor options of a compiled component-major control loop. On a CPU inductor leaves a kernel scalar (one element
@@ -74,13 +83,13 @@ VECTORISED_LOOP: dict[str, bool] = {"cpp.enable_tiling_heuristics": False}
 
 
 class ResolvedLayout:
-    """The layout an env's control loop runs (:func:`resolve_layout`). Configuration, not episode state: outside
-    :meth:`~sim.core.env.MultiAgentEnv.state_snapshot`, so restoring a snapshot keeps the env's own layout."""
+    """The layout an env's control loop runs (:func:`choose_layout`). Chosen at construction, not episode state:
+    outside :meth:`~sim.core.env.MultiAgentEnv.state_snapshot`, so restoring a snapshot keeps the env's own layout."""
 
     snapshot_constant = True
 
-    def __init__(self, layout: str, num_envs: int, compiled: bool) -> None:
-        self.name = resolve_layout(layout, num_envs, compiled)
+    def __init__(self, num_envs: int, compiled: bool) -> None:
+        self.name = choose_layout(num_envs, compiled)
 
     @property
     def compile_options(self) -> dict[str, bool]:

@@ -1,5 +1,5 @@
 """What runs cable_load's step: the torch code (the reference, any device) or the C kernels (CPU), chosen once at
-construction from ``cfg.cpu_kernels`` (:func:`select_backend`) and installed with ``MultiAgentEnv.use_backend``.
+construction from ``kernels`` (``sim.kernels``; :func:`select_backend`), installed with ``MultiAgentEnv.use_backend``.
 
 Both implement :class:`CableLoadBackend`: the core's :class:`~sim.core.backend.StepBackend` (apply actions, the
 control loop, the post-physics pass, the reset of a few envs, the observations after a reset) plus the step's
@@ -15,6 +15,7 @@ from torch import Tensor
 
 from sim.core.backend import StepBackend
 from sim.core.compiled import TorchBackend
+from sim.core.native import check_kernels
 from sim.tasks.cable_load.config import GROUP
 from sim.tasks.cable_load.native import NativeControlLoop, NativePostPhysics, NativeReset
 from sim.tasks.cable_load.native import kernels as native_kernels
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 class CableLoadBackend(StepBackend, Protocol):
     """:class:`~sim.core.backend.StepBackend` plus what cable_load's hooks ask of it.
 
-    ``name``: "torch" or "native" (``CableLoadEnv.cpu_kernels``).
+    ``name``: "torch" or "native" (``CableLoadEnv.kernels``).
     ``step_noise(shape)``: the step's observation noise ``[E, N, frame]`` as a key (int64 ``[1]``, :func:`noise_key`),
     the same on both backends: the torch pass turns it into ``sim.core.native.normal(shape, key)``, the C pass draws
     those numbers in place.
@@ -105,16 +106,16 @@ class NativePhysics:
         self.evaluate.forget_errors()
 
 
-def select_backend(env: CableLoadEnv) -> CableLoadBackend:
-    """The backend ``cfg.cpu_kernels`` asks for: ``"auto"`` the C kernels wherever they can run (CPU tensors, a C
-    compiler; with or without ``compile``: the vectorised C loop runs ~3.8x faster than inductor's,
+def select_backend(env: CableLoadEnv, kernels: str) -> CableLoadBackend:
+    """The backend ``kernels`` (``sim.kernels``) asks for: ``"auto"`` the C kernels wherever they can run (CPU
+    tensors, a C compiler; with or without ``compile``: the vectorised C loop runs ~3.8x faster than inductor's,
     benchmarks/README.md), ``"native"`` always (ValueError where they cannot run), ``"torch"`` the torch code."""
-    choice = env.cfg.cpu_kernels
+    choice = check_kernels(kernels)
     if choice == "torch":
         return TorchPhysics(env)
     found = native_kernels(env)
     if isinstance(found, str):
         if choice == "native":
-            raise ValueError(f"cable_load: cpu_kernels='native' cannot run here: {found}")
+            raise ValueError(f"cable_load: kernels='native' cannot run here: {found}")
         return TorchPhysics(env)
     return NativePhysics(env, *found)

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sim.core.config import at_least, bounded, fraction, non_negative, positive
-from sim.core.native import CPU_KERNELS
-from sim.physics.components import check_layout
 
 
 @dataclass(frozen=True)
@@ -47,10 +45,6 @@ class ObsNoiseCfg:
 
 GROUP = "mavs"  # the task's one agent group: its observations, actions and rewards are keyed by it
 FAULT_CABLE_MODES = ("attached", "released")
-# How the control loop holds vectors (sim.physics.components.LAYOUTS): "rows" ([..., 3] tensors, the reference
-# maths of sim.physics) or "components" (one tensor per x/y/z component; the same physics, faster in large batches);
-# "auto": components when compiled or from COMPONENTS_MIN_ENVS envs, rows below (eager small batches, e.g. the
-# one-env ROS bridge, pay for the components' twice as many small ops).
 
 
 @dataclass(frozen=True)
@@ -141,16 +135,6 @@ class CableLoadCfg:
     control_dt: float = positive(0.01)
     decimation: int = at_least(1, 3)  # INDI controller 300 Hz
     physics_substeps: int = at_least(1, 1)  # 300 Hz physics, the paper's sim.dt; stable for these cables
-    # Memory layout of the torch control loop (INDI + physics), see the note above; observations and rewards use
-    # rows. The C loop (cpu_kernels) has its own.
-    # "components" agrees with "rows" to float32 round-off (tests/test_cable_load_components.py) and steps faster
-    # from ~1k envs eager and at every size compiled (benchmarks/layout_compare.py); below that, eager, "rows" is.
-    layout: str = "auto"
-    # How a CPU steps the task: "native" runs the control loop, the post-physics pass and the reset as C kernels
-    # (control_loop.c, post_physics.c, reset.c; built once per machine by the C compiler; benchmarks/README.md has
-    # their speed), "torch" the torch code of env.py (the reference, what a GPU runs, compiled with compile=True),
-    # "auto" native wherever it can run (CPU tensors, a C compiler), else torch.
-    cpu_kernels: str = "auto"
     episode_length_s: float = positive(20.0)
     # Start and goals (goal offsets relative to the start pose of the load).
     start_height: float = positive(1.5)  # m, load centre: room for early policies that sink
@@ -188,9 +172,6 @@ class CableLoadCfg:
     def __post_init__(self) -> None:
         if not 2 <= self.num_mavs <= 6:
             raise ValueError(f"num_mavs must be in [2, 6], got {self.num_mavs}")
-        check_layout(self.layout)
-        if self.cpu_kernels not in CPU_KERNELS:
-            raise ValueError(f"cpu_kernels must be one of {CPU_KERNELS}, got {self.cpu_kernels!r}")
 
 
 def evaluation_overrides() -> dict:

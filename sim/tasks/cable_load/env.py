@@ -54,7 +54,7 @@ class CableLoadEnv(MultiAgentEnv):
 
     task_name = "cable_load"
     # Measured (benchmarks/README.md): compiled, an H200 steps 6.7x (4096 envs) to 4.1x (65,536) faster. A CPU steps
-    # through the C kernels (cfg.cpu_kernels) compiled or not (4096 envs: 12-16x MuJoCo at 1 thread, 2026-11-28); the
+    # through the C kernels (sim.kernels) compiled or not (4096 envs: 12-16x MuJoCo at 1 thread, 2026-11-28); the
     # README's 2M-step job took 110-116 s eager against 128-132 s compiled (~11 s of compiling with a warm cache,
     # minutes cold). So training compiles on a GPU only.
     auto_compile_min_steps = {"cuda": 0}
@@ -76,8 +76,19 @@ class CableLoadEnv(MultiAgentEnv):
         """The robustness rows of the policy report (:func:`sim.tasks.cable_load.scenarios.scenarios`)."""
         return scenarios.scenarios()
 
+    @classmethod
+    def has_native_kernels(cls, cfg: CableLoadCfg) -> bool:
+        """Its control loop, post-physics pass and reset in C (:mod:`sim.tasks.cable_load.native`)."""
+        return True
+
     def __init__(
-        self, cfg: CableLoadCfg, num_envs: int, device: str | torch.device = "cpu", seed: int = 0, compile: bool = False
+        self,
+        cfg: CableLoadCfg,
+        num_envs: int,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        compile: bool = False,
+        kernels: str = "auto",
     ) -> None:
         self.n = cfg.num_mavs
         self.decimation = cfg.decimation
@@ -88,7 +99,7 @@ class CableLoadEnv(MultiAgentEnv):
         self.ctrl_dt = cfg.control_dt / cfg.decimation
         self.phys_dt = self.ctrl_dt / cfg.physics_substeps
         self.indi = INDIController(self.model, (E, N), self.ctrl_dt)
-        self._layout = soa.ResolvedLayout(cfg.layout, num_envs, self.compiled)  # of the control loop
+        self._layout = soa.ResolvedLayout(num_envs, self.compiled)  # of the torch control loop
         # Constants of the component-major control loop (layout "components"); its memory stays in self.indi.
         self.indi_components = soa.INDI(self.indi)
         self.attach = load_attach_points(N, cfg.load_attach_radius, cfg.load_size[2], dev)  # [N, 3]
@@ -146,8 +157,8 @@ class CableLoadEnv(MultiAgentEnv):
         self.attach_err_int = zeros(E, N, 3)  # own_attach_err_int, integrated once per control step
         self.history = zeros(E, N, cfg.history_len, self.spec.groups[GROUP].observations["policy"].frame_size)
         self._frame_noise_std = noise_std(cfg, self.device)
-        # The torch code or the C kernels, chosen once (cfg.cpu_kernels).
-        self.backend: CableLoadBackend = select_backend(self)
+        # The torch code or the C kernels, chosen once (kernels: sim.kernels).
+        self.backend: CableLoadBackend = select_backend(self, kernels)
         self.use_backend(self.backend)
         self.reset()  # compiled, this compiles the reset (for any count of envs), so no step waits for it
 
@@ -155,7 +166,7 @@ class CableLoadEnv(MultiAgentEnv):
         return build_spec(self.cfg)
 
     @property
-    def cpu_kernels(self) -> str:
+    def kernels(self) -> str:
         """What steps this env: "native" (the C kernels) or "torch"."""
         return self.backend.name
 
@@ -188,7 +199,7 @@ class CableLoadEnv(MultiAgentEnv):
 
     @property
     def layout(self) -> str:
-        """The control loop's layout, ``cfg.layout`` resolved: "rows" or "components"."""
+        """The torch control loop's layout, "rows" or "components" (:func:`sim.physics.components.choose_layout`)."""
         return self._layout.name
 
     def loop_compile_options(self) -> dict[str, bool]:

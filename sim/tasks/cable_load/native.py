@@ -1,4 +1,4 @@
-"""cable_load's step in C on a CPU (``cfg.cpu_kernels``): the control loop (``control_loop.c``) and the
+"""cable_load's step in C on a CPU (``sim.kernels``): the control loop (``control_loop.c``) and the
 post-physics pass (``post_physics.c``), each one loop over the envs, and the reset of a few envs (``reset.c``, and
 the history from ``post_physics.c``).
 
@@ -8,7 +8,7 @@ returning the same tuple, and :class:`NativeReset` what ``CableLoadEnv._reset_en
 custom op ``covey::<function>`` (:class:`sim.core.native.KernelOp`, :data:`OPS`), called with outputs allocated
 here; the files' sizes, enums and argument lists are declared once below (:data:`LAYOUTS`). The torch code stays
 the reference (``tests/test_cable_load_native.py`` holds the two together) and runs everywhere else: on a GPU, with
-``cpu_kernels="torch"``, and where no C compiler is found (:func:`sim.core.native.load`).
+``kernels="torch"``, and where no C compiler is found (:func:`sim.core.native.load`).
 """
 
 from __future__ import annotations

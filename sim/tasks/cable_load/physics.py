@@ -1,5 +1,6 @@
 """cable_load's torch physics: the control loop's tick (INDI, motors, cables, Newton-Euler for MAVs and load, ground
-contact), row-major or component-major (``cfg.layout``). The reference the C loop (``control_loop.c``) is held to.
+contact), row-major or component-major (:func:`sim.physics.components.choose_layout`). The reference the C loop
+(``control_loop.c``) is held to.
 
 Each function reads and replaces the state tensors of a :class:`~sim.tasks.cable_load.env.CableLoadEnv` (never
 writing into them: observations handed out may be views of them). Shapes: E envs, N MAVs.

@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sim.core.config import at_least, bounded, fraction, non_negative, positive
-from sim.core.native import CPU_KERNELS
 from sim.physics.ball import BallParams
-from sim.physics.components import check_layout
 from sim.tasks.drone_volleyball.court import CourtCfg
 from sim.tasks.drone_volleyball.rules import RulesCfg
 
@@ -107,17 +105,6 @@ class VolleyballCfg:
     # Timing: VolleyBots runs the policy at 50 Hz (sim.dt 0.02); our rate loop and physics at 200 Hz.
     control_dt: float = positive(0.02)
     decimation: int = at_least(1, 4)  # rate loop and physics 200 Hz
-    # Memory layout of the control loop (rate PID, physics, ball contacts; sim.physics.components.LAYOUTS):
-    # "rows" ([..., 3] tensors, the reference), "components" (one tensor per vector component: the same physics to
-    # float32 round-off, tests/test_volleyball_components.py, and faster steps from ~1k envs eager and compiled,
-    # benchmarks/layout_compare.py) or "auto" (components when compiled or from COMPONENTS_MIN_ENVS envs).
-    # Observations, rules and rewards always use rows.
-    layout: str = "auto"
-    # How a CPU computes a match's observations: "native" in C (observations.c, built once per machine by the C
-    # compiler; 3.9x inductor's code for them, benchmarks/README.md), "torch" with the torch code of
-    # env.py / match_env.py (the reference, what a GPU runs), "auto" native wherever it can run (CPU tensors, a C
-    # compiler), else torch. The solo skills always use torch ("native" is an error there).
-    cpu_kernels: str = "auto"
     episode_length_s: float = positive(10.0)
     action: str = "ctbr"  # "ctbr": collective thrust + body rates (rate PID) | "rotor": normalised rotor speeds
     max_body_rate: float = positive(6.0)  # rad/s at |action| = 1 (roll, pitch); yaw uses half
@@ -147,13 +134,8 @@ class VolleyballCfg:
             raise ValueError(f"opening_server must be 'first' or 'random', got {self.opening_server!r}")
         if self.action not in ("ctbr", "rotor"):
             raise ValueError(f"action must be 'ctbr' or 'rotor', got {self.action!r}")
-        check_layout(self.layout)
-        if self.cpu_kernels not in CPU_KERNELS:
-            raise ValueError(f"cpu_kernels must be one of {CPU_KERNELS}, got {self.cpu_kernels!r}")
         if self.obs_noise.enabled:  # declared, never applied: refused rather than silently ignored
             raise ValueError("obs_noise.enabled: drone_volleyball adds no observation noise (not implemented)")
-        if self.cpu_kernels == "native" and not self.is_match:
-            raise ValueError(f"cpu_kernels='native': the solo skill {self.mode!r} has no C observations (matches only)")
 
     @property
     def is_match(self) -> bool:

@@ -5,9 +5,9 @@ Bodies: ``D`` quadrotors (``iris``, 1.52 kg) with a hitting disc on top (body +z
 control step (50 Hz) the rate loop and physics run ``decimation`` times (200 Hz): rate PID ->
 rotors (first-order lag) -> Newton-Euler; ball flight, then at most one contact per substep (the
 nearest paddle, else the net, else the ground). :class:`~sim.tasks.drone_volleyball.rules.RallyRules`
-turns the step's contacts into touches, faults and points. That loop runs on ``[..., 3]`` rows or, with
-``cfg.layout`` "components" (the default "auto" picks it when compiled or from 1024 envs), on one tensor
-per vector component (:mod:`sim.physics.components`): the same physics to float32 round-off, faster.
+turns the step's contacts into touches, faults and points. That loop runs on ``[..., 3]`` rows or, when
+compiled or from 1024 envs (:func:`sim.physics.components.choose_layout`), on one tensor per vector
+component (:mod:`sim.physics.components`): the same physics to float32 round-off, faster.
 
 ``sim.make("drone_volleyball", mode=...)`` builds :class:`DroneVolleyballEnv`, whose ``cfg.mode``
 picks the env (``DroneVolleyballEnv(cfg, ...)`` returns it):
@@ -78,12 +78,17 @@ class DroneVolleyballEnv(MultiAgentEnv):
 
     @property
     def layout(self) -> str:
-        """The control loop's memory layout, "rows" or "components" (``cfg.layout`` with "auto" resolved)."""
+        """The control loop's memory layout, "rows" or "components" (:func:`sim.physics.components.choose_layout`)."""
         return self._loop.name
 
     def loop_compile_options(self) -> dict[str, bool]:
         """Vectorised where the loop runs component-major (:data:`sim.physics.components.VECTORISED_LOOP`)."""
         return self._loop.compile_options
+
+    @classmethod
+    def has_native_kernels(cls, cfg: VolleyballCfg) -> bool:
+        """A match's observations in C (:mod:`sim.tasks.drone_volleyball.native`); the solo skills have none."""
+        return cfg.is_match
 
     @classmethod
     def evaluation_overrides(cls) -> dict:

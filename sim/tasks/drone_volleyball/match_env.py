@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from sim.core.env import env_rows
+from sim.core.native import check_kernels
 from sim.core.randomization import uniform
 from sim.core.spec import ObsTerm
 from sim.tasks.drone_volleyball import native
@@ -78,6 +79,7 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         device: str | torch.device = "cpu",
         seed: int = 0,
         compile: bool = False,
+        kernels: str = "auto",
     ) -> None:
         if not cfg.is_match:
             raise ValueError(f"mode {cfg.mode!r} is a solo skill: VolleyballSkillEnv plays it")
@@ -100,25 +102,26 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         # set_scripted_opponent: (team index, mask [E]) where the rule-based team plays a group, and that team.
         self.scripted: tuple[int, Tensor] | None = None
         self._scripted_team = None
-        self._native_observations = self._use_cpu_kernels()
+        self._native_observations = self._use_native_kernels(kernels)
         if self._native_observations and compile:
             # The auto-reset's observations of a few envs: the C op alone, not a compiled graph around it (its guards
             # and wrappers cost ~0.2 ms a reset step, more than the op).
             self._observe_some, self._subset_untraced = self._observations_of, False
         self.reset()
 
-    def _use_cpu_kernels(self) -> bool:
-        """Whether the observations come from C (:mod:`sim.tasks.drone_volleyball.native`), as ``cfg.cpu_kernels``
-        asks: "auto" wherever they can run, "native" always (ValueError where they cannot), "torch" never."""
-        if self.cfg.cpu_kernels == "torch":
+    def _use_native_kernels(self, kernels: str) -> bool:
+        """Whether the observations come from C (:mod:`sim.tasks.drone_volleyball.native`), as ``kernels``
+        (``sim.kernels``, :data:`sim.core.native.KERNELS`) asks: "auto" wherever they can run, "native" always
+        (ValueError where they cannot), "torch" never."""
+        if check_kernels(kernels) == "torch":
             return False
         reason = native.unsupported(self)
-        if reason is not None and self.cfg.cpu_kernels == "native":
-            raise ValueError(f"drone_volleyball: cpu_kernels='native' cannot run here: {reason}")
+        if reason is not None and kernels == "native":
+            raise ValueError(f"drone_volleyball: kernels='native' cannot run here: {reason}")
         return reason is None
 
     @property
-    def cpu_kernels(self) -> str:
+    def kernels(self) -> str:
         """What computes the observations: "native" (C) or "torch"."""
         return "native" if self._native_observations else "torch"
 

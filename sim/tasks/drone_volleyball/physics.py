@@ -1,7 +1,8 @@
 """drone_volleyball's torch physics: one control step's ``decimation`` ticks (rate PID, rotors, Newton-Euler, the
 drones' crashes, ball flight and at most one ball contact per tick: the nearest paddle, else the net, else the
 ground), row-major (:func:`control_step` then :func:`ball_substep`, ``[..., 3]`` rows) or component-major
-(:func:`control_loop_components`, one tensor per vector component, :mod:`sim.physics.components`; ``cfg.layout``).
+(:func:`control_loop_components`, one tensor per vector component, :mod:`sim.physics.components`, chosen by
+:func:`~sim.physics.components.choose_layout`).
 
 Each function reads and replaces the state tensors of a :class:`~sim.tasks.drone_volleyball.env.DroneVolleyballEnv`
 (never writing into them: observations handed out may be views of them). Shapes: E envs, D drones.
@@ -31,12 +32,12 @@ if TYPE_CHECKING:
 
 
 class LoopLayout(soa.ResolvedLayout):
-    """Which layout the control loop runs (``cfg.layout`` resolved, ``name``), and the constants of the
-    component-major one as Python floats and small index tensors. Configuration, not episode state: outside
+    """Which layout the control loop runs (``name``, :func:`~sim.physics.components.choose_layout`), and the
+    constants of the component-major one as Python floats and small index tensors. Not episode state: outside
     :meth:`~sim.core.env.MultiAgentEnv.state_snapshot`, so restoring a snapshot keeps the env's own layout."""
 
     def __init__(self, env: DroneVolleyballEnv) -> None:
-        super().__init__(env.cfg.layout, env.num_envs, env.compiled)
+        super().__init__(env.num_envs, env.compiled)
         self.rate_pid = soa.RatePID(env.rate_ctrl)  # its memory stays in env.rate_ctrl
         self.rotors = self.rate_pid.rotors
         self.motor_decay = float(env.model.motor_decay(env.phys_dt))  # the float32 factor motor_step computes
