@@ -43,7 +43,8 @@ from omegaconf.errors import OmegaConfBaseException
 from covey_common.cli import exit_on_user_error, usage  # noqa: F401
 from sim.core.cli import one_line, parse_args  # noqa: F401
 from sim.core.config import ConfigError, at_least, build_config, non_negative, to_plain
-from sim.core.registry import registered_tasks, task_class
+from sim.core.native import check_kernels
+from sim.core.registry import RETIRED_TASK_KEYS, registered_tasks, task_class
 from training.settings import (
     CoSelfPlayCfg,
     ImitationCfg,
@@ -61,13 +62,26 @@ RUNNERS = ("ppo", "selfplay", "coselfplay", "sac", "pipeline")
 
 @dataclass(frozen=True)
 class SimCfg:
-    """Simulation backend settings shared by every task (hydra node ``sim``)."""
+    """How the simulation executes, for every task (hydra node ``sim``): its two switches. The env chooses the rest
+    (its control loop's memory layout, sim.physics.components.choose_layout; resets by index)."""
 
     # torch.compile the control/physics loop: "true", "false", or "auto" = where the task measured that it pays
     # (its env class's auto_compile_min_steps, e.g. cable_load on cuda); see sim_compile().
     compile: str = "auto"
-    # Reset finished envs by mask (env.masked_resets): no host sync in env.step, for CUDA-graph work; slower eagerly.
-    masked_resets: bool = False
+    # How a CPU steps a task that has C kernels (cable_load; drone_volleyball's matches), sim.core.native.KERNELS:
+    # "auto" through them wherever they run (CPU tensors, a C compiler), "native" always (an error where they cannot
+    # run), "torch" the torch code (the reference, what a GPU runs). Tasks without C kernels run their torch code.
+    kernels: str = "auto"
+
+    def __post_init__(self) -> None:
+        check_kernels(self.kernels)
+
+
+# Keys that were execution switches: an override of one fails, saying what took its place. (A stored task config
+# that holds one still loads: sim.core.registry.make maps it.)
+RETIRED_KEYS = {f"task.{key}": place for key, place in RETIRED_TASK_KEYS.items()} | {
+    "sim.masked_resets": "envs reset by index (code that captures CUDA graphs sets env.masked_resets)"
+}
 
 
 # Where compiled code is cached across runs (torch's FX graph cache): a cable_load compile takes ~140 s the first
@@ -249,6 +263,8 @@ def _hydra_errors_as_config_errors(overrides: Sequence[str]) -> Iterator[None]:
             key, _, val = item.lstrip("+~").partition("=")
             if key == "task" and val in BROKEN_TASKS:
                 raise ConfigError("task", BROKEN_TASKS[val]) from None
+            if key in RETIRED_KEYS:
+                raise ConfigError(key, f"is no setting any more: {RETIRED_KEYS[key]}") from None
         raise ConfigError("", one_line(err)) from None
 
 

@@ -30,8 +30,8 @@ _LOADED: dict[str, type] = {}
 # ``kernels`` and drops "layout" (the env picks it by the rule "auto" was: sim.physics.components.choose_layout).
 # A new override of one is refused, naming what replaced it (the value here).
 RETIRED_TASK_KEYS = {
-    "cpu_kernels": "sim.kernels (evaluate.py: kernels=)",
-    "layout": "nothing: the layout is chosen from the env count and compile (sim.physics.components.choose_layout)",
+    "cpu_kernels": "now sim.kernels (evaluate.py: kernels=)",
+    "layout": "the env chooses it: components when compiled or from 1024 envs (sim.physics.components.choose_layout)",
 }
 
 
@@ -130,7 +130,7 @@ def make(
         name = node.pop("name")
     retired = sorted(RETIRED_TASK_KEYS.keys() & overrides.keys())
     if retired:
-        raise ValueError(f"task.{retired[0]} is no task setting any more; its place: {RETIRED_TASK_KEYS[retired[0]]}")
+        raise ValueError(f"task.{retired[0]} is no setting any more: {RETIRED_TASK_KEYS[retired[0]]}")
     env_cls = task_class(name)
     num_envs = num_envs if num_envs is not None else node.pop("num_envs", 1)
     device = device if device is not None else node.pop("device", "cpu")
