@@ -121,8 +121,9 @@ def record_observations(env, actors: dict, steps: int) -> dict[str, dict[str, to
     entry, and a recurrent actor's state before each step, ``h_in``/``c_in``), from the env driven by
     the actors. A group without an actor (a self-play checkpoint's opponent side) is played by the
     first feed-forward actor when its observations and actions have the same shapes, else by zeros."""
-    from policies import StatefulActor, reset_memory
+    from policies import StatefulActor
     from policies.export import memory_names
+    from training.rollout import rollout
 
     groups = env.spec.groups
     first = next(iter(actors))
@@ -134,22 +135,26 @@ def record_observations(env, actors: dict, steps: int) -> dict[str, dict[str, to
     if not isinstance(actors[first], StatefulActor):
         drive.update({g: actors[first] for g in groups if g not in actors and layout(g) == layout(first)})
     zeros = env.zero_actions()
-    obs = env.reset()
     seen: dict[str, dict[str, list[torch.Tensor]]] = {g: {} for g in actors}
+
+    def record(t: int, obs: dict) -> None:  # the inputs each actor reads at this step, its state before acting
+        for g, actor in actors.items():
+            for k in groups[g].actor_obs:
+                seen[g].setdefault(k, []).append(obs[g][k].clone())
+            if isinstance(actor, StatefulActor):
+                x = obs[g][groups[g].actor_obs[0]]
+                state = actor.memory if actor.memory is not None else actor.ac.initial_memory(*x.shape[:2])["actor"]
+                names, _ = memory_names(actor.ac)
+                for name, part in zip(names, state.chunk(len(names), -1), strict=True):
+                    seen[g].setdefault(name, []).append(part.clone())
+
+    def act(obs: dict) -> dict[str, torch.Tensor]:
+        return {g: drive[g](obs[g]) if g in drive else zeros[g] for g in groups}
+
+    run = rollout(env, act, steps, memory=actors, before_step=record)  # the reset outside inference mode
     with torch.inference_mode():
-        for _ in range(steps):
-            for g, actor in actors.items():
-                for k in groups[g].actor_obs:
-                    seen[g].setdefault(k, []).append(obs[g][k].clone())
-                if isinstance(actor, StatefulActor):
-                    x = obs[g][groups[g].actor_obs[0]]
-                    state = actor.memory if actor.memory is not None else actor.ac.initial_memory(*x.shape[:2])["actor"]
-                    names, _ = memory_names(actor.ac)
-                    for name, part in zip(names, state.chunk(len(names), -1), strict=True):
-                        seen[g].setdefault(name, []).append(part.clone())
-            actions = {g: drive[g](obs[g]) if g in drive else zeros[g] for g in groups}
-            obs, _, terminated, truncated, _ = env.step(actions)
-            reset_memory(actors, terminated | truncated)
+        for _ in run:
+            pass
     return {g: {k: torch.cat(v) for k, v in entries.items()} for g, entries in seen.items()}
 
 

@@ -51,8 +51,8 @@ import torch
 from torch import Tensor
 
 from covey_common.onnx import OnnxRunner, runtime_session, session_metadata
-from policies import StatefulActor
 from sim.core.env import MultiAgentEnv, Obs
+from training.rollout import restart_memory, rollout
 
 Policy = Callable[[Obs], dict[str, Tensor]]
 StepHook = Callable[[int, Tensor], None]
@@ -127,8 +127,8 @@ def prior_policy(env: MultiAgentEnv, entry: str = POLICY_ENTRY) -> Policy | None
 
 class ActorsPolicy:
     """Deterministic actors, one per group: ``obs[group] -> [E, A, act_dim]`` (each actor picks its
-    entries from the group's observation dict). ``reset()`` restarts recurrent actors' memory;
-    the episode runner calls it at the start of every round."""
+    entries from the group's observation dict). ``reset(done)`` restarts recurrent actors' memory (the rollout:
+    every env's at the start of a round, an env's where its episode ended)."""
 
     def __init__(self, actors: Mapping[str, Any]) -> None:
         self.actors = dict(actors)
@@ -136,10 +136,9 @@ class ActorsPolicy:
     def __call__(self, obs: Obs) -> dict[str, Tensor]:
         return {group: actor(obs[group]) for group, actor in self.actors.items()}
 
-    def reset(self) -> None:
-        for actor in self.actors.values():
-            if isinstance(actor, StatefulActor):
-                actor.reset()
+    def reset(self, done: Tensor | None = None) -> None:
+        """Restart the recurrent actors' state of the envs ``done [E]`` (None: every env's)."""
+        restart_memory(self.actors, done)
 
 
 def actor_policy(actors: Mapping[str, Any], env: MultiAgentEnv) -> Policy:
@@ -188,8 +187,16 @@ class OnnxPolicy:
         self.per_agent = len(first.shape) == len(spec.observations[self.entries[0]].shape) + 2
         self.session, self.env, self.group, self.spec = session, env, group, spec
 
-    def reset(self) -> None:
-        self.runner.reset()
+    def reset(self, done: Tensor | None = None) -> None:
+        """Zero the recurrent state of the envs ``done [E]`` (bool; None: every env's)."""
+        if done is None:
+            self.runner.reset()
+        elif self.runner.memory is not None:
+            keep = (~done).cpu().numpy()[:, None]  # rows are env-major in both layouts ([E, A] and [E * A])
+            self.runner.memory = [
+                np.where(keep, m.reshape(keep.shape[0], -1), 0).astype(m.dtype, copy=False).reshape(m.shape)
+                for m in self.runner.memory
+            ]
 
     def __call__(self, obs: Obs) -> dict[str, Tensor]:
         xs = {n: obs[self.group][n] for n in self.entries}
@@ -288,9 +295,6 @@ def _run_round(
 ) -> dict[str, Any]:
     """One round: all envs from reset for ``steps`` control steps; window sums on the env device."""
     dev, n = env.device, env.num_envs
-    obs = env.reset(seed=seed)
-    if callable(getattr(policy, "reset", None)):
-        policy.reset()  # recurrent policies start every round from a zero state
     alive = torch.ones(n, dtype=torch.bool, device=dev)
     terminated = torch.zeros(n, dtype=torch.bool, device=dev)
     length = torch.zeros(n, dtype=torch.long, device=dev)
@@ -299,29 +303,33 @@ def _run_round(
     window_sum: dict[str, Tensor] = {}
     reasons: dict[str, Tensor] = {}
     pooled: dict[str, list[Tensor]] = {}  # x -> [successes, attempts], summed on the device
-    for t in range(steps):
+
+    def sample(t: int, obs: Obs) -> None:  # the state the policy acts on, before the step
         for key, val in env.step_metrics().items():
             last[key] = torch.where(alive, val, last[key]) if key in last else val.clone()
             if t >= steps - win:
                 window_sum[key] = window_sum.get(key, 0.0) + last[key]
         if on_step is not None:
             on_step(t, alive)
-        obs, reward, term, _, info = env.step(policy(obs))
+
+    # Recurrent policies start every round from a zero state.
+    memory = policy if callable(getattr(policy, "reset", None)) else None
+    for s in rollout(env, policy, steps, seed=seed, memory=memory, before_step=sample):
         # Reward averaged over agents, then groups (as the env's episode return).
-        step_reward = torch.stack([rew.mean(-1) for rew in reward.values()]).mean(0)
+        step_reward = torch.stack([rew.mean(-1) for rew in s.reward.values()]).mean(0)
         returns += torch.where(alive, step_reward, 0.0)
         length += alive.long()
-        ended = alive & term
+        ended = alive & s.terminated
         terminated |= ended
-        for key, val in info.get("final_metrics", {}).items():
+        for key, val in s.info.get("final_metrics", {}).items():
             last[key] = torch.where(ended, val, last[key])
-        for key, flag in info["termination_reasons"].items():
+        for key, flag in s.info["termination_reasons"].items():
             reasons[key] = reasons.get(key, torch.zeros_like(ended)) | (flag & ended)
-        if "episode" in info:
-            _pool_outcomes(pooled, info["episode"])
-        alive = alive & ~term
-        if t % 100 == 99 and not bool(alive.any()):  # every episode over: the held samples fill the window
-            remaining = steps - max(t + 1, steps - win)
+        if "episode" in s.info:
+            _pool_outcomes(pooled, s.info["episode"])
+        alive = alive & ~s.terminated
+        if s.t % 100 == 99 and not bool(alive.any()):  # every episode over: the held samples fill the window
+            remaining = steps - max(s.t + 1, steps - win)
             for key in last:
                 window_sum[key] = window_sum.get(key, 0.0) + last[key] * max(remaining, 0)
             break

@@ -28,6 +28,7 @@ from torch import Tensor
 
 from sim.core.teams import GROUPS, MatchTeams, PolicyLoader, TeamPolicy, TeamSpec, flat_team
 from training.evaluation import mean_ci95, round_seed, wilson_ci95
+from training.rollout import rollout
 
 __all__ = [
     "GROUPS",
@@ -95,27 +96,40 @@ def play_matches(
     E = env.num_envs
     results, counters = [], {}
     for r in range(math.ceil(games / E)):
-        obs = env.reset(seed=round_seed(seed, r))
-        finished = torch.zeros(E, dtype=torch.bool, device=env.device)
-        res = torch.full((E,), 0.5, device=env.device)
-        cnt = {k: torch.zeros(E, device=env.device) for k in env.final_counters}
-        for t in range(env.max_episode_steps):
-            if on_step is not None and r == 0:
-                on_step(t, ~finished)
-            actions = {"team_a": team_a(env, obs, 0), "team_b": team_b(env, obs, 1)}
-            obs, _, terminated, truncated, _ = env.step(actions)
-            new = (terminated | truncated) & ~finished
-            res = torch.where(new, env.game_result, res)
-            for k in cnt:
-                cnt[k] = torch.where(new, env.final_counters[k], cnt[k])
-            finished |= new
-            if bool(finished.all()):
-                break
+        res, cnt = _play_round(env, team_a, team_b, round_seed(seed, r), on_step if r == 0 else None)
         take = min(E, games - r * E)
         results.append(res[:take].cpu())
         for k, v in cnt.items():
             counters.setdefault(k, []).append(v[:take].cpu())
     return MatchResults(torch.cat(results), {k: torch.cat(v) for k, v in counters.items()})
+
+
+def _play_round(
+    env, team_a: TeamPolicy, team_b: TeamPolicy, seed: int, on_step: Callable[[int, Tensor], None] | None
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Every env from reset until each finished its first game: its result ``[E]`` and counters name -> ``[E]``."""
+    E = env.num_envs
+
+    def act(obs: dict) -> dict[str, Tensor]:
+        return {"team_a": team_a(env, obs, 0), "team_b": team_b(env, obs, 1)}
+
+    def before_step(t: int, obs: dict) -> None:
+        if on_step is not None:
+            on_step(t, ~finished)
+
+    steps = rollout(env, act, env.max_episode_steps, seed=seed, before_step=before_step)
+    finished = torch.zeros(E, dtype=torch.bool, device=env.device)
+    res = torch.full((E,), 0.5, device=env.device)
+    cnt = {k: torch.zeros(E, device=env.device) for k in env.final_counters}
+    for s in steps:
+        new = (s.terminated | s.truncated) & ~finished
+        res = torch.where(new, env.game_result, res)
+        for k in cnt:
+            cnt[k] = torch.where(new, env.final_counters[k], cnt[k])
+        finished |= new
+        if bool(finished.all()):
+            break
+    return res, cnt
 
 
 # Counters that are neither outcomes nor faults: the summary turns them into rates.

@@ -31,11 +31,11 @@ import torch
 from torch import Tensor
 
 import sim
-from policies import reset_memory
 from sim.core.config import deep_merge
 from sim.core.registry import evaluation_overrides
 from training.checkpoint import save_checkpoint
 from training.resume import RunState, checkpoint_payload, gather_rank_states, restore
+from training.rollout import rollout
 from training.settings import TrainCfg  # noqa: F401 - re-exported (tests import it from here)
 from training.setup import (  # noqa: F401 - covey_version, group_dims, input_specs, new_run_dir: re-exported
     Run,
@@ -387,18 +387,23 @@ class Runner:
         actors = {name: ac.deterministic_actor() for name, ac in self.models.items()}
         renderer = self._get_renderer(env) if record_video else None
         every = max(1, round(env.spec.control_hz / self.train_cfg.video_fps))
-        obs = env.reset(seed=self.seed + 10_000)
-        others = self.eval_other_actions(env)
         episodes, frames = EpisodeStats(), []
-        for t in range(env.max_episode_steps):
-            if renderer is not None and t % every == 0:
+
+        def draw(t: int, obs: dict) -> None:
+            if t % every == 0:
                 frames.append(renderer.render([0])[0])
+
+        def act(obs: dict) -> dict[str, Tensor]:
             actions = {name: actor(obs[name]) for name, actor in actors.items()}
             actions.update(others(obs))
-            obs, _, terminated, truncated, info = env.step(actions)
-            reset_memory(actors, terminated | truncated)
-            if "episode" in info:
-                episodes.add(info["episode"])
+            return actions
+
+        hook = draw if renderer is not None else None
+        steps = rollout(env, act, env.max_episode_steps, seed=self.seed + 10_000, memory=actors, before_step=hook)
+        others = self.eval_other_actions(env)  # after the reset: it may set the opponent up on the reset env
+        for s in steps:
+            if "episode" in s.info:
+                episodes.add(s.info["episode"])
         return episodes.means(), frames
 
     def eval_other_actions(self, env) -> Any:
