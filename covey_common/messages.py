@@ -44,6 +44,22 @@ class ImageFrame:
     encoding: str
 
 
+@dataclass(frozen=True)
+class NamedValues:
+    """A parsed ``sensor_msgs/JointState`` used as a stamped record of named numbers (e.g. a referee's game state):
+    ``names`` as sent and ``values [len(names)]`` float64 (its ``position`` array)."""
+
+    names: tuple[str, ...]
+    values: np.ndarray
+
+    def __getitem__(self, name: str) -> float:
+        """The value named ``name`` (:class:`InvalidInput` when the message has none)."""
+        try:
+            return float(self.values[self.names.index(name)])
+        except ValueError:
+            raise InvalidInput(f"no field {name!r} (fields: {list(self.names)})") from None
+
+
 MESSAGE_TYPES = (
     "nav_msgs/Odometry",
     "geometry_msgs/PoseStamped",
@@ -51,5 +67,6 @@ MESSAGE_TYPES = (
     "std_msgs/Float32MultiArray",
     "sensor_msgs/PointCloud2",
     "nav_msgs/Path",
+    "sensor_msgs/JointState",
 )
 """The message types a deployment profile input may name (``deploy_ros.messages.PARSERS`` has one parser each)."""

@@ -24,12 +24,19 @@ stores it in the ONNX metadata under ``"ros"``, and the policy node reads it fro
 * ``size`` (``std_msgs/Float32MultiArray`` inputs a task's own builder reads, optional): the array's
   exact length; the node refuses another length on arrival (the safe command), also when the input is
   not a step input, and tools synthesise arrays of that length.
+* ``fields`` (``sensor_msgs/JointState`` inputs, optional): the names the record must carry (a game state's
+  ``served``, ``touches``, ...); the node refuses a message without one of them on arrival, and tools
+  synthesise records of these names.
 * ``builder``: ``"vector"`` (a ``Float32MultiArray`` frame -> the entry's float32 vector, with its
   history), ``"image"`` (``sensor_msgs/Image`` rgb8, bgr8, mono8 or 8UC1..8UC16 -> uint8 ``[H, W, C]``,
   size and channels checked),
   or ``"module:Class"`` of a task's own builder (numpy only), constructed as
   ``Class(metadata, entry, agent_index, sources)`` with ``reset(inputs)`` and
   ``push(inputs, last_action, dt)`` methods (``inputs``: source name -> parsed message).
+* ``params`` (a task builder's, optional): node parameters the builder reads, name -> default (e.g. the path of a
+  companion model a hierarchical team's builder runs, ``"strategy_model": "games_strategy.onnx"``). The node
+  declares each as a ROS parameter with that default and constructs the builder with
+  ``params={name: value}`` and ``model_path`` (the model's file, so that relative paths can be read beside it).
 * ``command.safe``: the command (physical units, action order) sent whenever the policy cannot be
   trusted: e.g. zero acceleration (hover) or zero velocity (stop).
 * ``step_inputs``: the inputs whose header stamps mark a new control step (default: every stale
@@ -53,6 +60,18 @@ import numpy as np
 from covey_common.messages import MESSAGE_TYPES
 
 QOS_KINDS = ("sensor", "reliable")
+NODE_PARAMETERS = frozenset(
+    (
+        "model",
+        "agent_index",
+        "rate_hz",
+        "lockstep",
+        "stale_timeout_s",
+        "max_abs_obs",
+        "max_stamp_lead_s",
+        "use_sim_time",
+    )
+)  # the policy node's own parameters, which a builder's ``params`` may not reuse
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,7 @@ class InputSpec:
     qos: str
     stale: bool
     size: int | None = None  # a Float32MultiArray a task builder reads: its exact length (checked on arrival)
+    fields: tuple[str, ...] | None = None  # a JointState record's required names (checked on arrival)
 
 
 @dataclass(frozen=True)
@@ -74,6 +94,7 @@ class ObservationSpec:
     entry: str
     builder: str
     sources: tuple[str, ...]
+    params: tuple[tuple[str, Any], ...] = ()  # a task builder's node parameters: (name, default) pairs
 
 
 @dataclass(frozen=True)
@@ -122,11 +143,17 @@ class DeploymentProfile:
                     str(d.get("qos", "sensor")),
                     bool(d.get("stale", True)),
                     int(d["size"]) if d.get("size") is not None else None,
+                    tuple(str(f) for f in d["fields"]) if d.get("fields") is not None else None,
                 )
                 for name, d in dict(raw["inputs"]).items()
             }
             observations = {
-                str(name): ObservationSpec(str(name), str(d["builder"]), tuple(str(s) for s in d["from"]))
+                str(name): ObservationSpec(
+                    str(name),
+                    str(d["builder"]),
+                    tuple(str(s) for s in d["from"]),
+                    tuple((str(k), v) for k, v in dict(d.get("params") or {}).items()),
+                )
                 for name, d in dict(raw["observations"]).items()
             }
             c = raw["command"]
@@ -146,6 +173,11 @@ class DeploymentProfile:
         if missing:
             raise ValueError(f"the ROS profile builds no observation for model input(s) {missing}")
         for obs in observations.values():
+            clash = [k for k, _ in obs.params if k in NODE_PARAMETERS or k.endswith(("_topic", "_timeout_s"))]
+            if clash:
+                raise ValueError(
+                    f"profile observation {obs.entry!r}: builder params {clash} clash with node parameters"
+                )
             unknown = [s for s in obs.sources if s not in inputs]
             if unknown or not obs.sources:
                 raise ValueError(f"profile observation {obs.entry!r} reads unknown input(s) {unknown or '(none)'}")

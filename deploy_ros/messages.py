@@ -20,6 +20,8 @@ Conventions (ROS REP 103/105 and the ``nav_msgs/Odometry`` definition):
     * Paths (``nav_msgs/Path``): every pose's ``x, y`` and yaw (rad, about z) to float64 ``[N, 3]``, in the
       path's frame (not checked, as for odometry); its header stamp is read by the node like any other.
     * Point clouds: the ``x, y, z`` fields of every point, in cloud order, to float32 ``[n, 3]``.
+    * Named records (``sensor_msgs/JointState`` as a stamped list of named numbers, e.g. a referee's game
+      state): ``name[i]`` -> ``position[i]`` (``velocity`` and ``effort`` are ignored), to :class:`NamedValues`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from covey_common.messages import MESSAGE_TYPES, ImageFrame, InvalidInput, OdometryState, PoseState
+from covey_common.messages import MESSAGE_TYPES, ImageFrame, InvalidInput, NamedValues, OdometryState, PoseState
 from covey_common.quaternion import quat_rotate, quat_yaw
 
 MAX_ABS_VALUE = 1e8  # m, m/s, rad/s: beyond any workspace, even geodetic (ECEF ~6.4e6 m, UTM < 1e7 m)
@@ -184,6 +186,22 @@ def parse_float_array(msg: Any) -> np.ndarray:
     return data
 
 
+def parse_joint_state(msg: Any) -> NamedValues:
+    """``sensor_msgs/JointState`` -> :class:`NamedValues` (``name`` and ``position``): a stamped record of named
+    numbers. Unequal lengths, a repeated or empty name, and a non-finite or huge value make the input invalid."""
+    names = tuple(str(n) for n in msg.name)
+    values = np.asarray(msg.position, dtype=np.float64).reshape(-1)
+    if len(names) != values.size:
+        raise InvalidInput(f"{len(names)} names but {values.size} positions")
+    if len(set(names)) != len(names) or not all(names):
+        raise InvalidInput(f"names must be distinct and non-empty, got {list(names)}")
+    if not np.isfinite(values).all():
+        raise InvalidInput(f"non-finite value of {names[int(np.argmin(np.isfinite(values)))]!r}")
+    if values.size and np.abs(values).max() > MAX_ABS_VALUE:
+        raise InvalidInput(f"value {np.abs(values).max():.3g} beyond {MAX_ABS_VALUE:g}")
+    return NamedValues(names, values)
+
+
 PARSERS: dict[str, Callable[[Any], Any]] = {
     "nav_msgs/Odometry": parse_odometry,
     "geometry_msgs/PoseStamped": parse_pose_stamped,
@@ -191,6 +209,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "std_msgs/Float32MultiArray": parse_float_array,
     "sensor_msgs/PointCloud2": parse_point_cloud,
     "nav_msgs/Path": parse_path,
+    "sensor_msgs/JointState": parse_joint_state,
 }
 """Message type (``package/Type``) -> parser; a profile input may name any of these."""
 
@@ -201,6 +220,7 @@ __all__ = [
     "QUAT_NORM_TOL",
     "ImageFrame",
     "InvalidInput",
+    "NamedValues",
     "OdometryState",
     "PoseState",
     "image_channels",
@@ -208,6 +228,7 @@ __all__ = [
     "message_class",
     "parse_float_array",
     "parse_image",
+    "parse_joint_state",
     "parse_odometry",
     "parse_path",
     "parse_point_cloud",

@@ -14,6 +14,8 @@ Parameters:
     model (str, required): path of the exported ``.onnx`` file (``export.py``).
     agent_index (int, required): this robot's index in its group (its row of per-agent weights and
         deployment constants).
+    <builder param> (any): a task builder's own parameters (profile ``params``, e.g. ``strategy_model``), default
+        the profile's.
     <input>_topic (str): for every profile input (e.g. ``odom_topic``, ``camera_topic``): its topic,
         default the profile's.
     <input>_timeout_s (float, -1): a message older than this (node clock, receive time) is stale;
@@ -139,6 +141,21 @@ def _sized(parse: Callable[[Any], Any], size: int | None) -> Callable[[Any], Any
     return parse_sized
 
 
+def _with_fields(parse: Callable[[Any], Any], fields: tuple[str, ...] | None) -> Callable[[Any], Any]:
+    """``parse``, then the profile's check that a named record carries every required field (None: no check)."""
+    if not fields:
+        return parse
+
+    def parse_named(msg: Any) -> Any:
+        value = parse(msg)
+        missing = [f for f in fields if f not in value.names]
+        if missing:
+            raise InvalidInput(f"record without field(s) {missing}")
+        return value
+
+    return parse_named
+
+
 class PolicyNode(Node):
     """Runs one robot's policy; see the module docstring for parameters, topics and conventions.
 
@@ -168,7 +185,10 @@ class PolicyNode(Node):
             raise ValueError(f"agent_index {agent_index} out of range for a group of {n_agents} agents")
         self.agent_index = agent_index
         self.builders: dict[str, EntryBuilder] = {
-            e["name"]: make_builder(profile.observations[e["name"]], meta, e, agent_index) for e in self.policy.entries
+            e["name"]: make_builder(
+                profile.observations[e["name"]], meta, e, agent_index, self._builder_params(e["name"]), str(model)
+            )
+            for e in self.policy.entries
         }
         # Flat index -> term name of each float vector entry, for naming the offending value.
         self._term_names = {
@@ -216,7 +236,7 @@ class PolicyNode(Node):
         self.status_pub = self.create_publisher(String, "status", 10)
         self._topics: dict[str, str] = {}  # input -> resolved topic name (for status messages)
         for name, spec in profile.inputs.items():
-            callback = self._callback(name, _sized(PARSERS[spec.msg], spec.size))
+            callback = self._callback(name, _with_fields(_sized(PARSERS[spec.msg], spec.size), spec.fields))
             sub = self.create_subscription(message_class(spec.msg), topics[name], callback, _qos(spec.qos))
             self._topics[name] = sub.topic_name
         self.timer = None if self.lockstep else self.create_timer(1.0 / rate, self.tick)
@@ -227,6 +247,10 @@ class PolicyNode(Node):
         )
 
     # ----------------------------------------------------------------- inputs
+    def _builder_params(self, entry: str) -> dict[str, Any]:
+        """The task builder's parameters of ``entry`` (profile ``params``), declared with the profile's defaults."""
+        return {k: self.declare_parameter(k, v).value for k, v in self.profile.observations[entry].params}
+
     def _float_param(self, name: str, default: float) -> float:
         """A float parameter; ``-p rate_hz:=100`` (an int) is accepted too, anything else is a ValueError naming it."""
         return float_parameter(self, name, default)

@@ -123,8 +123,17 @@ def _one_source(entry: Mapping[str, Any], sources: Sequence[str]) -> None:
 
 
 def make_builder(
-    spec: ObservationSpec, metadata: Mapping[str, Any], entry: Mapping[str, Any], agent_index: int
+    spec: ObservationSpec,
+    metadata: Mapping[str, Any],
+    entry: Mapping[str, Any],
+    agent_index: int,
+    params: Mapping[str, Any] | None = None,
+    model_path: str | None = None,
 ) -> EntryBuilder:
-    """The builder of one entry: a generic one by name, or the task's ``module:Class``."""
+    """The builder of one entry: a generic one by name, or the task's ``module:Class``. A profile entry with
+    builder ``params`` gets their values (``params``: the node's, default the profile's) and ``model_path``."""
     factory = GENERIC_BUILDERS.get(spec.builder) or import_object(spec.builder)
-    return factory(metadata, entry, agent_index, list(spec.sources))
+    if not spec.params:
+        return factory(metadata, entry, agent_index, list(spec.sources))
+    values = {**dict(spec.params), **dict(params or {})}
+    return factory(metadata, entry, agent_index, list(spec.sources), params=values, model_path=model_path)

@@ -8,7 +8,11 @@ as in evaluation) and, in its deployment profile (``ros.bridge``), the task's br
 makes the env (``adapter.env``), declares its own parameters (e.g. a goal), publishes what the
 robots' estimators would from the env state (``adapter.publish(stamp)``), names the command topic
 of every agent (``adapter.command_topics``: group -> one topic per agent) and reports the episode
-(``adapter.result()``: a JSON-friendly dict). This node does the rest, the same for every task:
+(``adapter.result()``: a JSON-friendly dict). Optional hooks: ``adapter.other_actions()`` (group -> actions
+``[1, n, act_dim]`` of groups without command topics, e.g. a scripted opponent, on the current state; zeros
+otherwise), ``adapter.after_step()`` (after each step, before the state is published) and ``adapter.finished()``
+(True ends the run as ``duration_s`` does, e.g. after a number of games). This node does the rest, the same for
+every task:
 
     /clock           rosgraph_msgs/Clock  sim time (nodes may run with use_sim_time)
     <command topics> std_msgs/Float32MultiArray (subscribed): each agent's command in physical units,
@@ -243,12 +247,17 @@ class SimBridge(Node):
             self.stale_count += int((~f).sum())
             command = np.where(f[:, None], self.commands[group], self.safe[group])
             actions[group] = torch.as_tensor((command / self.scale[group]).clip(-1.0, 1.0), dtype=torch.float32)
+        played = getattr(self.adapter, "other_actions", dict)()  # groups the adapter plays itself (a scripted team)
         zeros = self.env.zero_actions()
-        self.env.step({g: actions[g].unsqueeze(0) if g in actions else zeros[g] for g in self.env.spec.groups})
+        self.env.step(
+            {g: actions[g].unsqueeze(0) if g in actions else played.get(g, zeros[g]) for g in self.env.spec.groups}
+        )
         self.steps += 1
         self.sim_time = self.steps * self.env.spec.control_dt
+        getattr(self.adapter, "after_step", lambda: None)()
         self.publish_state()
-        if self.duration and self.sim_time >= self.duration - 1e-9:
+        over = getattr(self.adapter, "finished", lambda: False)()
+        if over or (self.duration and self.sim_time >= self.duration - 1e-9):
             self.finish()
 
     def finish(self) -> None:

@@ -1,0 +1,97 @@
+"""drone_volleyball's robot-side team (sim/tasks/drone_volleyball/robot_observation.py) against the simulator: recorded
+match states go through the ROS messages the bridge publishes and the robot's parsers, and each drone's builder
+(the team strategy, the rule layer, the skill observation) must give the env's own tensors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("rclpy")
+pytest.importorskip("onnxruntime")
+
+from builtin_interfaces.msg import Time  # noqa: E402
+
+from covey_common.onnx import load_policy, runtime_session  # noqa: E402
+from covey_common.profile import DeploymentProfile  # noqa: E402
+from deploy_ros.messages import PARSERS  # noqa: E402
+from sim.ros.volleyball import make_env, messages  # noqa: E402
+from sim.tasks.drone_volleyball.robot_observation import SkillObservation, interception_point, strategy_observation  # noqa: E402
+from sim.tasks.drone_volleyball.rule_strategy import RuleBasedStrategy  # noqa: E402
+from sim.tasks.drone_volleyball.strategy import strategy_observation as sim_strategy_observation  # noqa: E402
+from sim.tasks.drone_volleyball.teams import scripted_team, strategy_team  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDER = ROOT / "assets" / "policies" / "drone_volleyball"
+SKILLS, STRATEGY = FOLDER / "games_skills.onnx", FOLDER / "games_strategy.onnx"
+TOL = 1e-5
+
+
+def onnx_actor(path: Path):
+    """An exported model as a torch actor ``[..., d] -> [..., act_dim]`` (its deterministic ``action``)."""
+    session = runtime_session(path)
+
+    def act(x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1]).numpy().astype(np.float32)
+        out = session.run(["action"], {session.get_inputs()[0].name: flat})[0]
+        return torch.from_numpy(out).reshape(*x.shape[:-1], -1)
+
+    return act
+
+
+def in_process_team(env):
+    """The games team as ``evaluate.py`` plays it, on the exported models: strategy every decision step, rule layer,
+    learned skills."""
+    steps = int(env.cfg.strategy.decision_steps)
+    return strategy_team(env, onnx_actor(STRATEGY), steps, onnx_actor(SKILLS))
+
+
+def parsed(env, step: int, profile: DeploymentProfile) -> dict:
+    """Source name -> parsed message of the env's state, as a policy node receives it."""
+    msgs = messages(env, Time(sec=step // 50, nanosec=(step % 50) * 20_000_000))
+    return {name: PARSERS[spec.msg](msgs[spec.topic]) for name, spec in profile.inputs.items()}
+
+
+@pytest.mark.skipif(not SKILLS.is_file() or not STRATEGY.is_file(), reason="no shipped games team")
+def test_robot_builders_reproduce_the_match_observations_from_messages() -> None:
+    """Over a game's opening rallies (serve, passes, a point, the next serve), every drone of team A builds from the
+    messages the skill observation its skills model reads in the simulator (to 1e-5), and the team strategy's
+    observation matches at every decision step."""
+    _, meta = load_policy(SKILLS)
+    profile = DeploymentProfile.from_metadata(meta)
+    spec = profile.observations["policy"]
+    env = make_env(meta["task_cfg"], seed=4)
+    team_a, team_b = in_process_team(env), scripted_team(env)
+    n, steps = env.n, int(env.cfg.strategy.decision_steps)
+    builders = [
+        SkillObservation(meta, meta["inputs"][0], i, spec.sources, {"strategy_model": str(STRATEGY)}, str(SKILLS))
+        for i in range(n)
+    ]
+    layer = RuleBasedStrategy(env)
+    obs = env.observe()
+    last = np.zeros((n, 4), np.float32)
+    worst, decisions, skills_seen, restarts = 0.0, 0, set(), 0
+    for t in range(700):
+        inputs = parsed(env, t, profile)
+        robot = np.stack([b.reset(inputs) if t == 0 else b.push(inputs, last[i]) for i, b in enumerate(builders)])
+        if int(env.episode_step[0]) % steps == 0:  # a decision: the strategy's observation too
+            mine = strategy_observation(
+                builders[0].view(inputs), 0, interception_point(builders[0].view(inputs), builders[0].c), builders[0].c
+            )
+            sim_obs = sim_strategy_observation(env, layer.interception_point())[0, 0].numpy()
+            np.testing.assert_allclose(mine, sim_obs, atol=TOL, err_msg=f"strategy observation, step {t}")
+            decisions += 1
+        restarts += float(env.rules.rally_time[0]) == 0.0
+        act_a = team_a(env, obs, 0)  # sets team A's skill commands, as the strategy and rule layer decide
+        sim_skill = env.observe()["team_a"]["skill"][0].numpy()
+        np.testing.assert_allclose(robot, sim_skill, atol=TOL, err_msg=f"skill observation, step {t}")
+        worst = max(worst, float(np.abs(robot - sim_skill).max()))
+        skills_seen.update(env.skill_id[0, :n].tolist())
+        last = act_a[0].clamp(-1.0, 1.0).numpy()
+        obs, *_ = env.step({"team_a": act_a, "team_b": team_b(env, obs, 1)})
+    print(f"worst |robot - sim| {worst:.2e}; {decisions} decisions; skills {sorted(skills_seen)}; {restarts} starts")
+    assert decisions >= 700 // steps and restarts >= 2, (decisions, restarts)  # the run crossed a rally's restart
+    assert len(skills_seen) >= 3, skills_seen  # goto, serve and a ball skill at least were commanded
