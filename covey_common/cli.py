@@ -3,8 +3,8 @@
 A robot operator who passes a wrong parameter, a corrupt model or a broken parameter file must see
 one line naming the problem and a non-zero exit code, not a 20-line traceback from onnxruntime,
 rcl or yaml. ``COVEY_DEBUG=1`` re-raises the original exception for developers (the ROS entry points:
-:func:`report`; the tools: :func:`run_main`); ``HYDRA_FULL_ERROR=1`` does for the simulator's and trainer's scripts
-(:func:`exit_on_user_error`, which catches a :class:`UserError` such as ``sim.core.config.ConfigError``).
+:func:`report`; the tools: :func:`run_main`, which :func:`exit_on_user_error` narrows to :class:`UserError` such as
+``sim.core.config.ConfigError`` for the simulator's and trainer's scripts; there ``HYDRA_FULL_ERROR=1`` does too).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def one_line(err: BaseException) -> str:
     the exception's type is prefixed unless it is a plain ValueError/FileNotFoundError (ours)."""
     msg = " ".join(part.strip() for part in str(err).splitlines() if part.strip())
     msg = _RCL_TAIL.sub("", msg).strip() or repr(err)
-    if type(err) in (ValueError, FileNotFoundError):
+    if type(err) in (ValueError, FileNotFoundError) or isinstance(err, UserError):  # ours: written for the user
         return msg
     return f"{type(err).__name__}: {msg}"
 
@@ -70,17 +70,10 @@ class UserError(ValueError):
 
 
 def exit_on_user_error(prog: str, fn: Callable[[], T], errors: tuple[type[BaseException], ...] = ()) -> T:
-    """Run ``fn``; a :class:`UserError` (``sim.core.config.ConfigError`` is one) or one of ``errors`` prints
-    ``<prog>: error: <one line>`` to stderr and exits with code 2, without a traceback (with
-    ``HYDRA_FULL_ERROR=1``: raised as is)."""
-    try:
-        return fn()
-    except (UserError, *errors) as err:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
-            raise
-        msg = " ".join(str(err).split())  # one line, whatever the message held
-        print(f"{prog}: error: {msg}", file=sys.stderr)
-        raise SystemExit(2) from None
+    """:func:`run_main` for the simulator's and trainer's scripts: only a :class:`UserError`
+    (``sim.core.config.ConfigError`` is one) and the caller's ``errors`` are the user's, anything else keeps its
+    traceback."""
+    return run_main(prog, fn, errors=(UserError, *errors))
 
 
 def usage(cls: type) -> list[str]:
@@ -107,18 +100,20 @@ class OneLineArgumentParser(argparse.ArgumentParser):
 USER_FACING_ERRORS: tuple[type[BaseException], ...] = (UserError, ValueError, KeyError, OSError, pickle.UnpicklingError)
 
 
-def run_main(prog: str, main: Callable[[], T]) -> T:
-    """Run a tool's ``main``: :data:`USER_FACING_ERRORS` print ``<prog>: error: <one line>`` and exit with
-    code 2, Ctrl-C prints ``<prog>: interrupted`` and exits with 130; ``COVEY_DEBUG=1`` re-raises both."""
+def run_main(prog: str, main: Callable[[], T], errors: tuple[type[BaseException], ...] = USER_FACING_ERRORS) -> T:
+    """Run a tool's ``main``: ``errors`` (the user's mistakes) print ``<prog>: error: <one line>`` and exit with
+    code 2, Ctrl-C prints ``<prog>: interrupted`` and exits with 130; ``COVEY_DEBUG=1`` (or hydra's
+    ``HYDRA_FULL_ERROR=1``) re-raises both. The one copy of this behaviour for every entry point."""
+    debug = bool(os.environ.get("COVEY_DEBUG")) or os.environ.get("HYDRA_FULL_ERROR") == "1"
     try:
         return main()
     except KeyboardInterrupt:
-        if os.environ.get("COVEY_DEBUG"):
+        if debug:
             raise
         print(f"{prog}: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
-    except USER_FACING_ERRORS as err:
-        if os.environ.get("COVEY_DEBUG"):
+    except errors as err:
+        if debug:
             raise
         print(f"{prog}: error: {one_line(err)}", file=sys.stderr)
         raise SystemExit(2) from None
