@@ -43,6 +43,7 @@ from sim.tasks.drone_volleyball import rules as R
 from sim.tasks.drone_volleyball.config import GROUPS, SKILLS, VolleyballCfg, evaluation_overrides
 from sim.tasks.drone_volleyball.match_env import MatchHooks, VolleyballMatchEnv
 from sim.tasks.drone_volleyball.rule_strategy import RuleBasedStrategy
+from sim.tasks.drone_volleyball.skills import sync_free
 from sim.tasks.drone_volleyball.strategy import choice_sizes, default_choices, plan_from_choices, strategy_observation
 
 GROUP = "drones"
@@ -107,9 +108,7 @@ class TouchScores:
     def _resolve(self, match: VolleyballMatchEnv, now: Tensor, opponent_touched: Tensor) -> None:
         """Score the pending touches of envs ``now [E]`` into ``attempts``/``successes`` and ``delivery``."""
         sk = self.pend_skill
-        active = now & (sk >= 0)
-        if not bool(active.any()):
-            return
+        active = now & (sk >= 0)  # every update below adds 0 or keeps the value where not active: no host sync
         ev, rc = match.events, match.cfg.skill_rewards
         team = match.team_of[self.pend_drone]
         delivered = self.pend_miss < DELIVERY_RADIUS
@@ -285,7 +284,9 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
         m, sc = self.match, self.cfg.strategy
         due = (m.episode_step % sc.decision_steps == 0) | force
         learned = any(s is not None for s in self._strategies)
-        if (learned or sc.random_choice_prob > 0) and bool(due.any()):
+        # Choices are drawn for every env and kept where due. Where the step must not wait for the device
+        # (sync_free), on every step; else only on steps where some env is due, as the random stream always was.
+        if (learned or sc.random_choice_prob > 0) and (sync_free(m) or bool(due.any())):
             obs = strategy_observation(m, self.rules_layer.interception_point()) if learned else None
             nvec = choice_sizes(self.n)
             new = self.choices.clone()

@@ -300,14 +300,14 @@ class VolleyballStrategyEnv(MultiAgentEnv):
             point_to = self.match.events.point_to
             net = (point_to == 0).float() - (point_to == 1).float()
             self._points = self._points + torch.where(self._done, 0.0, net)
+            # Kept where an episode ended now (no test of whether any did: that was a host sync each match step).
             new = (terminated | truncated) & ~self._done
-            if bool(new.any()):
-                self._result = torch.where(new, self.match.game_result, self._result)
-                for k, v in self.match.final_counters.items():
-                    self.final_counters[k] = torch.where(new, v, self.final_counters[k])
-                self._done = self._done | new
-                # Until the next decision the new rally is played by the rule-based choices.
-                self.choices = torch.where(new.view(-1, 1, 1), default_choices(self.match), self.choices)
+            self._result = torch.where(new, self.match.game_result, self._result)
+            for k, v in self.match.final_counters.items():
+                self.final_counters[k] = torch.where(new, v, self.final_counters[k])
+            self._done = self._done | new
+            # Until the next decision the new rally is played by the rule-based choices.
+            self.choices = torch.where(new.view(-1, 1, 1), default_choices(self.match), self.choices)
 
     def _update_observation_buffers(self) -> None:
         pass
