@@ -6,12 +6,17 @@ acts on, breaking stops the env, and the seed makes two rollouts equal.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 import torch
 from test_evaluate import ClockEnv  # tests/ is on sys.path (pytest rootdir-relative imports)
 
 import sim
 from policies import ActorCritic, GroupDims, PolicyCfg
 from training.rollout import rollout
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class StepCounter:
@@ -83,3 +88,30 @@ def test_the_seed_makes_two_rollouts_equal_and_another_seed_differs() -> None:
     a, b = trace(3), trace(3)
     assert torch.equal(a, b)
     assert not torch.equal(a, trace(4))
+
+
+def test_an_onnx_recurrent_policy_restarts_like_the_torch_actor() -> None:
+    # The shipped GRU policy, driven through a rollout where env 0 is cut short: ONNX and torch agree on every action
+    # before and after the restart (a restart that missed env 0, or hit the others, would drift apart).
+    pytest.importorskip("onnxruntime")
+    from training.checkpoint import load_policy
+    from training.evaluation import actor_policy, onnx_policy, onnx_session
+
+    shipped = ROOT / "assets" / "policies" / "memory_reach"
+    loaded = load_policy(shipped / "policy.pt")
+    env = sim.make(loaded.task_cfg, num_envs=3, seed=0)
+    policies = {
+        "torch": actor_policy(loaded.actors, env),
+        "onnx": onnx_policy(onnx_session(shipped / "policy.onnx"), env),
+    }
+
+    def cut(t: int, obs: dict) -> None:  # env 0's episode reaches its time limit at step 6
+        if t == 6:
+            env.episode_step[0] = env.max_episode_steps - 1
+
+    actions = {}
+    for name, policy in policies.items():
+        steps = list(rollout(env, policy, 12, seed=2, memory=policy, before_step=cut))
+        assert [bool(s.truncated[0]) for s in steps].index(True) == 6 and not bool(steps[6].truncated[1:].any())
+        actions[name] = torch.stack([s.actions["robot"] for s in steps])
+    torch.testing.assert_close(actions["onnx"], actions["torch"], atol=1e-5, rtol=0)
