@@ -136,6 +136,10 @@ class EvalArgs:
     video_height: int = field(default=480, metadata={"help": "video height (px)"})
     report: str | None = field(default=None, metadata={"help": "also write the JSON report to this file"})
     compile: bool = field(default=False, metadata={"help": "torch.compile the env's physics loop"})
+    kernels: str = field(
+        default="auto",
+        metadata={"help": "a CPU steps a task with C kernels through them: auto (where they run) | native | torch"},
+    )
     match: str | None = field(
         default=None,
         metadata={
@@ -164,6 +168,9 @@ class EvalArgs:
                 raise ValueError(f"{key} must be > 0, got {val!r}")
         if self.window_s < 0:
             raise ValueError(f"window_s must be >= 0 (0 = the task's default), got {self.window_s!r}")
+        from sim.core.native import check_kernels
+
+        check_kernels(self.kernels)
 
 
 # --------------------------------------------------------------------------- arguments
@@ -176,9 +183,13 @@ def parse_args(argv: Sequence[str]) -> tuple[EvalArgs, dict[str, Any], dict[str,
             of range; the message names the key.
     """
     from sim.core.config import ConfigError
+    from sim.core.registry import RETIRED_TASK_KEYS
     from training.config import parse_args as parse_typed
 
     args, nested = parse_typed(EvalArgs, argv, prefixes=("task", "success"))
+    retired = sorted(RETIRED_TASK_KEYS.keys() & nested["task"].keys())
+    if retired:
+        raise ConfigError(f"task.{retired[0]}", f"is no setting any more: {RETIRED_TASK_KEYS[retired[0]]}")
     success = nested["success"]
     for metric, bound in success.items():
         if isinstance(bound, bool) or not isinstance(bound, int | float):
@@ -224,7 +235,9 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     task_cfg = resolve_task_cfg(source.task_cfg, args, task_overrides)
     num_envs = min(args.episodes, args.num_envs or DEFAULT_MAX_ENVS)
     try:
-        env = sim.make(task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile)
+        env = sim.make(
+            task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile, kernels=args.kernels
+        )
         scenario = resolve_scenario(env.task_name, args.scenario)
         criteria = {**success_criteria(env.task_name), **(scenario.success if scenario else {}), **success}
         policy = source.make_policy(env) if source.make_policy is not None else zero_policy(env)

@@ -1,4 +1,4 @@
-"""A task's control-loop layouts head to head: ``env.step`` with ``layout="rows"`` vs ``layout="components"``.
+"""A task's control-loop layouts head to head: ``env.step`` in rows vs in components (``force_layout``).
 
     OMP_NUM_THREADS=1 python benchmarks/layout_compare.py                                # cable_load, 4096 envs, eager
     OMP_NUM_THREADS=1 python benchmarks/layout_compare.py --compile                      # compiled (once per layout)
@@ -26,8 +26,7 @@ import time
 import torch
 
 import sim
-
-LAYOUTS = ("rows", "components")
+from sim.physics.components import LAYOUTS, force_layout
 
 
 def random_actions(env, gen: torch.Generator, noise: float) -> dict[str, torch.Tensor]:
@@ -73,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     for layout in LAYOUTS:
         t0 = time.perf_counter()
         make = {"num_envs": args.num_envs, "device": args.device, "seed": args.seed, "compile": args.compile}
-        env = sim.make(args.task, layout=layout, **make, **({"mode": args.mode} if args.mode else {}))
+        with force_layout(layout):  # else the env chooses by its size and compile (components.choose_layout)
+            env = sim.make(args.task, **make, **({"mode": args.mode} if args.mode else {}))
         assert env.layout == layout
         gen = torch.Generator(device=dev).manual_seed(args.seed + 1)
         warm = [random_actions(env, gen, args.noise) for _ in range(args.warmup)]

@@ -319,7 +319,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a task config override, e.g. --set cpu_kernels=torch (repeatable; VALUE read as a Python literal)",
+        help="a sim.make keyword or task config override, e.g. --set kernels=torch (repeatable; a Python literal)",
     )
     args = p.parse_args(argv)
     try:
@@ -388,7 +388,7 @@ def run(args: argparse.Namespace) -> float:
         results.append(res)
         if n == ref:
             ref_side = side  # kept (and its compilation) for the alternating comparison
-        kernels = f" ({side.env.cpu_kernels} kernels)" if hasattr(side.env, "cpu_kernels") else ""
+        kernels = f" ({side.env.kernels} kernels)" if hasattr(side.env, "kernels") else ""
         print(f"  torch   num_envs={n:>6}: {res.control_sps:,.0f} control steps/s{kernels}", flush=True)
 
     scene_fn = MUJOCO_SCENES.get(args.task)

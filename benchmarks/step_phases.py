@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     def actions(k: int) -> list[dict[str, torch.Tensor]]:
         return [{g: torch.rand(a.shape, generator=gen) * 2 - 1 for g, a in zero.items()} for _ in range(k)]
 
-    kernels = f", {env.cpu_kernels} kernels" if hasattr(env, "cpu_kernels") else ""
+    kernels = f", {env.kernels} kernels" if hasattr(env, "kernels") else ""
     print(f"task={args.task} num_envs={args.num_envs} compile={args.compile}{kernels} {allocator}", flush=True)
     torch.set_num_threads(threads[0])
     for act in actions(args.skip):

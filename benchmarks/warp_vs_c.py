@@ -10,7 +10,7 @@ contact). :func:`control_loop` below is the same computation as ONE ``@wp.kernel
 in a loop inside it), with the same inputs and outputs, launched on ``--device`` ("cpu"; "cuda" where Warp finds a
 GPU). The torch reference is ``CableLoadEnv._control_loop`` (eager, the env's layout: components from 1024 envs).
 
-For each env count: an env (``sim.make("cable_load", cpu_kernels="native")``, seed 0) is reset and stepped a few
+For each env count: an env (``sim.make("cable_load", kernels="native")``, seed 0) is reset and stepped a few
 times with random actions (a mid-flight state: INDI memory filled, rotors spun up), then that state is the input of
 every call. Parity: each backend's outputs against the C kernel's (max abs difference over the 17 outputs, and the
 largest of (max abs difference / max |value|) per output; the lost-MAV flags must be equal). Timing: ``--repeats``
@@ -587,7 +587,7 @@ def loop_params(env: CableLoadEnv) -> ctypes.Array:
 
 def make_env(num_envs: int, device: str, overrides: dict) -> CableLoadEnv:
     kernels = "native" if device == "cpu" else "torch"
-    env = sim.make("cable_load", num_envs=num_envs, seed=0, device=device, cpu_kernels=kernels, **overrides)
+    env = sim.make("cable_load", num_envs=num_envs, seed=0, device=device, kernels=kernels, **overrides)
     env.reset()
     gen = torch.Generator(device=device).manual_seed(0)
     for _ in range(5):  # mid-flight: INDI memory filled, rotors spun up

@@ -1,5 +1,5 @@
-"""cable_load's component-major control loop (``layout="components"``, :mod:`sim.physics.components`) against
-the row-major reference (``layout="rows"``): the same seeded episodes, random actions, a mid-episode MAV loss and a
+"""cable_load's component-major control loop (:mod:`sim.physics.components`) against the row-major reference, each
+forced with ``force_layout``: the same seeded episodes, random actions, a mid-episode MAV loss and a
 load disturbance, compared state by state."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 import sim
 from sim.physics import components as soa
 from sim.physics.cable import cable_tension
-from sim.physics.components import COMPONENTS_MIN_ENVS, VECTORISED_LOOP
+from sim.physics.components import COMPONENTS_MIN_ENVS, VECTORISED_LOOP, force_layout
 from sim.physics.contact import ground_contact
 from sim.physics.controllers import INDIController
 from sim.physics.multirotor import MultirotorModel, MultirotorParams
@@ -71,8 +71,9 @@ BOUNDS = {
 
 
 def make(layout: str, seed: int, **overrides):
-    # The torch loops: the C kernels (cpu_kernels="auto") would step both layouts (tests/test_cable_load_native.py).
-    return sim.make("cable_load", num_envs=E, device="cpu", seed=seed, layout=layout, cpu_kernels="torch", **overrides)
+    # The torch loops: the C kernels (kernels="auto") would step both layouts (tests/test_cable_load_native.py).
+    with force_layout(layout):
+        return sim.make("cable_load", num_envs=E, device="cpu", seed=seed, kernels="torch", **overrides)
 
 
 def rollout(layout: str, seed: int, overrides: dict, perturb: float = 0.0, compile: bool = False):
@@ -155,7 +156,7 @@ def test_one_step_of_components_from_the_rows_state_is_round_off_close():
     worst: dict[str, float] = {}
     for _ in range(STEPS):
         assert comps.load_state_snapshot(rows.state_snapshot()) is None
-        assert comps.layout == "components"  # the layout is configuration: a rows snapshot must not carry it over
+        assert comps.layout == "components"  # the layout is the env's own: a rows snapshot must not carry it over
         actions = {GROUP: torch.rand(E, rows.n, 5, generator=gen) * 2 - 1}
         rows.step(actions)
         comps.step(actions)
@@ -234,16 +235,21 @@ def test_building_blocks_match_the_row_major_functions():
     torch.testing.assert_close(got_mem.thrust_f, ctrl.thrust_f)
 
 
-def test_layout_is_validated():
+def test_a_forced_layout_is_validated_and_undone():
     with pytest.raises(ValueError, match="layout must be one of"):
-        sim.make("cable_load", num_envs=1, layout="columns")
+        with force_layout("columns"):
+            pass
+    with force_layout("components"):
+        assert sim.make("cable_load", num_envs=2).layout == "components"
+    assert sim.make("cable_load", num_envs=2).layout == "rows"
 
 
-def test_auto_layout_takes_components_for_large_or_compiled_batches_only():
+def test_the_layout_is_components_for_large_or_compiled_batches_only():
     """Eager small batches (an evaluation, the one-env ROS bridge) step faster in rows: twice fewer small ops."""
     assert sim.make("cable_load", num_envs=2).layout == "rows"
+    assert sim.make("cable_load", num_envs=COMPONENTS_MIN_ENVS - 1).layout == "rows"
     assert sim.make("cable_load", num_envs=COMPONENTS_MIN_ENVS).layout == "components"
-    assert sim.make("cable_load", num_envs=2, layout="components").layout == "components"
+    assert soa.choose_layout(2, compiled=True) == "components"
     # Compiled, a components loop vectorises over envs; a rows loop keeps inductor's defaults (3.4x slower otherwise).
-    assert sim.make("cable_load", num_envs=2, layout="components").loop_compile_options() == VECTORISED_LOOP
+    assert make("components", 0).loop_compile_options() == VECTORISED_LOOP
     assert sim.make("cable_load", num_envs=2).loop_compile_options() == {}

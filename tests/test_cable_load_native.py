@@ -100,7 +100,7 @@ def _assert_same(out: tuple, ref: tuple) -> None:
 
 
 def _native_env(num_envs: int = 48, **overrides) -> MultiAgentEnv:
-    env = sim.make("cable_load", num_envs=num_envs, seed=3, cpu_kernels="native", **overrides)
+    env = sim.make("cable_load", num_envs=num_envs, seed=3, kernels="native", **overrides)
     assert isinstance(env._evaluate, NativePostPhysics)
     return env
 
@@ -125,7 +125,7 @@ def _native_env(num_envs: int = 48, **overrides) -> MultiAgentEnv:
 )
 def test_native_pass_equals_torch_along_random_flight(overrides: dict, isa: str, monkeypatch) -> None:
     """Each vector build of the loop this CPU runs; 45 envs, so the last block of lanes is a partial one."""
-    monkeypatch.setenv("COVEY_NATIVE_ISA", isa)
+    monkeypatch.setattr(native, "ISA_CAP", isa)
     env = _native_env(num_envs=45, **overrides)
     assert isinstance(env._advance, NativeControlLoop)
     env.reset()
@@ -280,8 +280,8 @@ def test_whole_steps_agree_native_and_torch() -> None:
     differently, and this closed loop is chaotic), then both step with the same actions and noise draws. Their
     observations, rewards and endings (resets included) agree to round-off (tension and body rates as in
     LOOP_BOUNDS)."""
-    native_env, torch_env = (sim.make("cable_load", num_envs=32, seed=5, cpu_kernels=p) for p in ("native", "torch"))
-    assert (native_env.cpu_kernels, torch_env.cpu_kernels) == ("native", "torch")
+    native_env, torch_env = (sim.make("cable_load", num_envs=32, seed=5, kernels=p) for p in ("native", "torch"))
+    assert (native_env.kernels, torch_env.kernels) == ("native", "torch")
     native_env.reset()
     gen = torch.Generator().manual_seed(4)
     dones = 0
@@ -306,12 +306,12 @@ def test_without_a_compiler_auto_falls_back_and_native_raises(monkeypatch, tmp_p
     monkeypatch.setenv("COVEY_NATIVE_CACHE", str(tmp_path))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     env = sim.make("cable_load", num_envs=4, seed=0)
-    assert env.cpu_kernels == "torch"
+    assert env.kernels == "torch"
     assert "post_physics.c" in caplog.text and "its torch code runs instead" in caplog.text
-    with pytest.raises(ValueError, match="cpu_kernels='native' cannot run here"):
-        sim.make("cable_load", num_envs=4, seed=0, cpu_kernels="native")
-    with pytest.raises(ValueError, match="cpu_kernels must be one of"):
-        sim.make("cable_load", num_envs=4, seed=0, cpu_kernels="fast")
+    with pytest.raises(ValueError, match="kernels='native' cannot run here"):
+        sim.make("cable_load", num_envs=4, seed=0, kernels="native")
+    with pytest.raises(ValueError, match="kernels must be one of"):
+        sim.make("cable_load", num_envs=4, seed=0, kernels="fast")
 
 
 def test_kernel_builds_once_into_the_cache(monkeypatch, tmp_path) -> None:
@@ -393,9 +393,9 @@ def test_a_seed_draws_the_same_noise_whichever_kernels_run(isa: str, monkeypatch
     order (the reset's draws, one key a step for the step's noise): the same keys, and the noise of the first
     observations equal to the numbers sim.core.native.torch_normal gives for those keys, to the ulps of their
     logs and cosines."""
-    monkeypatch.setenv("COVEY_NATIVE_ISA", isa)
-    envs = [sim.make("cable_load", num_envs=21, seed=0, cpu_kernels=p) for p in ("torch", "native")]
-    assert [e.cpu_kernels for e in envs] == ["torch", "native"]
+    monkeypatch.setattr(native, "ISA_CAP", isa)
+    envs = [sim.make("cable_load", num_envs=21, seed=0, kernels=p) for p in ("torch", "native")]
+    assert [e.kernels for e in envs] == ["torch", "native"]
     first = [e.reset()[GROUP]["policy"] for e in envs]
     torch.testing.assert_close(first[1], first[0], atol=1e-5, rtol=0)
     gen = torch.Generator().manual_seed(2)
@@ -417,8 +417,8 @@ def test_a_seed_draws_the_same_noise_whichever_kernels_run(isa: str, monkeypatch
 def test_a_seed_ends_the_same_episodes_whichever_kernels_run(isa: str, monkeypatch) -> None:
     """Free-running (no resynchronising): random actions end the episodes of a torch env and a native env of one
     seed, noise and randomisation on, at the same steps (measured: 182 to 289 steps, every env the same)."""
-    monkeypatch.setenv("COVEY_NATIVE_ISA", isa)
-    envs = [sim.make("cable_load", num_envs=16, seed=0, cpu_kernels=p) for p in ("torch", "native")]
+    monkeypatch.setattr(native, "ISA_CAP", isa)
+    envs = [sim.make("cable_load", num_envs=16, seed=0, kernels=p) for p in ("torch", "native")]
     ends = []
     for env in envs:
         env.reset()

@@ -65,7 +65,7 @@ def test_the_compiled_reset_matches_the_eager_one_for_one_and_several_envs():
     hover equilibrium's arithmetic), and one graph for every count: the env's first reset compiles it, for all
     envs, and later counts reuse it (~30 s to compile the first time)."""
     # The torch code (with the C kernels a CPU resets in C, never through the compiled graph).
-    eager, compiled = make(cpu_kernels="torch"), make(compile=True, cpu_kernels="torch")
+    eager, compiled = make(kernels="torch"), make(compile=True, kernels="torch")
     assert compiled._reset_envs_compiled is not None  # its first reset (every env) compiled the graph
     torch._dynamo.utils.counters.clear()
     for ids in ([3], [0, 15], [1, 4, 7, 8, 12], [6]):

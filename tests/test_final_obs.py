@@ -60,8 +60,8 @@ def test_final_obs_reads_as_the_observation_before_the_reset_and_builds_only_wha
 
 def _make(task: str, kernels: str | None):
     if task == "cable_load":
-        env = sim.make(task, num_envs=40, seed=2, cpu_kernels=kernels, episode_length_s=0.37)
-        assert env.cpu_kernels == kernels
+        env = sim.make(task, num_envs=40, seed=2, kernels=kernels, episode_length_s=0.37)
+        assert env.kernels == kernels
         return env
     if task == "drone_volleyball":  # its auto-reset writes the rows into the observations in place
         env = sim.make(task, num_envs=12, seed=2, episode_length_s=0.25)

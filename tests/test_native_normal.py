@@ -19,7 +19,7 @@ BUILDS = [
 
 @pytest.mark.parametrize("isa", BUILDS)
 def test_standard_normal_moments_tails_and_independence(isa: str, monkeypatch) -> None:
-    monkeypatch.setenv("COVEY_NATIVE_ISA", isa)
+    monkeypatch.setattr(native, "ISA_CAP", isa)
     z = native.normal((4096, 3, 50), key=12345).flatten().double()
     n = z.numel()
     assert abs(float(z.mean())) < 4 / math.sqrt(n)
@@ -58,7 +58,7 @@ def test_every_width_gives_the_same_numbers_to_an_ulp(monkeypatch) -> None:
     runs = [isa for isa, *_ in native.SIMD_BUILDS if native.simd_runs(isa)]
     draws = {}
     for isa in runs:
-        monkeypatch.setenv("COVEY_NATIVE_ISA", isa)
+        monkeypatch.setattr(native, "ISA_CAP", isa)
         draws[isa] = native.normal((1001, 7), key=77)
     for isa in runs[1:]:
         torch.testing.assert_close(draws[isa], draws[runs[0]], atol=2e-6, rtol=1e-6)
@@ -68,7 +68,7 @@ def test_every_width_gives_the_same_numbers_to_an_ulp(monkeypatch) -> None:
 def test_the_torch_twin_gives_the_same_numbers(isa: str, monkeypatch) -> None:
     """torch_normal (the GPU's, and a CPU's without a compiler or inside a compiled graph) is normal.c's generator
     in torch: the same numbers to the ulps of the logs and cosines, for keys over all 64 bits and an odd count."""
-    monkeypatch.setenv("COVEY_NATIVE_ISA", isa)
+    monkeypatch.setattr(native, "ISA_CAP", isa)
     for key in (0, 123, 2**62 - 1, -5, 2**63 - 1, -(2**63)):
         k = torch.tensor([key])
         torch.testing.assert_close(

@@ -468,7 +468,7 @@ def test_a_volleyball_match_step_syncs_the_host_only_for_the_auto_reset(points_t
 
 
 def test_with_masked_resets_a_training_rollout_never_syncs_inside_its_steps(tmp_path) -> None:
-    """Issue 14: with ``sim.masked_resets=true`` (``env.masked_resets``) the auto-reset needs no index of the
+    """With ``env.masked_resets`` (what code capturing CUDA graphs sets) the auto-reset needs no index of the
     finished envs, so the rollout waits for the device only at its end (the index of its truncated steps,
     the rollout's finite check, the deferred action checks, the guard counts), however many episodes end
     inside it."""
@@ -476,8 +476,9 @@ def test_with_masked_resets_a_training_rollout_never_syncs_inside_its_steps(tmp_
     from training.runner import Runner
 
     over = ["task=cable_load", "train.rollout_steps=40", "task.episode_length_s=0.2", f"runs_dir={tmp_path}"]
-    runner = Runner(OmegaConf.to_container(compose([*TRAIN_ARGS, *over, "sim.masked_resets=true"]), resolve=True))
-    assert runner.env.masked_resets
+    runner = Runner(OmegaConf.to_container(compose([*TRAIN_ARGS, *over]), resolve=True))
+    assert not runner.env.masked_resets, "a run resets by index"
+    runner.env.masked_resets = True
     runner.env.reset()
     obs = runner.env.step(runner.env.zero_actions())[0]  # the first masked reset checks the shared state, once
     counter = _SyncCounter()
@@ -493,7 +494,7 @@ def test_masked_resets_give_the_indexed_resets_episodes_and_leave_running_envs_a
     where one ends, both report the same episode statistics and restart it from a fresh hover."""
     kw = {"num_envs": 32, "seed": 0, "episode_length_s": 3.0, "obs_noise": {"enabled": False}}
     indexed, masked = sim.make("cable_load", **kw), sim.make("cable_load", **kw)
-    assert indexed.masked_resets is False, "the indexed reset is the CPU default"
+    assert indexed.masked_resets is False, "the indexed reset is the default"
     masked.masked_resets = True
     indexed.reset(), masked.reset()
     act = {"mavs": torch.zeros(32, indexed.n, 5)}

@@ -1,5 +1,5 @@
-"""drone_volleyball's component-major control loop (``layout="components"``, :mod:`sim.physics.components`) against
-the row-major reference (``layout="rows"``): the same seeded 3v3 matches flown by the scripted teams, with paddle
+"""drone_volleyball's component-major control loop (:mod:`sim.physics.components`) against the row-major
+reference, each forced with ``force_layout``: the same seeded 3v3 matches flown by the scripted teams, with paddle
 hits, a ball into the net, a ball on the ground and drones crashing into each other, the ground and the net,
 compared state by state and event by event."""
 
@@ -98,8 +98,9 @@ def stage(env) -> None:
     d.vel[7, 3, 0] = -4.0
 
 
-def make(layout: str, seed: int = 0, **overrides):
-    return sim.make("drone_volleyball", num_envs=E, mode="3v3", seed=seed, layout=layout, **overrides)
+def make(layout: str, seed: int = 0, num_envs: int = E, **overrides):
+    with soa.force_layout(layout):
+        return sim.make("drone_volleyball", num_envs=num_envs, mode="3v3", seed=seed, **overrides)
 
 
 def rollout(*variants: tuple, seed: int = 0) -> list[tuple[list[dict], torch.Tensor]]:
@@ -220,7 +221,8 @@ def test_rotor_action_in_a_skill_env_matches_rows():
     (5.5e-5); hits and crash flags equal. Bounds ~10x the larger (no controller: the drones' differences stay tiny)."""
     out = {}
     for layout in ("rows", "components"):
-        env = sim.make("drone_volleyball", num_envs=16, mode="serve", seed=4, action="rotor", layout=layout)
+        with soa.force_layout(layout):
+            env = sim.make("drone_volleyball", num_envs=16, mode="serve", seed=4, action="rotor")
         gen = torch.Generator().manual_seed(5)
         hover = float(env.model.hover_speed(env.params.mass * 9.81)) / env.params.rotor_speed_max * 2 - 1
         steps = []
@@ -366,19 +368,13 @@ def test_building_blocks_match_the_row_major_functions():
     assert torch.equal(soa.join(got[0]), want[0]) and torch.equal(soa.join(got[1]), want[1])
 
 
-def test_layout_is_validated():
-    with pytest.raises(ValueError, match="layout must be one of"):
-        sim.make("drone_volleyball", num_envs=1, mode="1v1", layout="columns")
-
-
-def test_auto_layout_takes_components_for_large_or_compiled_batches_only():
+def test_the_layout_is_components_for_large_or_compiled_batches_only():
     """Eager small batches (tests, evaluations) step faster in rows: fewer small ops."""
     assert sim.make("drone_volleyball", num_envs=2, mode="1v1").layout == "rows"
     assert sim.make("drone_volleyball", num_envs=soa.COMPONENTS_MIN_ENVS, mode="1v1").layout == "components"
-    assert sim.make("drone_volleyball", num_envs=2, mode="1v1", layout="components").layout == "components"
+    assert sim.make("drone_volleyball", num_envs=2, mode="serve").layout == "rows"
     # Compiled, a components loop vectorises over envs; a rows loop keeps inductor's defaults (3.4x slower otherwise).
-    options = sim.make("drone_volleyball", num_envs=2, mode="1v1", layout="components").loop_compile_options()
-    assert options == soa.VECTORISED_LOOP
+    assert make("components", num_envs=2).loop_compile_options() == soa.VECTORISED_LOOP
     assert sim.make("drone_volleyball", num_envs=2, mode="1v1").loop_compile_options() == {}
 
 

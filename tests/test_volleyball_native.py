@@ -1,6 +1,6 @@
 """drone_volleyball's C observations (sim/tasks/drone_volleyball/observations.c) against their torch reference
 (DroneVolleyballEnv._skill_obs, VolleyballMatchEnv._policy_obs, _state): the same entries, in eager code and inside
-compiled graphs, and ``cfg.cpu_kernels`` choosing between them."""
+compiled graphs, and ``sim.make``'s ``kernels`` (``sim.kernels``) choosing between them."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_c_observations_equal_the_torch_code(mode: str) -> None:
     passes them): the torch code's operations in its order, so equal to float32 round-off (measured: 2 ulp at most,
     9.5e-7 of a ball 6.6 m above the paddle; most entries bit for bit)."""
     env = scrambled(mode)
-    assert env.cpu_kernels == "native"
+    assert env.kernels == "native"
     ids = torch.tensor([7, 3, 90, 3, 0])
     for rows in (None, ids):
         got, ref = entries(env, rows, "native"), entries(env, rows, "torch")
@@ -64,10 +64,10 @@ def test_c_observations_equal_the_torch_code(mode: str) -> None:
 
 def test_a_step_returns_the_c_observations_and_the_torch_ones_without_them() -> None:
     """Stepped with random actions (auto-resets included), a native env's observations are the torch code's of its
-    state, and ``cpu_kernels="torch"`` steps the same trajectory: the observations only change how they are made."""
+    state, and ``kernels="torch"`` steps the same trajectory: the observations only change how they are made."""
     c_env = sim.make("drone_volleyball", num_envs=64, seed=3, mode="2v2")
-    t_env = sim.make("drone_volleyball", num_envs=64, seed=3, mode="2v2", cpu_kernels="torch")
-    assert (c_env.cpu_kernels, t_env.cpu_kernels) == ("native", "torch")
+    t_env = sim.make("drone_volleyball", num_envs=64, seed=3, mode="2v2", kernels="torch")
+    assert (c_env.kernels, t_env.kernels) == ("native", "torch")
     gen = torch.Generator().manual_seed(1)
     resets = 0
     for _ in range(60):
@@ -101,17 +101,18 @@ def test_the_custom_op_stays_inside_a_compiled_graph() -> None:
     assert ref_some[1].shape[0] == 3
 
 
-def test_cpu_kernels_choices_and_errors(monkeypatch) -> None:
-    assert sim.make("drone_volleyball", num_envs=4, mode="1v1").cpu_kernels == "native"  # auto, here
-    with pytest.raises(ValueError, match="cpu_kernels must be one of"):
-        sim.make("drone_volleyball", num_envs=4, mode="1v1", cpu_kernels="fast")
-    with pytest.raises(ValueError, match="matches only"):
-        sim.make("drone_volleyball", num_envs=4, mode="serve", cpu_kernels="native")
-    assert sim.make("drone_volleyball", num_envs=4, mode="serve").spec  # auto on a skill: its torch code
+def test_kernels_choices_and_errors(monkeypatch) -> None:
+    assert sim.make("drone_volleyball", num_envs=4, mode="1v1").kernels == "native"  # auto, here
+    with pytest.raises(ValueError, match="kernels must be one of"):
+        sim.make("drone_volleyball", num_envs=4, mode="1v1", kernels="fast")
+    with pytest.raises(ValueError, match="kernels='native' cannot run here: the task, as configured, has no C"):
+        sim.make("drone_volleyball", num_envs=4, mode="serve", kernels="native")
+    for kernels in ("auto", "torch"):  # a skill has no C observations: its torch code
+        assert not hasattr(sim.make("drone_volleyball", num_envs=4, mode="serve", kernels=kernels), "kernels")
     monkeypatch.setattr(native, "_lib", lambda: None)  # a machine without a C compiler
-    assert sim.make("drone_volleyball", num_envs=4, mode="1v1").cpu_kernels == "torch"
+    assert sim.make("drone_volleyball", num_envs=4, mode="1v1").kernels == "torch"
     with pytest.raises(ValueError, match="cannot run here: no C compiler"):
-        sim.make("drone_volleyball", num_envs=4, mode="1v1", cpu_kernels="native")
+        sim.make("drone_volleyball", num_envs=4, mode="1v1", kernels="native")
 
 
 def test_the_op_refuses_what_it_cannot_read() -> None:

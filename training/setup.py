@@ -7,7 +7,7 @@
 the typed settings of each node (:class:`Settings`), the device and the torchrun ranks
 (``distributed=true``), the checkpoint a ``resume=`` names (read first: its one-line errors come before
 anything is built, and it records the thread counts the run had), the torch threads
-(training/threads.py), the global seed, the env (``sim.compile``), the networks of the trained groups
+(training/threads.py), the global seed, the env (``sim.compile``, ``sim.kernels``), the networks of the trained groups
 (with ``init_from=`` weights), the action-sampling generator, the algorithm, the update's threads, the
 best-checkpoint metric, the run directory and the logger (:class:`RunLogger`, opened by ``learn``).
 
@@ -303,7 +303,8 @@ def describe(run: Run, from_step: int) -> str:
         f"({notes['threads']}), update {run.update_threads.describe()} (update_threads) "
         f"{notes['allocator'] + ' ' if notes['allocator'] else ''}"
         f"compile={run.env.compiled} ({notes['compile']}"
-        f"{'; networks: compiled ELU' if compiled_cpu_elu() else ''})\n"
+        f"{'; networks: compiled ELU' if compiled_cpu_elu() else ''})"
+        f"{f' kernels={run.env.kernels}' if hasattr(run.env, 'kernels') else ''}\n"
         f"  groups {groups}; {n_params:,} parameters; {run.num_iterations} iterations of "
         f"{run.steps_per_iter:,} steps from step {from_step:,}\n  run dir {run.run_dir}"
     )
@@ -343,8 +344,14 @@ def _make_env(run: Run) -> None:
         sim_cfg.get("compile", "auto"), run.device, env_cls, run.settings.train.total_steps
     )
     num_envs = int(run.cfg.get("num_envs", 1024))
-    run.env = sim.make(run.task_cfg, num_envs=num_envs, device=run.device, seed=run.seed, compile=compile_env)
-    run.env.masked_resets = bool(sim_cfg.get("masked_resets", False))
+    run.env = sim.make(
+        run.task_cfg,
+        num_envs=num_envs,
+        device=run.device,
+        seed=run.seed,
+        compile=compile_env,
+        kernels=sim_cfg.get("kernels"),  # None (a config older than sim.kernels): the task node's, else "auto"
+    )
     # A run that compiles its env on a CPU pays for a compiler there: the networks' ELU then takes it too
     # (policies.mlp.set_compiled_cpu_elu; ~9% of a cable_load PPO update). Off in every other run.
     set_compiled_cpu_elu(run.env.compiled and run.device.type == "cpu")
