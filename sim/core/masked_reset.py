@@ -9,12 +9,12 @@ present on every step (``count`` 0 where none ended; its means are count-weighte
 give different, equally valid episodes. The first masked reset of an env also checks, once, that the reset leaves
 the state that is not per-env alone (a comparison that waits for the device).
 
-Off by default, because it costs more than the sync it saves wherever the step runs eagerly
-(``benchmarks/masked_reset_cost.py``, cable_load, 2026-11-26): 0.54x the indexed reset's steps/s on this 2-core CPU
-at 4096 envs, 0.81x on an H200 at 4096 envs and 0.63x at 65,536 (eager, the step launch-bound there, so the sync
-stalls little). It is what lets the step be captured in a CUDA graph: ``benchmarks/cuda_graph_capture.py`` captures
-cable_load's (with host constants built on the device while capturing) and replays it 3.9-8.3x faster than the
-uncaptured masked step.
+Off by default and no setting (code that captures the step in a CUDA graph turns it on), because it costs more
+than the sync it saves wherever the step runs eagerly (``benchmarks/masked_reset_cost.py``, cable_load, 2026-11-26):
+0.54x the indexed reset's steps/s on this 2-core CPU at 4096 envs, 0.81x on an H200 at 4096 envs and 0.63x at 65,536
+(eager, the step launch-bound there, so the sync stalls little). It is what lets the step be captured in a CUDA
+graph: ``benchmarks/cuda_graph_capture.py`` captures cable_load's (with host constants built on the device while
+capturing) and replays it 3.9-8.3x faster than the uncaptured masked step.
 """
 
 from __future__ import annotations
