@@ -128,19 +128,23 @@ class TouchScores:
         self.pend_skill = torch.where(active, -1, sk)
 
 
-def success_rates(attempts: Tensor, successes: Tensor) -> dict[str, Tensor]:
-    """``metrics/<skill>_success`` and ``metrics/skill_success`` from per-env counts ``[k, S]``
-    (NaN-free: a skill nobody attempted reads 0 with ``<skill>_attempts`` 0).
+def success_rates(attempts: Tensor, successes: Tensor, done: Tensor) -> dict[str, Tensor]:
+    """``metrics/<skill>_success``, ``metrics/<skill>_attempts`` and ``metrics/skill_success`` of the episodes
+    ending where ``done [E]`` (bool), from per-env counts ``[E, S]``, each ``[E]``: the attempts per env, the
+    rates (pooled over those episodes) the same in every env (NaN-free: a skill nobody attempted reads 0 with
+    ``<skill>_attempts`` 0).
 
     ``skill_success`` is the mean of the four skills' rates: pooled over touches, serves and
     passes (the most frequent) would hide a failing set or attack."""
-    a, s = attempts.sum(0), successes.sum(0)
+    w = done.float().unsqueeze(-1)
+    a, s = (attempts * w).sum(0), (successes * w).sum(0)  # sums of counts: exact, by mask (no index)
+    E = attempts.shape[0]
     out = {}
     for name in BALL_SKILLS:
         i = SKILLS.index(name)
-        out[f"metrics/{name}_success"] = s[i] / a[i].clamp(min=1.0)
-        out[f"metrics/{name}_attempts"] = a[i] / attempts.shape[0]
-    out["metrics/skill_success"] = torch.stack([out[f"metrics/{k}_success"] for k in BALL_SKILLS]).mean()
+        out[f"metrics/{name}_success"] = (s[i] / a[i].clamp(min=1.0)).expand(E)
+        out[f"metrics/{name}_attempts"] = attempts[:, i]
+    out["metrics/skill_success"] = torch.stack([out[f"metrics/{k}_success"][0] for k in BALL_SKILLS]).mean().expand(E)
     return out
 
 
@@ -233,6 +237,15 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
         reward = {GROUP: torch.cat([reward[g] for g in GROUPS], 1)}
         return drones_obs, reward, terminated, truncated, info
 
+    @property
+    def masked_resets(self) -> bool:
+        """The match's :attr:`~sim.core.env.MultiAgentEnv.masked_resets`: it steps and resets the envs."""
+        return self.match.masked_resets
+
+    @masked_resets.setter
+    def masked_resets(self, on: bool) -> None:
+        self.match.masked_resets = on
+
     def step_metrics(self) -> dict[str, Tensor]:
         return self.match.step_metrics()
 
@@ -274,8 +287,8 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
     def reward_terms(self, match: VolleyballMatchEnv) -> dict[str, Tensor]:
         return {"delivery": self.scores.delivery}
 
-    def episode_metrics(self, match: VolleyballMatchEnv, env_ids: Tensor) -> dict[str, Tensor]:
-        return success_rates(self.scores.attempts[env_ids], self.scores.successes[env_ids])
+    def episode_metrics(self, match: VolleyballMatchEnv, done: Tensor) -> dict[str, Tensor]:
+        return success_rates(self.scores.attempts, self.scores.successes, done)
 
     # ----------------------------------------------------------------- commands
     def _command(self, force: bool = False) -> None:

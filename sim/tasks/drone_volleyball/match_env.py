@@ -26,6 +26,7 @@ from sim.core.native import check_kernels
 from sim.core.randomization import uniform
 from sim.core.spec import ObsTerm
 from sim.tasks.drone_volleyball import native
+from sim.tasks.drone_volleyball import rules as R
 from sim.tasks.drone_volleyball.config import SKILL_IDS, VolleyballCfg
 from sim.tasks.drone_volleyball.court import mirror
 from sim.tasks.drone_volleyball.env import DroneVolleyballEnv
@@ -52,8 +53,8 @@ class MatchHooks:
     Called by the match: :meth:`after_rules` once per step right after the rules judged it (the
     step's ``events`` are set; skill commands set here are in this step's observation);
     :meth:`after_reset` when games restart (before their first observation); :meth:`reward_terms`
-    per-drone reward terms ``[E, D]`` added after the match's own; :meth:`episode_metrics` at the
-    end of episodes ``env_ids`` (before their reset).
+    per-drone reward terms ``[E, D]`` added after the match's own; :meth:`episode_metrics` where
+    episodes end (``done [E]``, before their reset), per env ``[E]`` (the match averages them over those envs).
     """
 
     def after_rules(self, match: VolleyballMatchEnv) -> None:
@@ -65,7 +66,7 @@ class MatchHooks:
     def reward_terms(self, match: VolleyballMatchEnv) -> dict[str, Tensor]:
         return {}
 
-    def episode_metrics(self, match: VolleyballMatchEnv, env_ids: Tensor) -> dict[str, Tensor]:
+    def episode_metrics(self, match: VolleyballMatchEnv, done: Tensor) -> dict[str, Tensor]:
         return {}
 
 
@@ -97,6 +98,7 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         # Result of each env's last finished game: 1 team A won, 0 team B won, 0.5 neither
         # (a timeout or a truncated game); NaN before the first one. Kept across the auto-reset.
         self.game_result = torch.full((num_envs,), math.nan, device=dev)
+        self._ending = torch.zeros(num_envs, dtype=torch.bool, device=dev)  # see _post_physics
         # The skills the expert (expert_policy) commanded in the step it labelled last, [E, D]: imitation strata.
         self.expert_skill = torch.zeros_like(self.skill_id)
         # set_scripted_opponent: (team index, mask [E]) where the rule-based team plays a group, and that team.
@@ -327,13 +329,27 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         n = self.n
         return {"team_a": reward[:, :n], "team_b": reward[:, n:]}, logged
 
-    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
-        score = self.rules.score[env_ids].float()
+    def _post_physics(self):
+        out = super()._post_physics()
+        # The envs whose episode ends this step, as step() finds them (terminated, non-finite, out of time):
+        # _episode_metrics_per_env records their games by this mask, for indexed and masked resets alike.
+        self._ending = out[3] | (self.episode_step >= self.max_episode_steps)
+        return out
+
+    def _episode_metrics_per_env(self) -> dict[str, Tensor]:
+        """Per env ``[E]``: ``events/<name>`` (the rules' counters), ``metrics/win_a`` and the level's metrics.
+        Where an episode ends this step (before its reset) it also records the game: ``game_result``,
+        ``final_counters`` (kept across the reset), the counters popped; by mask, with no index to wait for."""
+        done = self._ending
+        score = self.rules.score.float()
         result = torch.where(score[:, 0] > score[:, 1], 1.0, torch.where(score[:, 0] < score[:, 1], 0.0, 0.5))
-        self.game_result = self.game_result.index_put((env_ids,), result)
-        out = self._event_metrics(env_ids)
-        out["metrics/win_a"] = (self.game_result[env_ids] == 1.0).float().mean()
-        out.update(self.hooks.episode_metrics(self, env_ids))
+        self.game_result = torch.where(done, result, self.game_result)
+        table = self.rules.pop_counter_table_where(done)  # [K, E]
+        final = torch.where(done, table, torch.stack([self.final_counters[name] for name in R.COUNTER_NAMES]))
+        self.final_counters = dict(zip(R.COUNTER_NAMES, final.unbind(0), strict=True))
+        out = {f"events/{name}": row for name, row in zip(R.COUNTER_NAMES, table.unbind(0), strict=True)}
+        out["metrics/win_a"] = (self.game_result == 1.0).float()
+        out.update(self.hooks.episode_metrics(self, done))
         return out
 
     def step_metrics(self) -> dict[str, Tensor]:

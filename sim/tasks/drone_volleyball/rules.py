@@ -285,6 +285,13 @@ class RallyRules:
         self.counter_table = self.counter_table.index_fill(1, env_ids, 0.0)
         return out
 
+    def pop_counter_table_where(self, done: Tensor) -> Tensor:
+        """``[K, E]``: every env's counters (rows in :data:`COUNTER_NAMES` order), zeroed here afterwards where
+        ``done [E]`` (bool): :meth:`pop_counter_table` by mask, with no index to wait for."""
+        out = self.counter_table
+        self.counter_table = torch.where(done, 0.0, out)
+        return out
+
     def pop_counters(self, env_ids: Tensor) -> dict[str, Tensor]:
         """The counters of ``env_ids [k]`` (name -> ``[k]`` float32), zeroed here afterwards."""
         return dict(zip(COUNTER_NAMES, self.pop_counter_table(env_ids).unbind(0), strict=True))

@@ -18,6 +18,7 @@ from torch import Tensor
 from sim.core.randomization import uniform
 from sim.physics.quaternion import quat_rotate
 from sim.physics.rigid_body import GRAVITY
+from sim.tasks.drone_volleyball import rules as R
 from sim.tasks.drone_volleyball.config import SKILL_IDS, VolleyballCfg
 from sim.tasks.drone_volleyball.court import in_court
 from sim.tasks.drone_volleyball.env import DroneVolleyballEnv
@@ -40,6 +41,7 @@ class VolleyballSkillEnv(DroneVolleyballEnv):
         super().__init__(cfg, num_envs, device, seed, compile)
         # Min distance of the ball to the target after the hit (pass, set).
         self.miss = torch.full((num_envs,), math.inf, device=self.device)
+        self._ending = torch.zeros(num_envs, dtype=torch.bool, device=self.device)  # see _post_physics
         self.reset()
 
     def expert_policy(self):
@@ -198,16 +200,27 @@ class VolleyballSkillEnv(DroneVolleyballEnv):
             return hit & (miss < 1.0), miss
         return torch.zeros(E, dtype=torch.bool, device=self.device), torch.zeros(E, device=self.device)
 
-    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
-        out = self._event_metrics(env_ids)
+    def _post_physics(self):
+        out = super()._post_physics()
+        # The envs whose episode ends this step, as step() finds them: _episode_metrics_per_env pops their counters.
+        self._ending = out[3] | (self.episode_step >= self.max_episode_steps)
+        return out
+
+    def _episode_metrics_per_env(self) -> dict[str, Tensor]:
+        """Per env ``[E]``: ``events/<name>`` (the rules' counters; popped where an episode ends this step, and kept
+        in ``final_counters``, by mask) and the skill's metrics."""
+        done = self._ending
+        table = self.rules.pop_counter_table_where(done)  # [K, E]
+        final = torch.where(done, table, torch.stack([self.final_counters[name] for name in R.COUNTER_NAMES]))
+        self.final_counters = dict(zip(R.COUNTER_NAMES, final.unbind(0), strict=True))
+        out = {f"events/{name}": row for name, row in zip(R.COUNTER_NAMES, table.unbind(0), strict=True)}
         if self.cfg.mode == "goto":
-            dist = torch.linalg.vector_norm(self.skill_target - self.drones.pos, dim=-1)
-            out["metrics/final_dist_m"] = dist[env_ids].mean()
+            out["metrics/final_dist_m"] = torch.linalg.vector_norm(self.skill_target - self.drones.pos, dim=-1)
         else:
             ok, miss = self.skill_outcome()
-            out["metrics/success"] = ok[env_ids].float().mean()
-            out["metrics/miss_m"] = miss[env_ids].mean()
-            out["metrics/hit"] = self.touched[env_ids, 0].float().mean()
+            out["metrics/success"] = ok.float()
+            out["metrics/miss_m"] = miss
+            out["metrics/hit"] = self.touched[:, 0].float()
         return out
 
     def step_metrics(self) -> dict[str, Tensor]:

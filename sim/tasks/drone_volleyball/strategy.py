@@ -207,6 +207,7 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         self._result = torch.full((E,), 0.5, device=self.device)
         self._points = torch.zeros(E, device=self.device)  # team A's points minus team B's this decision
         self.game_result = torch.full((E,), 0.5, device=self.device)
+        self._ending = torch.zeros(E, dtype=torch.bool, device=self.device)  # see _post_physics
         self.final_counters = {k: v.clone() for k, v in self.match.final_counters.items()}
 
     def _build_spec(self) -> EnvSpec:
@@ -243,6 +244,16 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         """No-op: rallies end at different times by themselves, and the match's clock is the one
         that matters (randomising this level's step counter alone would only cut episodes early)."""
         return self._observations()
+
+    @property
+    def masked_resets(self) -> bool:
+        """:attr:`MultiAgentEnv.masked_resets`, of this level and of the match it steps (set together)."""
+        return self._masked_resets
+
+    @masked_resets.setter
+    def masked_resets(self, on: bool) -> None:
+        self.match.masked_resets = on
+        MultiAgentEnv.masked_resets.fset(self, on)
 
     def interception(self) -> tuple[Tensor, Tensor]:
         return self.rules_layer.interception_point()
@@ -323,10 +334,18 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         win = self._points * self.cfg.strategy.win_reward  # team A's
         return {"team_a": win.unsqueeze(-1), "team_b": -win.unsqueeze(-1)}, {"win_a": win}
 
-    def _episode_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
-        self.game_result = self.game_result.index_put((env_ids,), self._result[env_ids])
-        res = self._result[env_ids]
-        out = {"metrics/win_a": (res == 1.0).float().mean(), "metrics/draw": (res == 0.5).float().mean()}
+    def _post_physics(self):
+        out = super()._post_physics()
+        # The envs whose episode ends this step, as step() finds them: _episode_metrics_per_env records their games.
+        self._ending = out[3] | (self.episode_step >= self.max_episode_steps)
+        return out
+
+    def _episode_metrics_per_env(self) -> dict[str, Tensor]:
+        """Per env ``[E]``: ``metrics/win_a``, ``metrics/draw`` and ``events/<name>`` of the rally (or game) this
+        decision ended; where an episode ends this step it also records ``game_result`` (by mask, no index)."""
+        self.game_result = torch.where(self._ending, self._result, self.game_result)
+        res = self._result
+        out = {"metrics/win_a": (res == 1.0).float(), "metrics/draw": (res == 0.5).float()}
         for k, v in self.final_counters.items():
-            out[f"events/{k}"] = v[env_ids].float().mean()
+            out[f"events/{k}"] = v.float()
         return out
