@@ -312,7 +312,8 @@ def _run_round(
         if on_step is not None:
             on_step(t, alive)
 
-    # Recurrent policies start every round from a zero state.
+    # A recurrent policy starts every round from a zero state, an env's again where its episode ended (its later
+    # episodes count in the pooled outcomes).
     memory = policy if callable(getattr(policy, "reset", None)) else None
     for s in rollout(env, policy, steps, seed=seed, memory=memory, before_step=sample):
         # Reward averaged over agents, then groups (as the env's episode return).
