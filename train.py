@@ -8,6 +8,8 @@
     python train.py task=cable_load wandb.mode=disabled sim.compile=true train.max_minutes=60
     python train.py task=drone_volleyball algo=selfplay task.mode=1v1     # self-play (training/selfplay_runner.py)
     python train.py task=point_reach algo=sac sac.batch_size=512         # SAC (training/sac_runner.py)
+    python train.py task=drone_volleyball                           # HCSP: its recipe's whole pipeline, stage by stage
+    python train.py task=drone_volleyball budget=smoke              # ... a tiny one (budget=smoke|cpu|gpu)
     python train.py task=drone_volleyball algo=hcsp stage=skills task.mode=serve   # HCSP stage 1: one skill
     python train.py task=drone_volleyball algo=hcsp stage=strategy                 # HCSP stage 2: team strategy
     python train.py task=drone_volleyball algo=hcsp stage=coselfplay               # HCSP stage 3: both, in matches
@@ -16,7 +18,9 @@
 
 Each task brings its training recipe (the algorithm, envs and budget that made its shipped policy:
 ``configs/recipe/<task>.yaml``); algo=hcsp trains the HCSP tasks in their stage unless ``stage=`` names
-another (``configs/stage/hcsp/<task>.yaml``). Anything on the command line wins over the recipe.
+another (``configs/stage/hcsp/<task>.yaml``). Anything on the command line wins over the recipe. A recipe
+may declare a pipeline (``runner=pipeline``: training/pipeline.py), several runs in turn in one run directory
+(``<run>/<stage>/...``, ``<run>/pipeline.json``); ``resume=<run>`` then continues with the stages not done.
 
 A run writes ``runs/<task>/<YYYY-mm-dd_HH-MM-SS>/``: config.yaml (resolved), metrics.csv,
 checkpoints/{latest,best}.pt and wandb/ (offline unless ``wandb.mode=online``). Every key is a field
@@ -39,17 +43,26 @@ PROG = "train.py"
 
 @hydra.main(config_path="configs", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
-    typed.exit_on_user_error(PROG, lambda: run(OmegaConf.to_container(cfg, resolve=True)))
+    from hydra.core.hydra_config import HydraConfig
+
+    argv = list(HydraConfig.get().overrides.task)
+    typed.exit_on_user_error(PROG, lambda: run(OmegaConf.to_container(cfg, resolve=True), argv))
 
 
-def run(plain: dict) -> None:
-    """Train with a resolved config (plain dicts); returns when the run ends."""
-    from training.runner import Runner
-    from training.sac_runner import SACRunner
-    from training.selfplay_runner import SelfPlayRunner
+def run(plain: dict, argv: list[str] | None = None) -> None:
+    """Train with a resolved config (plain dicts); returns when the run ends. ``argv``: the command line's
+    overrides (a pipeline passes some to its stages)."""
+    from training import pipeline
 
     typed.check_config(plain)
-    kind = plain["algo"]["name"] if plain["algo"]["name"] in ("selfplay", "sac") else plain["runner"]
+    kind = pipeline.runner_kind(plain)
+    if kind == "pipeline":  # several runs in turn (training/pipeline.py)
+        try:
+            run_dir = pipeline.run(plain, argv or [])
+        except KeyboardInterrupt:
+            sys.exit(130)
+        print(f"done: pipeline run dir {run_dir} (pipeline.json)")
+        return
     if kind == "coselfplay":  # HCSP stage 3: phases of the two runners below (training/coselfplay.py)
         from training.coselfplay import run as run_coselfplay
 
@@ -63,7 +76,7 @@ def run(plain: dict) -> None:
         typed.exit_on_user_error(PROG, lambda: typed.check_distributed(plain, kind))
     # Building the runner checks what the config names (the task, resume=<run>, its checkpoint's fit):
     # a failure there is the user's, one line; errors while training keep their traceback.
-    runner_cls = {"selfplay": SelfPlayRunner, "sac": SACRunner}.get(kind, Runner)
+    runner_cls = pipeline.runner_class(kind)
     runner = typed.exit_on_user_error(PROG, lambda: runner_cls(plain), errors=(ValueError, FileNotFoundError))
     try:
         state = runner.learn()

@@ -270,9 +270,9 @@ class PipelineCfg:
     # smoke: minutes, for tests | cpu: ~90 min of a 2-core machine | gpu: the budgets that made the shipped policies
     budget: str = "cpu"
     stages: tuple[PipelineStageCfg, ...] = ()
-    # The end product: file name in the run -> the stage product it copies ("strategy.pt": "coselfplay/strategy.pt");
-    # the team is these files joined by "@" in this order (evaluate.py match=<strategy.pt>@<skills.pt>).
-    team: dict[str, str] = field(default_factory=dict)
+    # The end product: stage products (paths in the run, e.g. coselfplay/strategy.pt) copied to <run>/team/ under
+    # their file names; the team is those files joined by "@" in this order (evaluate.py match=<team>,...).
+    team: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.budget not in BUDGETS:
