@@ -179,6 +179,9 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
         if compile:
             raise ValueError("drone_volleyball_coplay runs the strategies in Python each step: use sim.compile=false")
         self.match = VolleyballMatchEnv(cfg, num_envs, device, seed, compile=False)
+        # This level checks the actions (step) before the match gets them: the match's own check would repeat it
+        # with a host sync; deferred, it only counts (check_deferred_actions reads both).
+        self.match.defer_action_checks = True
         self.n, self.num_drones = self.match.n, self.match.num_drones
         super().__init__(cfg, num_envs, device, seed, compile=False)
         self.rng = self.match.rng  # one generator: the match's resets and the random choices draw from it
@@ -245,6 +248,11 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
     @masked_resets.setter
     def masked_resets(self, on: bool) -> None:
         self.match.masked_resets = on
+
+    def check_deferred_actions(self) -> None:
+        """This level's deferred checks, then the match's (its non-finite resets under masked resets)."""
+        super().check_deferred_actions()
+        self.match.check_deferred_actions()
 
     def step_metrics(self) -> dict[str, Tensor]:
         return self.match.step_metrics()

@@ -22,8 +22,9 @@ import torch
 from torch import Tensor
 
 from sim.core.env import env_rows
-from sim.core.native import check_kernels
+from sim.core.native import attribute, check_kernels
 from sim.core.randomization import uniform
+from sim.core.snapshot import is_expanded
 from sim.core.spec import ObsTerm
 from sim.tasks.drone_volleyball import native
 from sim.tasks.drone_volleyball import rules as R
@@ -265,12 +266,60 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         # rally (points_to_win 0) ends with every rally: no index to take, so no host sync, and the compiled pass
         # stays one graph (the data-dependent branch split it in two, and the rest then ran as several).
         if self.cfg.rules.points_to_win > 0:
-            again = (self.events.rally_over & ~self.events.game_over).nonzero().squeeze(-1)
-            if again.numel() > 0:
-                drop = self._serve_drops(again.numel())
-                self.rules.new_rally(again)
-                self._start_rally(again, drop)
+            again = self.events.rally_over & ~self.events.game_over
+            if self.masked_resets:  # a step that must not wait for the device: by mask
+                self._start_rallies_where(again)
+            else:
+                again = again.nonzero().squeeze(-1)
+                if again.numel() > 0:
+                    drop = self._serve_drops(again.numel())
+                    self.rules.new_rally(again)
+                    self._start_rally(again, drop)
         self.hooks.after_rules(self)
+
+    def _start_rallies_where(self, mask: Tensor) -> None:
+        """The next rally of the envs where ``mask [E]`` (bool), with no index to wait for: every env's is started
+        (a drop drawn for each, as a masked reset draws) and kept where ``mask``, the others' state restored (each
+        per-env state tensor merged, in place where the rally start wrote it in place: aliases stay aliases)."""
+        E = self.num_envs
+        tensors = [(path, attribute(self, path)) for path in self._rally_state_paths]
+        saved = [t.clone() for _, t in tensors]
+        ids = torch.arange(E, device=self.device)
+        drop = self._serve_drops(E)
+        self.rules.new_rally(ids)
+        self._start_rally(ids, drop)
+        for (path, was), old in zip(tensors, saved, strict=True):
+            now = attribute(self, path)
+            merged = torch.where(mask.view(-1, *([1] * (now.dim() - 1))), now, old)
+            if now is was:
+                now.copy_(merged)
+            else:
+                parent, _, name = path.rpartition(".")
+                setattr(attribute(self, parent) if parent else self, name, merged)
+
+    @property
+    def masked_resets(self) -> bool:
+        """:attr:`MultiAgentEnv.masked_resets`; in a game to N points the next rallies then start by mask too."""
+        return self._masked_resets
+
+    @masked_resets.setter
+    def masked_resets(self, on: bool) -> None:
+        DroneVolleyballEnv.masked_resets.fset(self, on)
+        if not on:
+            return
+        # The per-env state a rally start may write (_start_rallies_where), found once here, not in compiled code:
+        # the match's own tensors (not a level's behind hooks), by attribute path.
+        snap = self.state_snapshot()
+        self._rally_state_paths = tuple(
+            path
+            for path, value in snap.items()
+            if isinstance(value, Tensor)
+            and not any(c in path for c in "#[")
+            and not path.startswith("hooks.")
+            and value.dim() > 0
+            and value.shape[0] == self.num_envs
+            and not is_expanded(value)
+        )
 
     def _observation_entries(self, ids: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
         if not self._native_observations:

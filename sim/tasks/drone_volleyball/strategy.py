@@ -196,6 +196,8 @@ class VolleyballStrategyEnv(MultiAgentEnv):
             raise ValueError(f"the strategy level plays matches (1v1, 2v2, 3v3); mode {cfg.mode!r} is a skill")
         # The match runs the physics (compiled if asked); this level is Python bookkeeping around it.
         self.match = VolleyballMatchEnv(cfg, num_envs, device, seed, compile)
+        # The skills' actions are checked by count, not by a host sync every match step (check_deferred_actions).
+        self.match.defer_action_checks = True
         self.rules_layer = RuleBasedStrategy(self.match)
         self.skills = ScriptedSkills(self.match)
         self.skill_policy: Callable[[Tensor], Tensor] | None = None  # learned skills (set_skills)
@@ -244,6 +246,11 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         """No-op: rallies end at different times by themselves, and the match's clock is the one
         that matters (randomising this level's step counter alone would only cut episodes early)."""
         return self._observations()
+
+    def check_deferred_actions(self) -> None:
+        """This level's deferred checks, then the match's (the skills' actions; its non-finite resets)."""
+        super().check_deferred_actions()
+        self.match.check_deferred_actions()
 
     @property
     def masked_resets(self) -> bool:
