@@ -520,8 +520,8 @@ def test_masked_resets_give_the_indexed_resets_episodes_and_leave_running_envs_a
             assert float(b[4]["episode"]["count"]) == 0
         ended |= done
     assert first is not None and 2 <= int(ended.sum()) <= 8, int(ended.sum())
-    with pytest.raises(ValueError, match="masked resets are not supported"):
-        sim.make("drone_volleyball", num_envs=2, seed=0).masked_resets = True
+    with pytest.raises(ValueError, match="masked resets are not supported"):  # episode metrics by env index
+        sim.make("hepi_insertion", num_envs=2, seed=0).masked_resets = True
 
 
 def test_deferred_action_checks_apply_zero_for_nan_and_raise_at_the_check() -> None:
