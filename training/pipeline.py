@@ -147,7 +147,12 @@ def collect_products(run_dir: Path, pipeline_dir: Path, name: str) -> list[str]:
     return [shutil.copy(ckpt, target)]
 
 
-def _stages(pc: PipelineCfg) -> list[PipelineStageCfg]:
+def pipeline_stages(pc: PipelineCfg) -> list[PipelineStageCfg]:
+    """The checked stages of ``pc`` (each a :class:`PipelineStageCfg`, names unique).
+
+    Raises:
+        ConfigError: no stage, a stage without a name or stage, a name given twice.
+    """
     stages = [
         s if isinstance(s, PipelineStageCfg) else build_config(PipelineStageCfg, s, where=f"pipeline.stages[{i}]")
         for i, s in enumerate(pc.stages)
@@ -194,7 +199,7 @@ def run(cfg: Mapping[str, Any], argv: Sequence[str] = ()) -> Path:
     from training.setup import new_run_dir
 
     pc = build_config(PipelineCfg, cfg.get("pipeline", {}), where="pipeline")
-    stages = _stages(pc)
+    stages = pipeline_stages(pc)
     if len({Path(src).name for src in pc.team}) < len(pc.team):
         raise ConfigError("pipeline.team", f"its files go to <run>/team/: their names must differ, {pc.team}")
     shared = shared_overrides(argv)
