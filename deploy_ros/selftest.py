@@ -5,7 +5,7 @@
 Starts :class:`deploy_ros.policy_node.PolicyNode` in-process (its own ROS context, topics under a
 private namespace, localhost only) and a publisher of one synthetic message per profile input (a
 hovering robot for odometry, a nearby goal pose, a grey image with the entry's channels, a small
-vector, a few points, a straight route through the robot), stamped as a stream that advances. It
+vector, a few points, a straight route through the robot, a named record of zeros), stamped as a stream that advances. It
 ticks the node and passes when the node publishes finite policy commands with status ``ok``.
 Prints one line either way; exit 0 on success, 1 otherwise. numpy, onnxruntime and rclpy only:
 this is what CI runs in a venv without torch (``pip install ./robot``).
@@ -61,6 +61,9 @@ def synthetic_message(msg_type: str, entry: dict | None, k: int, spec: dict | No
         msg.fields = [PointField(name=a, offset=4 * i, datatype=7, count=1) for i, a in enumerate("xyz")]
         msg.height, msg.width, msg.point_step, msg.row_step = 1, n, 12, 12 * n
         msg.data = np.random.default_rng(0).uniform(-0.3, 0.3, (n, 3)).astype(np.float32).tobytes()
+    elif msg_type == "sensor_msgs/JointState":  # a named record (e.g. a game state): every field zero
+        msg.name = list((spec or {}).get("fields") or [])
+        msg.position = [0.0] * len(msg.name)
     else:
         raise ValueError(f"selftest has no synthetic {msg_type} message")
     return msg

@@ -11,7 +11,7 @@ publishes what motion capture and the referee would, on the topics of ``deploy_r
 
 and takes team A's commands on ``/drone<i>/command``. Parameters (besides the bridge's own): ``games`` (stop after
 this many finished games; 0 = run on), ``points_to_win`` (0 = the model's). Result: every finished game's score
-(``scores``: ``[[a, b], ...]``), ``wins_a``, the score of the game in progress and the rallies played.
+(``scores``: ``[[a, b], ...]``), ``wins_a``, the score of the game in progress, the rallies played and the finished games' event counts (``events``).
 """
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ class VolleyballBridge:
         self.pubs["/ball/odom"] = node.create_publisher(Odometry, "/ball/odom", 10)
         self.pubs["/game/state"] = node.create_publisher(JointState, "/game/state", 10)
         self.scores: list[list[int]] = []
+        self.events: dict[str, int] = {}  # the rules' event counts of the finished games (rally outcomes, faults)
         self.rallies = 0
 
     def describe(self) -> str:
@@ -115,8 +116,10 @@ class VolleyballBridge:
         ev = self.env.events
         self.rallies += int(ev.rally_over[0])
         if bool(ev.game_over[0]):
-            counters = self.env.final_counters
-            self.scores.append([int(counters["points_a"][0]), int(counters["points_b"][0])])
+            counters = {k: int(v[0]) for k, v in self.env.final_counters.items()}
+            self.scores.append([counters["points_a"], counters["points_b"]])
+            for k, v in counters.items():
+                self.events[k] = self.events.get(k, 0) + v
 
     def finished(self) -> bool:
         """Whether the asked number of games has been played."""
@@ -132,4 +135,5 @@ class VolleyballBridge:
             "wins_a": sum(a > b for a, b in self.scores),
             "score_now": [int(s) for s in self.env.rules.score[0]],
             "rallies": self.rallies,
+            "events": self.events,
         }
