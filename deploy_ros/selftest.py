@@ -5,8 +5,8 @@
 Starts :class:`deploy_ros.policy_node.PolicyNode` in-process (its own ROS context, topics under a
 private namespace, localhost only) and a publisher of one synthetic message per profile input (a
 hovering robot for odometry, a nearby goal pose, a grey image with the entry's channels, a small
-vector, a few points, a straight route through the robot, a named record of zeros), stamped as a stream that advances. It
-ticks the node and passes when the node publishes finite policy commands with status ``ok``.
+vector, a few points, a straight route through the robot, a named record of zeros), stamped as a stream that
+advances. It ticks the node and passes when the node publishes finite policy commands with status ``ok``.
 Prints one line either way; exit 0 on success, 1 otherwise. numpy, onnxruntime and rclpy only:
 this is what CI runs in a venv without torch (``pip install ./robot``).
 """

@@ -34,14 +34,16 @@ from nav_msgs.msg import Odometry  # noqa: E402
 from nav_msgs.msg import Path as PathMsg  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from sensor_msgs.msg import Image, PointCloud2, PointField  # noqa: E402
+from sensor_msgs.msg import Image, JointState, PointCloud2, PointField  # noqa: E402
 from std_msgs.msg import Float32MultiArray  # noqa: E402
 
 from covey_common.onnx import load_policy  # noqa: E402
 from deploy_ros.policy_node import PolicyNode  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+# The shipped policies, and the skills model of drone_volleyball's hierarchical games team (its strategy beside it).
 SHIPPED = sorted((ROOT / "assets" / "policies").glob("*/policy.onnx"))
+SHIPPED += [p for p in [ROOT / "assets" / "policies" / "drone_volleyball" / "games_skills.onnx"] if p.is_file()]
 DOMAIN = claim_ros_domain("bad_input")  # this process's own (concurrent workers and test runs)
 ENV = {**os.environ, "ROS_DOMAIN_ID": str(DOMAIN), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "OMP_NUM_THREADS": "1"}
 
@@ -152,6 +154,13 @@ def _cloud(points: np.ndarray) -> PointCloud2:
     return msg
 
 
+def _record(names: list[str], values: list[float] | None = None) -> JointState:
+    """A named record (``sensor_msgs/JointState`` name -> position), every value 0 unless given."""
+    msg = JointState(name=list(names), position=[0.0] * len(names) if values is None else list(values))
+    msg.header.frame_id = "world"
+    return msg
+
+
 NAN, INF, HUGE = float("nan"), float("inf"), 1e30
 UNIT_TILT = tuple(np.array([0.9, 0.1, -0.3, 0.2]) / np.linalg.norm([0.9, 0.1, -0.3, 0.2]))
 
@@ -214,6 +223,20 @@ def _variants(
         return lambda: _cloud(pts), [
             ("NaN point", lambda: _cloud(bad_pt), True),
             ("empty cloud", lambda: _cloud(np.zeros((0, 3))), True),
+        ]
+    if msg_type == "sensor_msgs/JointState":
+        names = list((spec or {}).get("fields") or ["a", "b"])
+        k = len(names)
+        return lambda: _record(names), [
+            ("NaN value", lambda: _record(names, [0.0] * (k - 1) + [NAN]), True),
+            ("inf value", lambda: _record(names, [INF] + [0.0] * (k - 1)), True),
+            ("huge value", lambda: _record(names, [HUGE] * k), True),
+            ("a field missing", lambda: _record(names[1:]), True),
+            ("fewer values than names", lambda: _record(names, [0.0] * (k - 1)), True),
+            ("a name twice", lambda: _record([*names, names[0]], [0.0] * (k + 1)), True),
+            ("no fields at all", lambda: _record([]), True),
+            ("an extra field", lambda: _record([*names, "extra"]), False),
+            ("fields in another order", lambda: _record(names[::-1]), False),
         ]
     raise KeyError(msg_type)
 

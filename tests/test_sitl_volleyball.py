@@ -15,11 +15,12 @@ from ros_domains import ros_env
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("onnxruntime")
 
+from test_volleyball_ros_observation import SKILLS, STRATEGY, in_process_team  # noqa: E402
+
 from deploy_ros.launch import node_commands, params_file, running_nodes  # noqa: E402
 from sim.ros.bridge import read_task_cfg  # noqa: E402
 from sim.ros.volleyball import make_env  # noqa: E402
 from sim.tasks.drone_volleyball.teams import scripted_team  # noqa: E402
-from test_volleyball_ros_observation import SKILLS, STRATEGY, in_process_team  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 2

@@ -11,7 +11,8 @@ publishes what motion capture and the referee would, on the topics of ``deploy_r
 
 and takes team A's commands on ``/drone<i>/command``. Parameters (besides the bridge's own): ``games`` (stop after
 this many finished games; 0 = run on), ``points_to_win`` (0 = the model's). Result: every finished game's score
-(``scores``: ``[[a, b], ...]``), ``wins_a``, the score of the game in progress, the rallies played and the finished games' event counts (``events``).
+(``scores``: ``[[a, b], ...]``), ``wins_a``, the score of the game in progress, the rallies played and the finished
+games' event counts (``events``).
 """
 
 from __future__ import annotations
