@@ -332,6 +332,7 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
             cfg.paddle_offset,
             float(cfg.rules.max_touches),
             float(self.max_episode_steps),
+            check_rows=False,
         )
 
     def _policy_obs(self, skill: Tensor, ids: Tensor | None = None) -> Tensor:

@@ -118,10 +118,14 @@ def observations(
     paddle_offset: float,
     max_touches: float,
     max_episode_steps: float,
+    check_rows: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """``(skill [k, D, s], policy [k, D, p], state [k, D, c])`` of a match of ``n`` drones a team (``D = 2 n``; the
     sizes of :func:`sizes`) from ``tensors`` (:func:`inputs`, ``[E, ...]`` each), for the envs ``rows [k]`` (int64;
-    None: every env, ``k = E``). The outputs are allocated here, in torch, and written by :data:`OP`."""
+    None: every env, ``k = E``). The outputs are allocated here, in torch, and written by :data:`OP`.
+
+    The kernel reads ``rows`` unchecked, so they are checked here (reading their values); the env passes
+    ``check_rows=False`` for its own reset indices, in range by construction, and keeps its step free of reads."""
     lib = _lib()
     if lib is None:
         raise RuntimeError("volleyball_observations needs a C compiler (native.unsupported)")
@@ -133,9 +137,7 @@ def observations(
     held = [t.to(dtype).contiguous() for t, (_, _, dtype) in zip(tensors, INPUTS, strict=True)]
     if rows is not None:
         rows = rows.to(torch.int64).contiguous()
-        # The kernel reads those rows unchecked. Checked eagerly only: the check reads the values (a host sync), and a
-        # compiled env passes its own reset indices.
-        if not torch.compiler.is_compiling() and rows.numel() and not 0 <= int(rows.min()) <= int(rows.max()) < E:
+        if check_rows and rows.numel() and not 0 <= int(rows.min()) <= int(rows.max()) < E:
             raise IndexError(f"volleyball_observations: rows outside [0, {E})")
     k = E if rows is None else rows.shape[0]
     skill, policy, state = (held[0].new_empty(k, D, m) for m in sizes(n))
