@@ -31,6 +31,7 @@ RUN_SPECIFIC = {
     "distributed": "one process or several for the same PPO",
     "train.progress": "the console's progress bar",
     "sim.compile": "compiled or eager: the same physics (the schema's value was a bool then)",
+    "sim.masked_resets": "resets by mask or by index: the env's choice now (the run reset by index)",
 }
 RUN_SPECIFIC_NODES = {"wandb": "logging only"}
 # Keys newer than a recorded run are compared with the schema's defaults (the run had the behaviour the
