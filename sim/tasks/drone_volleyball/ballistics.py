@@ -49,20 +49,35 @@ def predict_ball(env, horizon_s: float, dt: float = 0.02) -> tuple[Tensor, Tenso
 _PREDICTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def sync_free(env) -> bool:
+    """Whether ``env``'s step must not wait for the device: it resets by mask (``masked_resets``, what a CUDA graph
+    or a compiled step needs). The scripted layers then test nothing on the host: the skills plan every drone and
+    keep the plans of those that play (else only the playing drones, a sixth of the work in a match, whose index
+    costs a host sync)."""
+    return bool(getattr(env, "masked_resets", False))
+
+
 def cached_predict_ball(env, horizon_s: float, dt: float = 0.02) -> tuple[Tensor, Tensor]:
-    """:func:`predict_ball`, reused while the env's ball state tensors are the same objects, unwritten since (their
-    version counters unchanged), and the arguments are the same: the strategy, the skills and both scripted teams
-    of a step share one prediction. (Comparing the values instead cost a host sync per call.) Compiled code
-    predicts anew: its graph computes the prediction once anyway."""
+    """:func:`predict_ball`, reused while the env's ball state and the arguments are unchanged: the strategy, the
+    skills and both scripted teams of a step share one prediction. Unchanged: the same tensors, unwritten since
+    (their version counters), a test with no host sync; inference tensors (a training rollout) keep no version, so
+    there their values are compared (a host sync), or, where the env is :func:`sync_free`, the ball is predicted
+    anew. Compiled code predicts anew too: its graph computes the prediction once anyway."""
     if torch.compiler.is_compiling():
         return predict_ball(env, horizon_s, dt)
     pos, vel = env.ball_pos, env.ball_vel
-    key = ((horizon_s, dt), pos._version, vel._version)
+    versioned = not (pos.is_inference() or vel.is_inference())
+    key = ((horizon_s, dt), pos._version, vel._version) if versioned else (horizon_s, dt)
     hit = _PREDICTIONS.get(env)
-    if hit is not None and hit[0] is pos and hit[1] is vel and hit[2] == key:
-        return hit[3]
+    if hit is not None and hit[2] == key:
+        if versioned and hit[0] is pos and hit[1] is vel:
+            return hit[3]
+        if not versioned and not sync_free(env) and hit[0].shape == pos.shape:
+            if torch.equal(hit[0], pos) and torch.equal(hit[1], vel):
+                return hit[3]
     out = predict_ball(env, horizon_s, dt)
-    _PREDICTIONS[env] = (pos, vel, key, out)  # holding the tensors keeps their identity from being reused
+    # The tensors themselves where versioned (held, their identity is not reused), else copies of their values.
+    _PREDICTIONS[env] = (pos, vel, key, out) if versioned else (pos.clone(), vel.clone(), key, out)
     return out
 
 

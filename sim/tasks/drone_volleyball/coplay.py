@@ -40,10 +40,10 @@ from sim.core.env import MultiAgentEnv, Obs
 from sim.core.final_obs import FinalObs
 from sim.core.spec import EnvSpec, GroupSpec, choices_from_actions
 from sim.tasks.drone_volleyball import rules as R
+from sim.tasks.drone_volleyball.ballistics import sync_free
 from sim.tasks.drone_volleyball.config import GROUPS, SKILLS, VolleyballCfg, evaluation_overrides
 from sim.tasks.drone_volleyball.match_env import MatchHooks, VolleyballMatchEnv
 from sim.tasks.drone_volleyball.rule_strategy import RuleBasedStrategy
-from sim.tasks.drone_volleyball.skills import sync_free
 from sim.tasks.drone_volleyball.strategy import choice_sizes, default_choices, plan_from_choices, strategy_observation
 
 GROUP = "drones"

@@ -36,6 +36,7 @@ from sim.tasks.drone_volleyball.ballistics import (
     cached_predict_ball,
     desired_paddle_normal,
     drag_corrected,
+    sync_free,
 )
 from sim.tasks.drone_volleyball.config import SKILL_IDS
 from sim.tasks.drone_volleyball.control import (
@@ -86,13 +87,6 @@ class SkillParams:
     min_thrust_acc: float = 4.5  # m/s^2, thrust floor in the strike (the rate loop needs thrust to steer)
     k_tangential: float = 3.0  # gain of the tilt correction across the normal (min-effort guidance: 3)
     max_correction: float = 2.0  # m/s^2, its limit (~ g tan(12 deg))
-
-
-def sync_free(env) -> bool:
-    """Whether ``env``'s step must not wait for the device: it resets by mask (``masked_resets``, what a CUDA graph
-    or a compiled step needs). The skills then plan every drone and keep the plans of those that play; otherwise
-    they plan only the playing drones (a sixth of the work in a match), whose index costs a host sync."""
-    return bool(getattr(env, "masked_resets", False))
 
 
 @dataclass
