@@ -279,15 +279,14 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
 
     def _start_rallies_where(self, mask: Tensor) -> None:
         """The next rally of the envs where ``mask [E]`` (bool), with no index to wait for: every env's is started
-        (a drop drawn for each, as a masked reset draws) and kept where ``mask``, the others' state restored (each
-        per-env state tensor merged, in place where the rally start wrote it in place: aliases stay aliases)."""
-        E = self.num_envs
+        (from this step's ``_rally_drops``, one per env, as a masked reset draws) and kept where ``mask``, the others'
+        state restored (each per-env state tensor merged, in place where the rally start wrote it in place: aliases
+        stay aliases)."""
         tensors = [(path, attribute(self, path)) for path in self._rally_state_paths]
         saved = [t.clone() for _, t in tensors]
-        ids = torch.arange(E, device=self.device)
-        drop = self._serve_drops(E)
+        ids = torch.arange(self.num_envs, device=self.device)
         self.rules.new_rally(ids)
-        self._start_rally(ids, drop)
+        self._start_rally(ids, self._rally_drops)
         for (path, was), old in zip(tensors, saved, strict=True):
             now = attribute(self, path)
             merged = torch.where(mask.view(-1, *([1] * (now.dim() - 1))), now, old)
@@ -296,6 +295,12 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
             else:
                 parent, _, name = path.rpartition(".")
                 setattr(attribute(self, parent) if parent else self, name, merged)
+
+    def _sample_step_noise(self) -> None:
+        # A game to N points with masked resets: every env's serve drop of a next rally, drawn each step outside the
+        # compiled pass (_start_rallies_where keeps it where a rally ended).
+        if self.masked_resets and self.cfg.rules.points_to_win > 0:
+            self._rally_drops = self._serve_drops(self.num_envs)
 
     @property
     def masked_resets(self) -> bool:
@@ -307,6 +312,7 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         DroneVolleyballEnv.masked_resets.fset(self, on)
         if not on:
             return
+        self._rally_drops = torch.zeros(self.num_envs, device=self.device)  # see _sample_step_noise
         # The per-env state a rally start may write (_start_rallies_where), found once here, not in compiled code:
         # the match's own tensors (not a level's behind hooks), by attribute path.
         snap = self.state_snapshot()
