@@ -50,7 +50,8 @@ def test_a_retired_switch_fails_as_an_override_saying_what_replaced_it(override:
             sim.make("cable_load", **{key.removeprefix("task."): override.split("=")[1]})
 
 
-def test_sim_kernels_is_checked_and_reaches_the_training_env(tmp_path, evaluate_cli) -> None:
+def test_sim_kernels_is_checked_and_reaches_the_training_and_evaluation_envs(tmp_path, evaluate_cli) -> None:
+    from training.runner import Runner
     from training.setup import build_run
 
     with pytest.raises(ConfigError, match="kernels must be one of"):
@@ -60,6 +61,7 @@ def test_sim_kernels_is_checked_and_reaches_the_training_env(tmp_path, evaluate_
     over = ["task=cable_load", "num_envs=4", "sim.kernels=torch", "train.total_steps=64", f"runs_dir={tmp_path}"]
     run = build_run(OmegaConf.to_container(compose(over), resolve=True))
     assert run.env.kernels == "torch"
+    assert Runner(run)._get_eval_env().kernels == "torch"  # the in-training evaluations step as training does
 
 
 @needs_c

@@ -53,7 +53,9 @@ def match_env_and_teams(names: list[str], args: Any, task_overrides: Mapping[str
             source_cfg = teams_api.match_task({"name": args.task})
         task_cfg = resolve_task_cfg(source_cfg, args, task_overrides)
         num_envs = min(args.games, args.num_envs or DEFAULT_MAX_ENVS)
-        env = sim.make(task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile)
+        env = sim.make(
+            task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile, kernels=args.kernels
+        )
         teams = [build_team(env, n, load) for n in names]
     except ValueError as err:
         raise EvalError(str(err)) from err

@@ -421,6 +421,7 @@ class Runner:
                 device=self.device,
                 seed=self.seed,
                 compile=self.env.compiled,
+                kernels=self.cfg.get("sim", {}).get("kernels"),  # the training env's choice (None: the task's stored)
             )
         return self._eval_env
 
