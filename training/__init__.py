@@ -14,7 +14,7 @@
     sac_runner  SACRunner: the Runner's loop with SAC (algo=sac)
     selfplay    the league (snapshots, Elo, payoff matrix, meta-solver); selfplay_runner trains against it
     coselfplay  HCSP stage 3: skills and strategy fine-tuned together in matches
-    pipeline    a recipe's stages run in turn in one run directory (drone_volleyball's HCSP)
+    pipeline    a recipe's stages run in turn in one run directory (HCSP's three stages)
     matches     two-team matches: play games, report win rates
     logger      metrics CSV, wandb (lazy, offline by default), tqdm progress bar
     checkpoint  atomic save, validated load, load_policy for evaluation and export
