@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import sim  # noqa: E402
 from sim.core import native  # noqa: E402
 from sim.tasks.cable_load.env import CableLoadEnv  # noqa: E402
-from sim.tasks.cable_load.native import SOURCES, NativeControlLoop  # noqa: E402
+from sim.tasks.cable_load.native import SOURCES, NativeControlLoop, loop_state, set_loop_state  # noqa: E402
 
 try:
     import warp as wp
@@ -63,7 +63,6 @@ except ImportError as err:  # the optional extra: pip install warp-lang (or cove
     sys.exit(f"warp_vs_c.py needs NVIDIA Warp: pip install warp-lang ({err})")
 
 GROUP = "mavs"
-LOOP_STATE = ("rotor_speed", "cable_tension", "time", "failed", "rotor_alive")
 # The loop's outputs, in control_loop.c's enum OUT order, as env attribute paths (then "failed").
 OUTPUTS = (
     "drones.pos", "drones.quat", "drones.vel", "drones.ang_vel", "load.pos", "load.quat", "load.vel",
@@ -542,23 +541,6 @@ class WarpControlLoop:
 
 
 # ----------------------------------------------------------------- state, parity, timing
-def loop_state(env) -> dict[str, torch.Tensor]:
-    """Copies of everything the control loop advances (tests/test_cable_load_native.py's _loop_state)."""
-    out = {name: getattr(env, name).clone() for name in LOOP_STATE}
-    for body in ("drones", "load"):
-        for field in ("pos", "quat", "vel", "ang_vel"):
-            out[f"{body}.{field}"] = getattr(getattr(env, body), field).clone()
-    for name in (*NativeControlLoop.MEMORY, "yaw_ref"):
-        out[f"indi.{name}"] = getattr(env.indi, name).clone()
-    return out
-
-
-def set_loop_state(env, state: dict[str, torch.Tensor]) -> None:
-    for path, value in state.items():
-        head, _, name = path.rpartition(".")
-        setattr(getattr(env, head) if head else env, name, value.clone())
-
-
 def outputs(env) -> dict[str, torch.Tensor]:
     out = {path: native.attribute(env, path).clone() for path in OUTPUTS}
     out["failed"] = env.failed.clone()

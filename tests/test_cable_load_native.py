@@ -15,10 +15,9 @@ from sim.core import native
 from sim.core.env import MultiAgentEnv
 from sim.physics.quaternion import quat_angle_between
 from sim.tasks.cable_load.env import CableLoadEnv
-from sim.tasks.cable_load.native import REASONS, NativeControlLoop, NativePostPhysics
+from sim.tasks.cable_load.native import REASONS, NativeControlLoop, NativePostPhysics, loop_state, set_loop_state
 
 GROUP = "mavs"
-LOOP_STATE = ("rotor_speed", "cable_tension", "time", "failed", "rotor_alive")
 # One control loop (3 INDI ticks, 3 physics steps) from the same state, native against torch rows: float32 round-off
 # (the C code sums and rotates in another order), largest where INDI differentiates rates and a lost MAV tumbles.
 # Measured, max over these configurations' 120 steps: rotor speed 0.38 rad/s (of ~1500), tension 1.4e-3 N, MAV pos
@@ -44,31 +43,14 @@ LOOP_BOUNDS = {
 }
 
 
-def _loop_state(env) -> dict[str, torch.Tensor]:
-    """Copies of everything the control loop advances."""
-    out = {name: getattr(env, name).clone() for name in LOOP_STATE}
-    for body in ("drones", "load"):
-        for field in ("pos", "quat", "vel", "ang_vel"):
-            out[f"{body}.{field}"] = getattr(getattr(env, body), field).clone()
-    for name in (*NativeControlLoop.MEMORY, "yaw_ref"):
-        out[f"indi.{name}"] = getattr(env.indi, name).clone()
-    return out
-
-
-def _set_loop_state(env, state: dict[str, torch.Tensor]) -> None:
-    for path, value in state.items():
-        head, _, name = path.rpartition(".")
-        setattr(getattr(env, head) if head else env, name, value.clone())
-
-
 def _both_loops(env) -> tuple[dict, dict]:
     """(native, torch) state after one control loop from the same state; the env keeps the native one's."""
-    before = _loop_state(env)
+    before = loop_state(env)
     CableLoadEnv._control_loop(env)
-    ref = _loop_state(env)
-    _set_loop_state(env, before)
+    ref = loop_state(env)
+    set_loop_state(env, before)
     env._advance()
-    return _loop_state(env), ref
+    return loop_state(env), ref
 
 
 def _both_passes(env) -> tuple[tuple, tuple]:

@@ -194,6 +194,23 @@ def unsupported(env: CableLoadEnv) -> str | None:
     return None
 
 
+# Everything one control loop advances (the C loop's and the torch loop's alike): LOOP_STATE, the fault flags and the
+# yaw reference. What a parity check saves before a loop and restores to run the other implementation from it.
+ADVANCED_STATE = (*(path for _, path in LOOP_STATE), "failed", "rotor_alive", "indi.yaw_ref")
+
+
+def loop_state(env: CableLoadEnv) -> dict[str, Tensor]:
+    """Copies of the env's :data:`ADVANCED_STATE`, by path (``"drones.pos"`` ...)."""
+    return {path: native.attribute(env, path).clone() for path in ADVANCED_STATE}
+
+
+def set_loop_state(env: CableLoadEnv, state: dict[str, Tensor]) -> None:
+    """Put a :func:`loop_state` back (as copies: the env may advance them)."""
+    for path, value in state.items():
+        head, _, name = path.rpartition(".")
+        setattr(native.attribute(env, head) if head else env, name, value.clone())
+
+
 def kernels(env: CableLoadEnv) -> tuple[NativeControlLoop, NativePostPhysics, NativeReset] | str:
     """The kernels for ``env`` (control loop, post-physics pass, reset), or why they cannot run here."""
     reason = unsupported(env)
