@@ -118,3 +118,22 @@ def _steps(
             restart_memory(memory, terminated | truncated)
         yield Step(t, obs, actions, next_obs, reward, terminated, truncated, info)
         obs = next_obs
+
+
+class EpisodeStats:
+    """Count-weighted means of ``info["episode"]`` entries over the steps they appear in."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, Tensor] = {}
+        self.count: Tensor | float = 0.0
+
+    def add(self, episode: Mapping[str, Tensor]) -> None:
+        n = episode["count"]
+        self.count = self.count + n
+        for key, val in episode.items():
+            if key != "count":
+                self.sums[key] = self.sums.get(key, 0.0) + val * n
+
+    def means(self) -> dict[str, float]:
+        count = float(self.count)
+        return {k: float(v) / count for k, v in self.sums.items()} if count > 0 else {}

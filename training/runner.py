@@ -35,7 +35,7 @@ from sim.core.config import deep_merge
 from sim.core.registry import evaluation_overrides
 from training.checkpoint import save_checkpoint
 from training.resume import RunState, checkpoint_payload, gather_rank_states, restore
-from training.rollout import rollout
+from training.rollout import EpisodeStats, rollout
 from training.settings import TrainCfg  # noqa: F401 - re-exported (tests import it from here)
 from training.setup import (  # noqa: F401 - covey_version, group_dims, input_specs, new_run_dir: re-exported
     Run,
@@ -52,25 +52,6 @@ from training.setup import (  # noqa: F401 - covey_version, group_dims, input_sp
     write_config,
 )
 from training.warm_start import imitate
-
-
-class EpisodeStats:
-    """Count-weighted means of ``info["episode"]`` entries over the steps they appear in."""
-
-    def __init__(self) -> None:
-        self.sums: dict[str, Tensor] = {}
-        self.count: Tensor | float = 0.0
-
-    def add(self, episode: Mapping[str, Tensor]) -> None:
-        n = episode["count"]
-        self.count = self.count + n
-        for key, val in episode.items():
-            if key != "count":
-                self.sums[key] = self.sums.get(key, 0.0) + val * n
-
-    def means(self) -> dict[str, float]:
-        count = float(self.count)
-        return {k: float(v) / count for k, v in self.sums.items()} if count > 0 else {}
 
 
 class Runner:

@@ -24,7 +24,8 @@ from typing import Any
 import torch
 
 from sim.core.config import build_config
-from training.runner import EpisodeStats, Runner
+from training.rollout import EpisodeStats
+from training.runner import Runner
 from training.sac import SAC, SACCfg
 
 
