@@ -5,6 +5,7 @@
     python evaluate.py policy=zero task=cable_load episodes=20 task.num_mavs=4
     python evaluate.py checkpoint=<path> eval_mode=true task.fault.enabled=true report=report.json
     python evaluate.py checkpoint=assets/policies/cable_load/policy.pt scenario=mav_loss task.num_mavs=4
+    python evaluate.py checkpoint=assets/policies/cable_load/policy.pt scenario=nominal engine=mujoco   # sim-to-sim
     python evaluate.py task=drone_volleyball match=scripted,hover games=200       # two-team matches
     python evaluate.py task=drone_volleyball league=hover,scripted,<a.pt> games=200   # round-robin + Elo
     python evaluate.py checkpoint=<skills.pt> commander=<strategy.pt> expert=true eval_mode=true   # HCSP skills
@@ -140,6 +141,10 @@ class EvalArgs:
         default="auto",
         metadata={"help": "a CPU steps a task with C kernels through them: auto (where they run) | native | torch"},
     )
+    engine: str = field(
+        default="covey",
+        metadata={"help": "what steps the bodies: covey (its own physics) | an engine the task declares (mujoco)"},
+    )
     match: str | None = field(
         default=None,
         metadata={
@@ -227,6 +232,8 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         raise EvalError("league_reuse= takes the pairs of an earlier league=: give league=A,B,C,...")
     if args.scenario is not None and (args.match is not None or args.league is not None):
         raise EvalError("scenario= applies to episode evaluations, not to match= or league=")
+    if args.engine != "covey" and (args.match is not None or args.league is not None):
+        raise EvalError("engine= applies to episode evaluations, not to match= or league=")
     if args.match is not None:
         return evaluate_match(args, task_overrides)
     if args.league is not None:
@@ -236,7 +243,13 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     num_envs = min(args.episodes, args.num_envs or DEFAULT_MAX_ENVS)
     try:
         env = sim.make(
-            task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile, kernels=args.kernels
+            task_cfg,
+            num_envs=num_envs,
+            device=args.device,
+            seed=args.seed,
+            compile=args.compile,
+            kernels=args.kernels,
+            engine=args.engine,
         )
         scenario = resolve_scenario(env.task_name, args.scenario)
         criteria = {**success_criteria(env.task_name), **(scenario.success if scenario else {}), **success}
@@ -287,6 +300,7 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         f"task {env.task_name}, source {source.kind}, {args.episodes} episodes of {episode_s:g} s"
         f" (window {window_s:g} s), seed {args.seed}, eval_mode {args.eval_mode}, {num_envs} envs on {env.device}"
         + (f", scenario {args.scenario}" if args.scenario else "")
+        + (f", engine {args.engine}" if args.engine != "covey" else "")
     )
     print(format_table(columns))
     return {
@@ -297,6 +311,7 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         "seed": args.seed,
         "eval_mode": args.eval_mode,
         "scenario": args.scenario,
+        "engine": args.engine,
         "window_s": window_s,
         "num_envs": num_envs,
         "device": str(env.device),

@@ -8,12 +8,16 @@ at the end of its ``__init__`` (:meth:`sim.core.env.MultiAgentEnv.use_backend`):
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from sim.core.env import Obs
+    from sim.core.env import MultiAgentEnv, Obs
+
+# The engine every task has: covey's own physics (the task's torch code or C kernels).
+DEFAULT_ENGINE = "covey"
 
 # The post-physics pass's result: (obs, reward[group] [E, A], weighted terms name -> [E], terminated [E] bool,
 # reasons name -> [E] bool, bad [E] bool: the envs the non-finite guard ended).
@@ -40,3 +44,25 @@ class StepBackend(Protocol):
     def reset_rows(self, env_ids: Tensor) -> None: ...
 
     def observations_after_reset(self) -> Obs: ...
+
+
+def task_engines(env_cls: type) -> dict[str, str]:
+    """The other engines a task can step in, ``name -> "module:Class"`` (its env class's ``engines``; none if it
+    declares none). The class takes the env and returns a :class:`StepBackend`."""
+    return dict(getattr(env_cls, "engines", {}))
+
+
+def use_engine(env: MultiAgentEnv, engine: str) -> None:
+    """Step ``env`` in ``engine``: :data:`DEFAULT_ENGINE` keeps its own backend, another name installs the task's
+    engine of that name (:func:`task_engines`), which takes over from the env's current state.
+
+    Raises:
+        ValueError: the task has no engine of that name (the message lists the ones it has).
+    """
+    if engine == DEFAULT_ENGINE:
+        return
+    known = task_engines(type(env))
+    if engine not in known:
+        raise ValueError(f"task {env.task_name!r} has no engine {engine!r}; it has: {[DEFAULT_ENGINE, *sorted(known)]}")
+    module_name, _, cls_name = known[engine].partition(":")
+    env.use_backend(getattr(importlib.import_module(module_name), cls_name)(env))

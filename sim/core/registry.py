@@ -99,6 +99,7 @@ def make(
     seed: int | None = None,
     compile: bool | None = None,
     kernels: str | None = None,
+    engine: str = "covey",
     **overrides: Any,
 ) -> MultiAgentEnv:
     """Build a registered task.
@@ -113,12 +114,15 @@ def make(
             (:data:`sim.core.native.KERNELS`) how a CPU steps a task that has C kernels: "auto" through them
             wherever they run, "native" always, "torch" its torch code. A task without C kernels runs its torch
             code ("native" is an error there).
+        engine: what steps the bodies: "covey" (its own physics) or another engine the task declares in its env
+            class's ``engines`` (:func:`sim.core.backend.use_engine`), e.g. "mujoco" for a sim-to-sim check.
         **overrides: config fields, nested dataclasses as dicts or dotted keys.
 
     Raises:
         ValueError: unknown task name or config key, a retired key among ``overrides``, a task module that fails
-            to import, or ``kernels`` unknown or "native" where the C kernels cannot run.
+            to import, ``kernels`` unknown or "native" where the C kernels cannot run, or an engine the task lacks.
     """
+    from sim.core.backend import use_engine
     from sim.core.native import check_kernels
 
     if isinstance(task, str):
@@ -149,7 +153,9 @@ def make(
         execution["kernels"] = kernels
     elif kernels == "native":
         raise ValueError(f"{name}: kernels='native' cannot run here: the task, as configured, has no C kernels")
-    return env_cls(cfg, num_envs=int(num_envs), device=device, seed=int(seed), **execution)
+    env = env_cls(cfg, num_envs=int(num_envs), device=device, seed=int(seed), **execution)
+    use_engine(env, engine)
+    return env
 
 
 def evaluation_overrides(task: str) -> dict[str, Any]:

@@ -50,6 +50,8 @@ class WarpMjWorld(BatchedMjWorld):
 
     def _init_backend(self) -> None:
         """The Warp model and data (one world per env) and torch views of their arrays."""
+        if "xfrc_applied" in self.control:  # not wired here yet: the rollout backend carries it
+            raise ValueError("mujoco.backend='warp' does not take xfrc_applied controls; use backend='rollout'")
         wp.init()
         self._wp_device = "cpu" if self.device.type == "cpu" else f"cuda:{self.device.index or 0}"
         varying = _varying_fields(self.models)

@@ -6,8 +6,10 @@ no Python loop over envs. The task sees torch tensors (``qpos``, ``qvel``, ``moc
 ``sensordata``, ...) on its device and writes states back for resets (``set_state``).
 
 Shapes: E = ``num_envs``; ``nstate`` = MuJoCo's ``mjSTATE_FULLPHYSICS`` size (time, qpos, qvel,
-act, history, plugin state); controls follow ``control`` (a subset of ``ctrl``, ``mocap_pos``,
-``mocap_quat`` in that order), ``ncontrol`` values per physics step.
+act, history, plugin state); controls follow ``control`` (a subset of ``ctrl``, ``xfrc_applied``,
+``mocap_pos``, ``mocap_quat`` in that order), ``ncontrol`` values per physics step. ``xfrc_applied``
+is ``[nbody, 6]`` per env flattened (force, torque; world frame, at each body's centre of mass), for
+forces a task computes from the state itself (rotor thrust, drag); held like ``ctrl`` when not given.
 
 Two details that matter:
 
@@ -43,10 +45,11 @@ from sim.core.config import non_negative
 
 ArrayT = TypeVar("ArrayT", np.ndarray, Tensor)
 BACKENDS = ("rollout", "warp")
-CONTROLS = ("ctrl", "mocap_pos", "mocap_quat")
+CONTROLS = ("ctrl", "xfrc_applied", "mocap_pos", "mocap_quat")  # MuJoCo's state-bit order
 STATE_SPEC = mujoco.mjtState.mjSTATE_FULLPHYSICS
 _CONTROL_BITS = {
     "ctrl": mujoco.mjtState.mjSTATE_CTRL,
+    "xfrc_applied": mujoco.mjtState.mjSTATE_XFRC_APPLIED,
     "mocap_pos": mujoco.mjtState.mjSTATE_MOCAP_POS,
     "mocap_quat": mujoco.mjtState.mjSTATE_MOCAP_QUAT,
 }
@@ -121,6 +124,7 @@ class BatchedMjWorld:
         self._mocap_pos = np.stack([self._mocap0[i][0] for i in index]).reshape(self.num_envs, self.nmocap, 3)
         self._mocap_quat = np.stack([self._mocap0[i][1] for i in index]).reshape(self.num_envs, self.nmocap, 4)
         self._ctrl = np.zeros((self.num_envs, self.nu))
+        self._xfrc = np.zeros((self.num_envs, 6 * self.nbody))  # used where control has xfrc_applied
         self._sensordata = np.zeros((self.num_envs, self.nsensordata))
         self._diverged = np.zeros(self.num_envs, bool)
 
@@ -181,14 +185,21 @@ class BatchedMjWorld:
 
         # The caller's control vector, and the full one given to rollout (mocap always included).
         self.control = tuple(control)
-        sizes = {"ctrl": self.nu, "mocap_pos": 3 * self.nmocap, "mocap_quat": 4 * self.nmocap}
+        self.nbody = m.nbody
+        sizes = {
+            "ctrl": self.nu,
+            "xfrc_applied": 6 * m.nbody,
+            "mocap_pos": 3 * self.nmocap,
+            "mocap_quat": 4 * self.nmocap,
+        }
         self.control_slices: dict[str, slice] = {}
         start = 0
         for c in self.control:
             self.control_slices[c] = slice(start, start + sizes[c])
             start += sizes[c]
         self.ncontrol = start
-        full = ["ctrl"] + (["mocap_pos", "mocap_quat"] if self.nmocap else [])
+        full = ["ctrl"] + (["xfrc_applied"] if "xfrc_applied" in self.control else [])
+        full += ["mocap_pos", "mocap_quat"] if self.nmocap else []
         self._full_spec = 0
         self._full_slices: dict[str, slice] = {}
         start = 0
@@ -224,6 +235,8 @@ class BatchedMjWorld:
         E = self.num_envs
         full = np.empty((E, nstep, self._nfull))
         full[..., self._full_slices["ctrl"]] = self._ctrl[:, None]
+        if "xfrc_applied" in self._full_slices:
+            full[..., self._full_slices["xfrc_applied"]] = self._xfrc[:, None]
         if self.nmocap:
             full[..., self._full_slices["mocap_pos"]] = self._mocap_pos.reshape(E, 1, -1)
             full[..., self._full_slices["mocap_quat"]] = self._mocap_quat.reshape(E, 1, -1)
@@ -232,6 +245,8 @@ class BatchedMjWorld:
             for name, sl in self.control_slices.items():
                 full[..., self._full_slices[name]] = c[..., sl]
             self._ctrl = full[:, -1, self._full_slices["ctrl"]].copy()
+            if "xfrc_applied" in self._full_slices:
+                self._xfrc = full[:, -1, self._full_slices["xfrc_applied"]].copy()
             if self.nmocap:
                 self._mocap_pos = full[:, -1, self._full_slices["mocap_pos"]].reshape(E, self.nmocap, 3).copy()
                 self._mocap_quat = full[:, -1, self._full_slices["mocap_quat"]].reshape(E, self.nmocap, 4).copy()
@@ -271,6 +286,8 @@ class BatchedMjWorld:
         n = len(models)
         full = np.empty((n, 1, self._nfull))
         full[:, 0, self._full_slices["ctrl"]] = self._ctrl[ids]
+        if "xfrc_applied" in self._full_slices:
+            full[:, 0, self._full_slices["xfrc_applied"]] = self._xfrc[ids]
         if self.nmocap:
             full[:, 0, self._full_slices["mocap_pos"]] = self._mocap_pos[ids].reshape(n, -1)
             full[:, 0, self._full_slices["mocap_quat"]] = self._mocap_quat[ids].reshape(n, -1)
@@ -316,6 +333,7 @@ class BatchedMjWorld:
             self._mocap_pos[ids] = pos0 if pos is None else _to_numpy(pos).reshape(n, self.nmocap, 3)
             self._mocap_quat[ids] = quat0 if quat is None else _to_numpy(quat).reshape(n, self.nmocap, 4)
         self._ctrl[ids] = _to_numpy(given["ctrl"]).reshape(n, self.nu) if "ctrl" in given else 0.0
+        self._xfrc[ids] = 0.0
         self._refresh_sensors(ids)
 
     def _initial_state(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -65,6 +65,7 @@ class CableLoadEnv(MultiAgentEnv):
     success_criteria = {"pos_err_m": 0.1, "ori_err_deg": 10.0}  # window means (training.evaluation)
     renderer = "sim.tasks.cable_load.render:CableLoadRenderer"
     mav_contact_radius = 0.05  # m: a MAV's centre stays this far above the ground
+    engines = {"mujoco": "sim.tasks.cable_load.mujoco_engine:MujocoEngine"}  # sim-to-sim (sim.core.backend.use_engine)
 
     @classmethod
     def evaluation_overrides(cls) -> dict:
