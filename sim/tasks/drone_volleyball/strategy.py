@@ -173,6 +173,11 @@ class VolleyballStrategyEnv(MultiAgentEnv):
     export_record_steps = 16  # a decision flies decision_steps control steps of a match
     renderer = "sim.tasks.drone_volleyball.render:MatchLevelRenderer"  # draws self.match
     skills_task = "drone_volleyball_coplay"  # HCSP: the task whose checkpoints are this level's learned skills
+    # sim.compile=auto compiles the match's passes on a GPU (the skills and the rule layer stay eager). Not measured
+    # for this level (no GPU lent yet; benchmarks/gpu_suite.py measures it): set as cable_load's, whose compiled step
+    # an H200 runs 6.7x (4096 envs) to 4.1x (65,536) faster, a match step being, like it, many small launch-bound
+    # kernels eagerly. Not on a CPU: unmeasured there.
+    auto_compile_min_steps = {"cuda": 0}
 
     @classmethod
     def evaluation_overrides(cls) -> dict:
