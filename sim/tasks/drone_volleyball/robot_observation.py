@@ -96,7 +96,8 @@ class CourtView:
             {name: game[name] for name in game.names},
         )
 
-    def int(self, name: str) -> int:
+    def integer(self, name: str) -> int:
+        """The game state's field ``name`` as an int (counts, indices, flags)."""
         return int(round(self.game[name]))
 
 
@@ -144,7 +145,7 @@ def interception_point(view: CourtView, c: Mapping[str, Any]) -> tuple[bool, np.
 
 def rotation_order(view: CourtView, n: int) -> np.ndarray:
     """``[2, n]`` per team its slots in serve-rotation order, the next server first (``RallyRules.rotation_order``)."""
-    serving, rotation = view.int("serving_team"), (view.int("rotation_a"), view.int("rotation_b"))
+    serving, rotation = view.integer("serving_team"), (view.integer("rotation_a"), view.integer("rotation_b"))
     lead = [rotation[t] if serving == t else (rotation[t] + 1) % n for t in (0, 1)]
     return (np.array(lead)[:, None] + np.arange(n)) % n
 
@@ -158,10 +159,10 @@ def strategy_observation(view: CourtView, team: int, interception: tuple[bool, n
     pos, vel = mirror(view.pos, flip), mirror(view.vel, flip)
     own, opp = order[team], order[1 - team]
     p_team = mirror(point, flip)
-    last_team, last_toucher = view.int("last_team"), view.int("last_toucher")
+    last_team, last_toucher = view.integer("last_team"), view.integer("last_toucher")
     mine_last = last_team == team
     touches = view.game["touches"] / float(c["max_touches"]) if mine_last else 0.0
-    rally = (view.game["served"], float(view.int("serving_team") == team), touches, float(mine_last))
+    rally = (view.game["served"], float(view.integer("serving_team") == team), touches, float(mine_last))
     time_left = np.clip(1.0 - view.game["rally_time"] / float(c["rally_time_limit_s"]), 0.0, 1.0)
     return np.concatenate(
         (
@@ -234,10 +235,10 @@ def drone_command(
 
     valid, point = interception
     side = int(point[0] >= 0)  # team in possession
-    touches = view.int("touches") if view.int("last_team") == side else 0
+    touches = view.integer("touches") if view.integer("last_team") == side else 0
     play_skill = play[min(max(touches, 0), 2)]
     team_of = np.arange(2 * n) // n
-    eligible = (team_of == side) & (np.arange(2 * n) != view.int("last_toucher"))
+    eligible = (team_of == side) & (np.arange(2 * n) != view.integer("last_toucher"))
     dist = np.linalg.norm((view.pos - point)[:, :2], axis=-1)
     chosen = int(np.argmin(np.where(eligible, dist, np.inf)))
     if side == team:
@@ -255,7 +256,7 @@ def drone_command(
             p = mirror(np.asarray(rule[key], np.float64), flip)
             target = np.array((0.5 * (point[0] + p[0]), 0.5 * (point[1] + p[1]), p[2]))
         skill = play_skill
-    if view.int("server") == me and view.game["served"] < 0.5:
+    if view.integer("server") == me and view.game["served"] < 0.5:
         skill, target = serve, hit_target
     return skill, np.asarray(target, np.float64)
 
@@ -325,7 +326,8 @@ def neutral_view(n: int) -> CourtView:
 
 def _constants(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
     c = metadata.get("deployment") or {}
-    need = ("n", "skills", "paddle_offset", "decision_steps", "prediction", "rule_layer", "hit_targets", "formations")
+    need = ("n", "skills", "paddle_offset", "decision_steps", "max_touches", "rally_time_limit_s", "gravity")
+    need += ("ball_drag_k", "prediction", "rule_layer", "hit_targets", "formations")
     missing = [k for k in need if k not in c]
     if missing:
         raise ValueError(f"metadata deployment lacks {missing} (drone_volleyball's deployment_constants)")
@@ -394,7 +396,7 @@ class SkillObservation:
         """A decision at the first tick in each decision period of the game (in lockstep: exactly at its decision
         steps, as in the simulator; in real time a node that missed that state decides at the next one, so the
         team's nodes do not fly a period on different choices)."""
-        period = view.int("game_step") // self.decision_steps
+        period = view.integer("game_step") // self.decision_steps
         due = period != self._period
         self._period = period
         return due
@@ -402,7 +404,7 @@ class SkillObservation:
     def reset(self, inputs: Mapping[str, Any]) -> np.ndarray:
         """First tick (or the first after a safe one): decide now, previous action zero; ``[34]`` float32."""
         view = self.view(inputs)
-        self._period = view.int("game_step") // self.decision_steps
+        self._period = view.integer("game_step") // self.decision_steps
         return self.builder.reset(self.command(view, decide=True))
 
     def push(self, inputs: Mapping[str, Any], last_action: np.ndarray, dt: float | None = None) -> np.ndarray:
