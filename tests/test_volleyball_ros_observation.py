@@ -95,3 +95,30 @@ def test_robot_builders_reproduce_the_match_observations_from_messages() -> None
     print(f"worst |robot - sim| {worst:.2e}; {decisions} decisions; skills {sorted(skills_seen)}; {restarts} starts")
     assert decisions >= 700 // steps and restarts >= 2, (decisions, restarts)  # the run crossed a rally's restart
     assert len(skills_seen) >= 3, skills_seen  # goto, serve and a ball skill at least were commanded
+
+
+@pytest.mark.skipif(not SKILLS.is_file() or not STRATEGY.is_file(), reason="no shipped games team")
+def test_the_skills_builder_finds_its_strategy_beside_the_model_and_refuses_a_wrong_one(tmp_path: Path) -> None:
+    """The profile's default ``strategy_model`` is read beside the skills file; a missing file or a model that is not a
+    team strategy fails at construction (the node then refuses to start), and a builder parameter may not take the
+    name of one of the node's own parameters."""
+    _, meta = load_policy(SKILLS)
+    profile = DeploymentProfile.from_metadata(meta)
+    spec = profile.observations["policy"]
+    default = dict(spec.params)
+    assert default == {"strategy_model": STRATEGY.name}
+
+    def build(strategy: str) -> SkillObservation:
+        return SkillObservation(meta, meta["inputs"][0], 0, spec.sources, {"strategy_model": strategy}, str(SKILLS))
+
+    assert build(default["strategy_model"]).strategy.nvec == (4, 2, 9, 3)
+    with pytest.raises(FileNotFoundError):
+        build(str(tmp_path / "none.onnx"))
+    with pytest.raises(ValueError, match="not a team strategy"):
+        build(str(SKILLS))
+    raw = {
+        **meta["ros"],
+        "observations": {"policy": {**meta["ros"]["observations"]["policy"], "params": {"model": ""}}},
+    }
+    with pytest.raises(ValueError, match="clash with node parameters"):
+        DeploymentProfile.parse(raw, ["policy"], 4)
