@@ -89,6 +89,7 @@ class MujocoEngine:
         self.mav_body = [base.body(f"mav{i}").id for i in range(n)]
         self.load_body = base.body("load").id
         self.tendon = [base.tendon(f"cable{i}").id for i in range(n)]
+        self._scratch = mujoco.MjData(base)  # workspace of mj_setConst (every env's model has the base's sizes)
         self.reset_rows(torch.arange(env.num_envs, device=env.device), inner=False)  # the env's current state
 
     # ----------------------------------------------------------------- what the torch backend does
@@ -123,6 +124,7 @@ class MujocoEngine:
             m.body_mass[self.load_body] = load_mass[row]
             m.body_inertia[self.load_body] = load_inertia[row]
             m.tendon_lengthspring[self.tendon, 1] = length[row]
+            mujoco.mj_setConst(m, self._scratch)  # MuJoCo steps with constants derived from the masses (dof_M0)
         d, ld = env.drones, env.load
         qpos = torch.cat((torch.cat((d.pos, d.quat), -1).flatten(1), ld.pos, ld.quat), -1)[env_ids]
         qvel = torch.cat((torch.cat((d.vel, d.ang_vel), -1).flatten(1), ld.vel, ld.ang_vel), -1)[env_ids]
@@ -164,26 +166,25 @@ class MujocoEngine:
         return xfrc
 
     def physics_step(self, speed_cmd: Tensor) -> None:
-        """Motors (covey's model), then one MuJoCo step of every env; the env's bodies and tensions read back."""
-        env = self.env
+        """Motors (covey's model), then one MuJoCo step of every env; the env's bodies read back. The tensions are
+        those the step starts from, as covey's step records them."""
+        env, cfg = self.env, self.env.cfg
         env.rotor_speed = env.model.motor_step(env.rotor_speed, speed_cmd, env.phys_dt, decay=env.motor_decay)
+        p_d, vel_d = point_velocity(env.drones, env.model.cable_attach)
+        p_l, vel_l = point_velocity(physics.load_per_mav(env), env.attach)
+        tension, _, _ = cable_tension(p_d, vel_d, p_l, vel_l, env.cable_length, cfg.cable_stiffness, cfg.cable_damping)
+        env.cable_tension = tension
         self.world.step(self.applied_forces().flatten(1), nstep=1)
         self.read_state()
 
     def read_state(self) -> None:
-        """The env's MAVs, load and cable tensions from MuJoCo's state (free joints: MAVs in order, then the load)."""
+        """The env's MAVs and load from MuJoCo's state (free joints: MAVs in order, then the load)."""
         env, n = self.env, self.env.n
         qpos, qvel = self.world.qpos, self.world.qvel  # [E, 7 (N + 1)], [E, 6 (N + 1)]
         q_d, v_d = qpos[:, : 7 * n].view(-1, n, 7), qvel[:, : 6 * n].view(-1, n, 6)
         q_l, v_l = qpos[:, 7 * n :], qvel[:, 6 * n :]
         env.drones = RigidBodyState(q_d[..., :3], q_d[..., 3:], v_d[..., :3], v_d[..., 3:])
         env.load = RigidBodyState(q_l[:, :3], q_l[:, 3:], v_l[:, :3], v_l[:, 3:])
-        p_d, vel_d = point_velocity(env.drones, env.model.cable_attach)
-        p_l, vel_l = point_velocity(physics.load_per_mav(env), env.attach)
-        cfg = env.cfg
-        env.cable_tension, _, _ = cable_tension(
-            p_d, vel_d, p_l, vel_l, env.cable_length, cfg.cable_stiffness, cfg.cable_damping
-        )
 
     def diverged(self) -> Tensor:
         """``[E]`` bool: envs MuJoCo found unstable since their reset (:meth:`BatchedMjWorld.diverged`)."""
