@@ -6,6 +6,7 @@
     python evaluate.py checkpoint=<path> eval_mode=true task.fault.enabled=true report=report.json
     python evaluate.py checkpoint=assets/policies/cable_load/policy.pt scenario=mav_loss task.num_mavs=4
     python evaluate.py checkpoint=assets/policies/cable_load/policy.pt scenario=nominal engine=mujoco   # sim-to-sim
+    python evaluate.py checkpoint=assets/policies/cable_load/policy.pt scenario=nominal engine=mujoco:rk4  # its RK4
     python evaluate.py task=drone_volleyball match=scripted,hover games=200       # two-team matches
     python evaluate.py task=drone_volleyball league=hover,scripted,<a.pt> games=200   # round-robin + Elo
     python evaluate.py checkpoint=<skills.pt> commander=<strategy.pt> expert=true eval_mode=true   # HCSP skills
@@ -143,7 +144,10 @@ class EvalArgs:
     )
     engine: str = field(
         default="covey",
-        metadata={"help": "what steps the bodies: covey (its own physics) | an engine the task declares (mujoco)"},
+        metadata={
+            "help": "what steps the bodies: covey (its own physics) | <name>[:<option>] of an engine the task declares "
+            "(e.g. mujoco, mujoco:rk4; docs/sim_to_sim.md)"
+        },
     )
     match: str | None = field(
         default=None,

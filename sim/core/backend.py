@@ -53,16 +53,20 @@ def task_engines(env_cls: type) -> dict[str, str]:
 
 
 def use_engine(env: MultiAgentEnv, engine: str) -> None:
-    """Step ``env`` in ``engine``: :data:`DEFAULT_ENGINE` keeps its own backend, another name installs the task's
-    engine of that name (:func:`task_engines`), which takes over from the env's current state.
+    """Step ``env`` in ``engine``: :data:`DEFAULT_ENGINE` keeps its own backend, ``<name>`` or ``<name>:<option>``
+    installs the task's engine of that name (:func:`task_engines`; built as ``Class(env)`` or ``Class(env, option)``),
+    which takes over from the env's current state.
 
     Raises:
-        ValueError: the task has no engine of that name (the message lists the ones it has).
+        ValueError: the task has no engine of that name (the message lists the ones it has), or the engine refuses
+            the option or the env's config.
     """
     if engine == DEFAULT_ENGINE:
         return
+    name, _, option = engine.partition(":")
     known = task_engines(type(env))
-    if engine not in known:
-        raise ValueError(f"task {env.task_name!r} has no engine {engine!r}; it has: {[DEFAULT_ENGINE, *sorted(known)]}")
-    module_name, _, cls_name = known[engine].partition(":")
-    env.use_backend(getattr(importlib.import_module(module_name), cls_name)(env))
+    if name not in known:
+        raise ValueError(f"task {env.task_name!r} has no engine {name!r}; it has: {[DEFAULT_ENGINE, *sorted(known)]}")
+    module_name, _, cls_name = known[name].partition(":")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    env.use_backend(cls(env, option) if option else cls(env))

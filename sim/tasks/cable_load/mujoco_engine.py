@@ -48,15 +48,29 @@ if TYPE_CHECKING:
     from sim.tasks.cable_load.env import CableLoadEnv
 
 
+# MuJoCo integrators by the name ``engine=mujoco:<name>`` gives. Euler (semi-implicit) is covey's own scheme.
+INTEGRATORS = {
+    "euler": mujoco.mjtIntegrator.mjINT_EULER,
+    "rk4": mujoco.mjtIntegrator.mjINT_RK4,
+    "implicit": mujoco.mjtIntegrator.mjINT_IMPLICIT,
+    "implicitfast": mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
+}
+
+
 class MujocoEngine:
     """A :class:`~sim.tasks.cable_load.backends.CableLoadBackend` whose control loop steps MuJoCo; the rest is the
-    torch backend's. ``nthread``: MuJoCo rollout threads (0: every core of this process)."""
+    torch backend's. ``integrator``: a key of :data:`INTEGRATORS` (``engine=mujoco:rk4``); ``nthread``: MuJoCo
+    rollout threads (0: every core of this process)."""
 
     name = "mujoco"
     snapshot_constant = True  # configuration, not episode state (state_snapshot)
 
-    def __init__(self, env: CableLoadEnv, nthread: int = 0) -> None:
+    def __init__(self, env: CableLoadEnv, integrator: str = "euler", nthread: int = 0) -> None:
         cfg = env.cfg
+        if integrator not in INTEGRATORS:
+            raise ValueError(
+                f"cable_load engine 'mujoco': unknown integrator {integrator!r}; known: {list(INTEGRATORS)}"
+            )
         if cfg.fault.enabled and cfg.fault.cable == "released":
             raise ValueError("cable_load engine 'mujoco': fault.cable='released' has no MuJoCo counterpart (a tendon "
                              "cannot let go); use fault.cable='attached'")  # fmt: skip
@@ -76,6 +90,7 @@ class MujocoEngine:
             timestep=env.phys_dt,
         )
         base = mujoco.MjModel.from_xml_string(xml)
+        base.opt.integrator = INTEGRATORS[integrator]
         # One model per env: its reset writes that episode's masses, inertias and cable lengths into it.
         models = [copy.copy(base) for _ in range(env.num_envs)]
         self.world = BatchedMjWorld(
