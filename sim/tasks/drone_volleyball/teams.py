@@ -39,6 +39,7 @@ from sim.core.teams import (
     flat_team,
     single_actor,
 )
+from sim.tasks.drone_volleyball.ballistics import sync_free
 from sim.tasks.drone_volleyball.config import SKILLS
 from sim.tasks.drone_volleyball.rule_strategy import RuleBasedStrategy
 from sim.tasks.drone_volleyball.skills import ScriptedSkills, SkillParams
@@ -144,12 +145,13 @@ def strategy_team(
     def team_policy(env_, obs: dict, team: int) -> Tensor:
         nonlocal choices
         due = env.episode_step % decision_steps == 0  # [E]
-        # The actor decides for every env and its choices are kept where a decision is due: testing whether any is
-        # due first would cost a host sync a step (the actor reads each env's row alone, so nothing else changes).
-        action = actor(strategy_observation(env, layer.interception_point())[:, team : team + 1])[:, 0]
-        new = choices_from_actions(action, nvec)
-        choices = choices.clone()
-        choices[:, team] = torch.where(due.unsqueeze(-1), new, choices[:, team])
+        # The actor decides for every env and its choices are kept where a decision is due (it reads each env's row
+        # alone). Skipped on steps where none is due, unless that test would cost the sync-free step a host sync.
+        if sync_free(env) or bool(due.any()):
+            action = actor(strategy_observation(env, layer.interception_point())[:, team : team + 1])[:, 0]
+            new = choices_from_actions(action, nvec)
+            choices = choices.clone()
+            choices[:, team] = torch.where(due.unsqueeze(-1), new, choices[:, team])
         skill_id, target = layer(plan=plan_from_choices(env, choices))
         drones = slice(team * env.n, (team + 1) * env.n)
         env.set_skill_commands(skill_id[:, drones], target[:, drones], team_frame=False, team=team)
