@@ -63,7 +63,8 @@ class MujocoEngine:
     rollout threads (0: every core of this process)."""
 
     name = "mujoco"
-    snapshot_constant = True  # configuration, not episode state (state_snapshot)
+    # MuJoCo's state mirrors the env's tensors (the snapshot's): after a restore (forget_errors) it is written anew.
+    snapshot_constant = True
 
     def __init__(self, env: CableLoadEnv, integrator: str = "euler", nthread: int = 0) -> None:
         cfg = env.cfg
@@ -105,6 +106,7 @@ class MujocoEngine:
         self.load_body = base.body("load").id
         self.tendon = [base.tendon(f"cable{i}").id for i in range(n)]
         self._scratch = mujoco.MjData(base)  # workspace of mj_setConst (every env's model has the base's sizes)
+        self._stale = False  # set when the env's state was written behind the engine's back
         self.reset_rows(torch.arange(env.num_envs, device=env.device), inner=False)  # the env's current state
 
     # ----------------------------------------------------------------- what the torch backend does
@@ -121,7 +123,8 @@ class MujocoEngine:
         return None
 
     def forget_errors(self) -> None:
-        pass
+        """The env's state was written in place (a snapshot restored): MuJoCo takes it over before the next step."""
+        self._stale = True
 
     def reset_rows(self, env_ids: Tensor, inner: bool = True) -> None:
         """Reset the envs ``env_ids [k]`` with the task's reset, then write their parameters and state into MuJoCo."""
@@ -148,6 +151,9 @@ class MujocoEngine:
     # ----------------------------------------------------------------- the control loop, in MuJoCo
     def advance(self) -> None:
         """The ``decimation`` control ticks of one step."""
+        if self._stale:
+            self._stale = False
+            self.reset_rows(torch.arange(self.env.num_envs, device=self.env.device), inner=False)
         for _ in range(self.env.decimation):
             self.control_tick()
 
