@@ -4,6 +4,9 @@ A task's torch hooks are the reference and run everywhere; :class:`sim.core.comp
 (through ``torch.compile`` with ``compile=True``) and is every env's backend unless the task selects another, once,
 at the end of its ``__init__`` (:meth:`sim.core.env.MultiAgentEnv.use_backend`): cable_load's C kernels
 (its ``backends.py``) do. The core calls the backend and never looks inside it.
+
+An engine is another backend a task declares for stepping its bodies elsewhere (its env class's ``engines``,
+e.g. MuJoCo for a sim-to-sim check): :func:`use_engine` installs one by name (``sim.make(..., engine=)``).
 """
 
 from __future__ import annotations
