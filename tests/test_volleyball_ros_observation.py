@@ -57,8 +57,8 @@ def parsed(env, step: int, profile: DeploymentProfile) -> dict:
 
 @pytest.mark.skipif(not SKILLS.is_file() or not STRATEGY.is_file(), reason="no shipped games team")
 def test_robot_builders_reproduce_the_match_observations_from_messages() -> None:
-    """Over a game's opening rallies (serves, a pass, a set and an attack, points), every drone of team A builds from the
-    messages the skill observation its skills model reads in the simulator (to 1e-5), and the team strategy's
+    """Over a game's opening rallies (serves, a pass, a set and an attack, points), every drone of team A builds from
+    the messages the skill observation its skills model reads in the simulator (to 1e-5), and the team strategy's
     observation matches at every decision step."""
     _, meta = load_policy(SKILLS)
     profile = DeploymentProfile.from_metadata(meta)
