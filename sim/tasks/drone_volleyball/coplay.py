@@ -166,6 +166,11 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
         """Observation noise off."""
         return evaluation_overrides()
 
+    @classmethod
+    def has_native_kernels(cls, cfg: VolleyballCfg) -> bool:
+        """Its match's observations in C (``kernels`` reaches the match)."""
+        return cfg.is_match
+
     def __init__(
         self,
         cfg: VolleyballCfg,
@@ -173,12 +178,13 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
         device: str | torch.device = "cpu",
         seed: int = 0,
         compile: bool = False,
+        kernels: str = "auto",
     ) -> None:
         if not cfg.is_match:
             raise ValueError(f"the coplay level plays matches (1v1, 2v2, 3v3); mode {cfg.mode!r} is a skill")
         if compile:
             raise ValueError("drone_volleyball_coplay runs the strategies in Python each step: use sim.compile=false")
-        self.match = VolleyballMatchEnv(cfg, num_envs, device, seed, compile=False)
+        self.match = VolleyballMatchEnv(cfg, num_envs, device, seed, compile=False, kernels=kernels)
         # This level checks the actions (step) before the match gets them: the match's own check would repeat it
         # with a host sync; deferred, it only counts (check_deferred_actions reads both).
         self.match.defer_action_checks = True

@@ -67,6 +67,9 @@ class DroneVolleyballEnv(MultiAgentEnv):
     cfg_class = VolleyballCfg
     fresh_observations = True  # _observations_of makes every entry anew (cat/stack, or the C op; MultiAgentEnv)
     renderer = "sim.tasks.drone_volleyball.render:VolleyballRenderer"
+    # sim.compile=auto compiles the skills' and the matches' passes on a GPU, as the strategy level's (strategy.py says
+    # why; not measured on a GPU yet: benchmarks/gpu_suite.py does). Not on a CPU, where a compile costs minutes.
+    auto_compile_min_steps = {"cuda": 0}
 
     def __new__(cls, cfg: VolleyballCfg | None = None, *args, **kwargs) -> DroneVolleyballEnv:
         if cls is DroneVolleyballEnv and cfg is not None:  # the registered task: the mode picks the env
@@ -305,11 +308,3 @@ class DroneVolleyballEnv(MultiAgentEnv):
         """Critic state per drone ``[E, D, state_dim]``: the whole scene in the drone's team frame (``[k, D,
         state_dim]`` of the envs ``ids [k]`` only, when given)."""
         return observations.critic_state(self, ids)
-
-    def _event_metrics(self, env_ids: Tensor) -> dict[str, Tensor]:
-        """The rules' event counts of the episodes ``env_ids`` that ended (popped; kept per env in
-        ``final_counters`` across the auto-reset for match statistics), as ``events/<name>`` means."""
-        table = self.rules.pop_counter_table(env_ids)  # [K, k]: a few ops for all counters
-        final = torch.stack([self.final_counters[name] for name in R.COUNTER_NAMES]).index_copy(1, env_ids, table)
-        self.final_counters = dict(zip(R.COUNTER_NAMES, final.unbind(0), strict=True))
-        return {f"events/{name}": mean for name, mean in zip(R.COUNTER_NAMES, table.mean(1).unbind(0), strict=True)}

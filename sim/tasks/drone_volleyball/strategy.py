@@ -189,6 +189,11 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         """Its checkpoints play on the match env (``teams.VolleyballTeams.match_task``)."""
         return DroneVolleyballEnv.match_teams()
 
+    @classmethod
+    def has_native_kernels(cls, cfg: VolleyballCfg) -> bool:
+        """Its match's observations in C (``kernels`` reaches the match)."""
+        return cfg.is_match
+
     def __init__(
         self,
         cfg: VolleyballCfg,
@@ -196,11 +201,12 @@ class VolleyballStrategyEnv(MultiAgentEnv):
         device: str | torch.device = "cpu",
         seed: int = 0,
         compile: bool = False,
+        kernels: str = "auto",
     ) -> None:
         if not cfg.is_match:
             raise ValueError(f"the strategy level plays matches (1v1, 2v2, 3v3); mode {cfg.mode!r} is a skill")
         # The match runs the physics (compiled if asked); this level is Python bookkeeping around it.
-        self.match = VolleyballMatchEnv(cfg, num_envs, device, seed, compile)
+        self.match = VolleyballMatchEnv(cfg, num_envs, device, seed, compile, kernels)
         # The skills' actions are checked by count, not by a host sync every match step (check_deferred_actions).
         self.match.defer_action_checks = True
         self.rules_layer = RuleBasedStrategy(self.match)
