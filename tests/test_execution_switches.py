@@ -89,3 +89,11 @@ def test_the_shipped_checkpoints_and_train_configs_with_task_layout_load(evaluat
     for path in sorted(VOLLEYBALL.glob("*_train_config.yaml")):
         task = yaml.safe_load(path.read_text())["task"]
         assert sim.make(task, num_envs=2).spec, path.name
+
+
+@needs_c
+@pytest.mark.parametrize("task", ["drone_volleyball_strategy", "drone_volleyball_coplay"])
+def test_sim_kernels_reaches_the_match_inside_a_volleyball_level(task: str) -> None:
+    """The strategy and co-play levels step a match inside them: the kernels choice is the match's."""
+    assert sim.make(task, num_envs=2, kernels="torch").match.kernels == "torch"
+    assert sim.make(task, num_envs=2).match.kernels == "native"  # auto, on a machine with a C compiler

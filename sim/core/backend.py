@@ -52,7 +52,7 @@ class StepBackend(Protocol):
 def task_engines(env_cls: type) -> dict[str, str]:
     """The other engines a task can step in, ``name -> "module:Class"`` (its env class's ``engines``; none if it
     declares none). The class takes the env and returns a :class:`StepBackend`."""
-    return dict(getattr(env_cls, "engines", {}))
+    return dict(env_cls.engines)
 
 
 def use_engine(env: MultiAgentEnv, engine: str) -> None:

@@ -72,6 +72,9 @@ class MultiAgentEnv(ABC):
     # Where training's sim.compile=auto compiles this task's loop (train and eval envs): device type -> the
     # smallest train.total_steps from which it was measured to pay (a first compile costs minutes on a CPU).
     auto_compile_min_steps: ClassVar[dict[str, int]] = {}
+    # Other engines the task's bodies can step in, name -> "module:Class" (sim.core.backend.use_engine; sim.make's
+    # engine=), e.g. MuJoCo for a sim-to-sim check. "covey", the task's own physics, is always there.
+    engines: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def has_native_kernels(cls, cfg: Any) -> bool:
