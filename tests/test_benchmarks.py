@@ -1,4 +1,4 @@
-"""Smoke test of benchmarks/sim_throughput.py: a tiny run in a subprocess, last line is the ratio."""
+"""Smoke tests of the benchmark scripts: tiny runs in subprocesses, each checking what its script prints."""
 
 from __future__ import annotations
 
@@ -133,3 +133,19 @@ def test_step_phases_times_disjoint_parts_of_the_step_and_leaves_the_env_as_it_w
     assert {name: env.__dict__.get(name) for _, name in PHASES} == before
     table = format_phases(steps, spent, resets)
     assert "reset of the ended envs" in table and "step (median)" in table
+
+
+def test_gpu_suite_smoke(tmp_path):
+    """benchmarks/gpu_suite.py (run on a lent GPU in one call) fills every cell of a task on the CPU: eager and
+    compiled steps/s, training samples/s, and the CUDA-graph cell says why it cannot run here."""
+    import json
+
+    out = tmp_path / "suite.json"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_suite.py"
+    args = ["--smoke", "--tasks", "point_reach", "--budget-s", "60", "--json", str(out)]
+    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cells = json.loads(out.read_text())["tasks"]["point_reach"]
+    for name in ("eager 8", "eager 32", "compiled 8", "train 8"):
+        assert cells[name]["value"] is not None and cells[name]["value"] > 0, (name, cells[name])
+    assert cells["graph 8"]["value"] is None and "no CUDA" in cells["graph 8"]["note"]
