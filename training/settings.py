@@ -3,7 +3,8 @@
     train       :class:`TrainCfg`      the loop: budget, rollouts, evaluation, checkpoints
     wandb       :class:`WandbCfg`      wandb logging
     algo        :class:`PPOCfg`        PPO (its networks: ``policy``, :class:`policies.PolicyCfg`; a teacher's KL
-                                       term: ``teacher``, :class:`TeacherCfg`)
+                                       term: ``teacher``, :class:`TeacherCfg`; TRPL's projection: ``trpl``,
+                                       :class:`TRPLCfg`)
     sac         :class:`SACCfg`        SAC (algo=sac)
     imitation   :class:`ImitationCfg`  DAgger warm start
     league      :class:`SelfPlayCfg`   self-play league (:class:`LeagueCfg`) and how the runner uses it
@@ -25,6 +26,7 @@ from training.logger import WANDB_MODES
 
 CRITIC_INPUTS = ("state", "policy")
 SCHEDULES = ("constant", "linear", "adaptive")
+PROJECTIONS = ("none", "w2", "kl", "frob")
 SAC_SCHEDULES = ("constant", "linear")
 EXPERTS = ("none", "task")
 META_SOLVERS = ("self", "fsp", "psro_nash", "pfsp", "first_quarter")
@@ -88,6 +90,26 @@ class TeacherCfg:
 
 
 @dataclass(frozen=True)
+class TRPLCfg:
+    """Hydra node ``algo.trpl``: differentiable trust-region projection layers (training/trpl.py; Otto et al. 2021).
+
+    ``projection`` other than ``none`` replaces PPO's clipped ratio: each state's new Gaussian is projected onto the
+    trust region around the rollout's (mean and covariance parts bounded separately), the importance-sampled advantage
+    is taken under the projection, and ``trust_region_coeff`` times the distance from the network to its projection
+    pulls the network back inside. Defaults: the reference implementation's layer (W2 scaled by the old precision).
+    """
+
+    projection: str = "none"  # none (PPO's clipped ratio) | w2 | kl | frob
+    mean_bound: float = positive(0.03)  # bound of the mean part (Mahalanobis under the old covariance; KL: half of it)
+    cov_bound: float = positive(0.001)  # bound of the covariance part of the chosen distance
+    trust_region_coeff: float = non_negative(1.0)  # weight of d(network, projection) in the loss
+
+    def __post_init__(self) -> None:
+        if self.projection not in PROJECTIONS:
+            raise ValueError(f"algo.trpl.projection must be one of {PROJECTIONS}, got {self.projection!r}")
+
+
+@dataclass(frozen=True)
 class PPOCfg:
     """PPO settings (hydra node ``algo``); ``policy`` holds the network settings."""
 
@@ -111,6 +133,7 @@ class PPOCfg:
     normalize_value: bool = True  # running mean/std of value targets (PopArt-lite)
     policy: PolicyCfg = field(default_factory=PolicyCfg)
     teacher: TeacherCfg = field(default_factory=TeacherCfg)  # a KL term towards trained experts (training.teacher)
+    trpl: TRPLCfg = field(default_factory=TRPLCfg)  # projection != none: TRPL's policy loss (algo=trpl) instead of clip
     # Stratified PPO: advantages normalised within each stratum of the agent states (the task's
     # imitation_strata(), e.g. the skill each volleyball drone is commanded) and the policy loss weighted
     # so each stratum present counts equally (RolloutStorage.stratified_advantages), weights capped here.
