@@ -35,6 +35,8 @@ from training.teacher import TEACHER_KEY, Teacher
 class PPO:
     """The algorithm: acting, storing, GAE and the clipped update for every agent group."""
 
+    loss_needs_mean = False  # whether _policy_terms reads the Gaussian mean (out[3] of ac.evaluate)
+
     def __init__(
         self,
         models: nn.ModuleDict,
@@ -283,28 +285,25 @@ class PPO:
         for name, ac in self.models.items():
             store = self.storage[name]
             taught = TEACHER_KEY in store.obs and not value_only
+            with_mean = taught or self.loss_needs_mean
             if by_env:
                 b = store.sequence_batch(idx, advantages[name])
                 if ac.recurrent:
                     out = ac.evaluate_sequence(
-                        b["obs"], b["obs"], b["actions"], b["memory0"], b["resets"], with_mean=taught
+                        b["obs"], b["obs"], b["actions"], b["memory0"], b["resets"], with_mean=with_mean
                     )
                 else:  # [T, B, A, ...]: feed-forward networks take any leading axes
-                    out = ac.evaluate(b["obs"], b["obs"], b["actions"], with_mean=taught)
+                    out = ac.evaluate(b["obs"], b["obs"], b["actions"], with_mean=with_mean)
             else:
                 b = store.batch(idx, advantages[name])
-                out = ac.evaluate(b["obs"], b["obs"], b["actions"], with_mean=taught)
-            log_prob, entropy, value = out[:3]
+                out = ac.evaluate(b["obs"], b["obs"], b["actions"], with_mean=with_mean)
+            value = out[2]
             if taught:  # KL towards the teacher's action (training.teacher)
                 teacher_kl = self.teacher.kl(out[3], ac.action_log_std(), b["obs"][TEACHER_KEY]).mean()
                 total = total + self.teacher.coef * teacher_kl
                 stats["teacher_kl"] = stats.get("teacher_kl", 0.0) + float(teacher_kl.detach())
-            old_log_prob, old_value, returns, adv = b["log_probs"], b["values"], b["returns"], b["advantages"]
-            # Policy: -min(r A, clip(r, 1 - eps, 1 + eps) A), r = pi / pi_old
-            log_ratio = log_prob - old_log_prob
-            ratio = log_ratio.exp()
-            surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - cfg.clip, 1.0 + cfg.clip))
-            policy_loss = surrogate.mean()
+            policy_loss, entropy, policy_stats = self._policy_terms(ac, b, out)
+            old_value, returns = b["values"], b["returns"]
             # Value, in normalised return units: 0.5 max((V - R)^2, (V_clip - R)^2)
             target = ac.value_norm.normalize(returns.unsqueeze(-1)).squeeze(-1)
             old = ac.value_norm.normalize(old_value.unsqueeze(-1)).squeeze(-1)
@@ -313,19 +312,33 @@ class PPO:
                 clipped = old + (value - old).clamp(-cfg.value_clip, cfg.value_clip)
                 value_err = torch.max(value_err, (clipped - target).square())
             value_loss = 0.5 * value_err.mean()
-            entropy = entropy.mean()
             total = total + cfg.value_coef * value_loss
             if not value_only:
                 total = total + policy_loss - cfg.entropy_coef * entropy
-            with torch.no_grad():
-                # KL(pi_old || pi) ~ E[(r - 1) - log r]  (Schulman's low-variance estimator)
-                stats["approx_kl"] += float(((ratio - 1.0) - log_ratio).mean())
-                stats["clipfrac"] += float(((ratio - 1.0).abs() > cfg.clip).float().mean())
+            for key, val in policy_stats.items():
+                stats[key] = stats.get(key, 0.0) + val
             stats["policy_loss"] += float(policy_loss.detach())
             stats["value_loss"] += float(value_loss.detach())
             stats["entropy"] += float(entropy.detach())
         n = len(self.models)
         return total, {k: v / n for k, v in stats.items()}
+
+    def _policy_terms(self, ac: nn.Module, b: dict[str, Any], out: tuple[Tensor, ...]) -> tuple[Tensor, Tensor, dict]:
+        """``(policy loss, mean entropy, statistics)`` of one group's minibatch ``b`` (``out``: ``ac.evaluate``'s):
+        the clipped surrogate, with ``approx_kl`` and ``clipfrac``. The hook training/trpl.py overrides."""
+        cfg = self.cfg
+        log_prob, entropy, adv = out[0], out[1], b["advantages"]
+        # Policy: -min(r A, clip(r, 1 - eps, 1 + eps) A), r = pi / pi_old
+        log_ratio = log_prob - b["log_probs"]
+        ratio = log_ratio.exp()
+        surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - cfg.clip, 1.0 + cfg.clip))
+        with torch.no_grad():
+            stats = {
+                # KL(pi_old || pi) ~ E[(r - 1) - log r]  (Schulman's low-variance estimator)
+                "approx_kl": float(((ratio - 1.0) - log_ratio).mean()),
+                "clipfrac": float(((ratio - 1.0).abs() > cfg.clip).float().mean()),
+            }
+        return surrogate.mean(), entropy.mean(), stats
 
     def _adapt_lr(self, kl: float) -> None:
         """rsl_rl's rule: shrink the step when KL overshoots the target, grow it when far below."""

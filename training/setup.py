@@ -43,6 +43,7 @@ from training.ppo import PPO, PPOCfg
 from training.resume import ResumePoint, find_resume_point
 from training.settings import TrainCfg, WandbCfg
 from training.threads import ThreadTuner, set_torch_threads, update_thread_tuner
+from training.trpl import TRPL
 
 
 def covey_version() -> str:
@@ -198,8 +199,10 @@ def init_from_weights(run: Run) -> None:
 
 
 def ppo(run: Run) -> PPO:
-    return PPO(run.models, run.settings.algo, run.env.num_envs, run.settings.train.rollout_steps, run.device,
-               run.generator)  # fmt: skip
+    """The on-policy algorithm of ``algo``: PPO, or TRPL (training/trpl.py) where ``algo.trpl.projection`` names one."""
+    algo_cls = PPO if run.settings.algo.trpl.projection == "none" else TRPL
+    return algo_cls(run.models, run.settings.algo, run.env.num_envs, run.settings.train.rollout_steps, run.device,
+                    run.generator)  # fmt: skip
 
 
 @dataclass
