@@ -24,8 +24,9 @@ from sim.tasks.drone_volleyball.teams import scripted_team  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 2
-# Two games to 2: what fits in about a minute of lockstep on two loaded cores (a game to 5 takes ~2 min there);
-# docs/deployment.md has the command of the full check, 8 games to 5.
+# Two games to 2 (684 steps): what fits in about a minute on two loaded cores (a game to 5 is ~1,700 steps). Seed 5's
+# two games (a 1-2 loss, then 2-0; 2,412 steps, ~2.5 min) were reproduced once too; docs/deployment.md has the full
+# check, 8 games to 5.
 GAMES, POINTS = 2, 2
 
 pytestmark = pytest.mark.skipif(not SKILLS.is_file() or not STRATEGY.is_file(), reason="no shipped games team")
