@@ -122,3 +122,21 @@ def test_the_skills_builder_finds_its_strategy_beside_the_model_and_refuses_a_wr
     }
     with pytest.raises(ValueError, match="clash with node parameters"):
         DeploymentProfile.parse(raw, ["policy"], 4)
+
+
+@pytest.mark.skipif(not SKILLS.is_file(), reason="no shipped games team")
+def test_the_shipped_skills_model_carries_the_current_profile(tmp_path: Path) -> None:
+    """The profile and constants in ``games_skills.onnx`` are what ``deployment.py`` writes today (re-stamp it with
+    ``python -m sim.tasks.drone_volleyball.deployment <file>`` after changing them), and stamping leaves the graph."""
+    import shutil
+
+    from sim.tasks.drone_volleyball.deployment import stamp_model
+
+    _, shipped = load_policy(SKILLS)
+    copy = tmp_path / SKILLS.name
+    shutil.copy(SKILLS, copy)
+    fresh = stamp_model(copy)
+    assert fresh["ros"] == shipped["ros"] and fresh["deployment"] == shipped["deployment"]
+    x = np.random.default_rng(0).normal(size=(16, 34)).astype(np.float32)
+    before, after = (runtime_session(p).run(None, {"policy": x}) for p in (SKILLS, copy))
+    assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
