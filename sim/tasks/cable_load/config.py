@@ -7,7 +7,7 @@ within +-1 m in xy, 0.5-1.5 m up, roll/pitch up to 30 deg here (the paper sample
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from sim.core.config import at_least, bounded, fraction, non_negative, positive
 
@@ -81,10 +81,33 @@ class DisturbanceCfg:
     period_s: float = non_negative(0.0)
 
 
+REWARD_PROFILES = ("residual", "plain")
+PENALTY_TERMS = ("action_smoothness", "body_rate", "cable_force", "formation")  # RewardCfg's shaping penalties
+# The plain policy's preset (no action prior: it starts far from the goal and falls often). Wide kernels give the
+# tracking terms a gradient from the start, the alive term and the bounded penalties make every step's reward >= 0,
+# so ending an episode early never scores better than flying on (sim/tasks/cable_load/README.md, "Reward profiles").
+PLAIN_REWARDS = {
+    "position_sigma": 1.0,
+    "orientation_sigma": 1.0,
+    "formation": -1.0,
+    "alive": 1.0,
+    "penalty_bound": 1.0,
+}
+
+
 @dataclass(frozen=True)
 class RewardCfg:
-    """Reward = sum of named raw terms times these scales (per control step)."""
+    """Reward = sum of named raw terms times these scales (per control step).
 
+    ``profile``: ``residual`` (default; the shipped policy's reward, these fields as written) or ``plain`` (for
+    the plain policy, no action prior): the fields of ``PLAIN_REWARDS`` left at their residual defaults take the
+    preset's values, a field given explicitly keeps its value. With ``penalty_bound`` > 0 the per-MAV sum of the
+    penalty terms ``P <= 0`` becomes ``penalty_bound * (exp(P / penalty_bound) - 1)``, in ``(-penalty_bound, 0]``
+    (unchanged to first order for small ``P``), and ``alive >= penalty_bound`` is required: every step's reward
+    before the termination term is then >= 0.
+    """
+
+    profile: str = "residual"
     position: float = 1.5  # exp(-|e_p| / position_sigma)
     orientation: float = 1.5  # exp(-e_theta / orientation_sigma)
     action_smoothness: float = -0.5  # |a_t - a_{t-1}|^2 (normalised actions)
@@ -96,9 +119,25 @@ class RewardCfg:
     # formation fights tilted goals (-1.0 for a policy without the prior).
     formation: float = 0.0
     termination: float = -10.0  # once, on a terminal step
+    alive: float = non_negative(0.0)  # per MAV and step while flying (the plain profile's)
+    penalty_bound: float = non_negative(0.0)  # 0: penalties unbounded; else their per-MAV sum stays above -this
     # Sharp: the action prior brings the load near the goal, the policy refines (the shipped policy's).
     position_sigma: float = positive(0.25)  # m
     orientation_sigma: float = positive(0.3)  # rad
+
+    def __post_init__(self) -> None:
+        if self.profile not in REWARD_PROFILES:
+            raise ValueError(f"rewards.profile must be one of {REWARD_PROFILES}, got {self.profile!r}")
+        if self.profile == "plain":
+            defaults = {f.name: f.default for f in fields(self)}
+            for name, value in PLAIN_REWARDS.items():
+                if getattr(self, name) == defaults[name]:
+                    object.__setattr__(self, name, value)  # frozen: the preset is part of construction
+        if self.penalty_bound > 0 and self.alive < self.penalty_bound:
+            raise ValueError(
+                f"rewards.alive ({self.alive}) must be >= rewards.penalty_bound ({self.penalty_bound}): "
+                "else a step can score below 0 and ending the episode early pays"
+            )
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from sim.physics.quaternion import (
 from sim.physics.rigid_body import RigidBodyState, point_velocity
 from sim.tasks.cable_load import deployment, physics, reset, scenarios
 from sim.tasks.cable_load.backends import CableLoadBackend, select_backend
-from sim.tasks.cable_load.config import GROUP, CableLoadCfg, evaluation_overrides
+from sim.tasks.cable_load.config import GROUP, PENALTY_TERMS, CableLoadCfg, evaluation_overrides
 from sim.tasks.cable_load.geometry import box_inertia, hover_equilibrium, load_attach_points
 from sim.tasks.cable_load.spec import ACTION_NAMES, build_spec, noise_std
 
@@ -379,11 +379,20 @@ class CableLoadEnv(MultiAgentEnv):
         }
         if self.cfg.fault.enabled:  # a lost MAV's own shaping terms are beyond anyone's control
             alive = (~self.failed).float()
-            for name in ("action_smoothness", "body_rate", "cable_force", "formation"):
+            for name in PENALTY_TERMS:
                 raw[name] = raw[name] * alive
         weighted = {name: getattr(rc, name) * val for name, val in raw.items()}
-        weighted["termination"] = (rc.termination * terminated.float()).unsqueeze(-1).expand(-1, self.n)
-        reward = torch.stack(list(weighted.values())).sum(0)
+        end = (rc.termination * terminated.float()).unsqueeze(-1).expand(-1, self.n)
+        if rc.penalty_bound > 0:  # the plain profile (RewardCfg): alive + bounded penalties >= 0 every step
+            penalty = torch.stack([weighted[name] for name in PENALTY_TERMS]).sum(0)
+            bounded = rc.penalty_bound * (torch.exp(penalty / rc.penalty_bound) - 1.0)  # exp - 1: as the C pass
+            reward = weighted["position"] + weighted["orientation"] + (rc.alive + bounded) + end
+            weighted["alive"] = torch.full_like(penalty, rc.alive)
+            weighted["penalty_bound"] = bounded - penalty  # what the bound took off the penalties (for the logs)
+        else:
+            reward = torch.stack([*weighted.values(), end]).sum(0)
+            weighted["alive"] = weighted["penalty_bound"] = torch.zeros_like(reward)
+        weighted["termination"] = end
         return {GROUP: reward}, {name: val.mean(-1) for name, val in weighted.items()}
 
     def _offsets_in_load_frame(self) -> Tensor:

@@ -37,7 +37,11 @@ MAX_ROTORS = 8
 FRAME_SIZE = sum(t.size for t in policy_terms())  # the policy frame post_physics.c writes
 FRAME_ENV = sum(t.size for t in policy_terms() if not t.name.startswith(("own_", "last_")))  # its per-env part
 ACTIONS = len(ACTION_NAMES)
-REWARD_TERMS = ("position", "orientation", "action_smoothness", "body_rate", "cable_force", "formation", "termination")
+# The env's reward terms (CableLoadEnv._rewards), in its order; alive and penalty_bound are the plain profile's.
+REWARD_TERMS = (
+    "position", "orientation", "action_smoothness", "body_rate", "cable_force", "formation", "alive", "penalty_bound",
+    "termination",
+)  # fmt: skip
 GROUND_FRICTION = 0.5  # sim.physics.components.ground_contact's default (the C file takes it as a parameter)
 REASONS = ("crash", "load_ground", "drone_proximity", "cable_proximity", "out_of_bounds")
 

@@ -264,6 +264,7 @@ void cable_load_post_physics(POST_PHYSICS_ARGS) {
     const float leak = (float)p[P_LEAK], dt = (float)p[P_DT], int_limit = (float)p[P_INT_LIMIT];
     const int fault = p[P_FAULT] != 0.0;
     const float w_term = (float)p[P_W_TERMINATION];
+    const float alive = (float)p[P_W_ALIVE], bound = (float)p[P_W_PENALTY_BOUND];
     const float min_height = (float)p[P_MIN_HEIGHT], cos_tilt = (float)p[P_COS_TILT];
     const float bounds_xy = (float)p[P_BOUNDS_XY], bounds_z = (float)p[P_BOUNDS_Z];
     const float min_dist = (float)p[P_MIN_DIST], cable_dist = (float)p[P_CABLE_DIST];
@@ -415,8 +416,19 @@ void cable_load_post_physics(POST_PHYSICS_ARGS) {
             w[T_CABLE_FORCE] = (float)p[P_W_CABLE_FORCE] * (c * c * live);
             w[T_FORMATION] = (float)p[P_W_FORMATION] * (form * live);
             w[T_TERMINATION] = w_end;
+            w[T_ALIVE] = splat(0.0f);
+            w[T_PENALTY_BOUND] = splat(0.0f);
             vf r = splat(0.0f);
-            for (int k = 0; k < T_COUNT; k++) { r += w[k]; sums[k] += w[k]; }
+            if (bound > 0.0f) { /* the plain profile: alive + bounded penalties >= 0 (RewardCfg) */
+                vf pen = w[T_ACTION_SMOOTHNESS] + w[T_BODY_RATE] + w[T_CABLE_FORCE] + w[T_FORMATION];
+                vf bounded = bound * (vexp(pen / bound) - 1.0f);
+                r = w_pos + w_ori + (alive + bounded) + w_end;
+                w[T_ALIVE] = splat(alive);
+                w[T_PENALTY_BOUND] = bounded - pen;
+                for (int k = 0; k < T_COUNT; k++) sums[k] += w[k];
+            } else {
+                for (int k = 0; k < T_COUNT; k++) { r += w[k]; sums[k] += w[k]; }
+            }
             rew[n] = r;
             rew_total += r;
         }
