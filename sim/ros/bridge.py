@@ -160,8 +160,14 @@ class SimBridge(Node):
             if len(names) != g.n_agents:
                 raise ValueError(f"bridge adapter gives {len(names)} command topics for {g.n_agents} agents of {group}")
             self.scale[group] = np.asarray(g.action_scale, dtype=np.float32)
-            safe = ros["command"]["safe"] if group == meta.get("group") else [0.0] * g.action_dim
-            self.safe[group] = np.asarray(safe, dtype=np.float32)
+            # The policy nodes on these topics fly this model (whatever its group was called in training, e.g. a
+            # skills level's "drones" commanding a match's team_a): its profile's safe command is theirs.
+            safe = np.asarray(ros["command"]["safe"], dtype=np.float32)
+            if safe.shape != (g.action_dim,):
+                raise ValueError(
+                    f"the profile's safe command has {safe.size} values, group {group} acts with {g.action_dim}"
+                )
+            self.safe[group] = safe
             self.commands[group] = np.zeros((g.n_agents, g.action_dim), dtype=np.float32)
             self.command_time[group] = np.full(g.n_agents, -math.inf)
             self.answered[group] = np.zeros(g.n_agents, dtype=bool)
