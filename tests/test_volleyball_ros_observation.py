@@ -140,3 +140,27 @@ def test_the_shipped_skills_model_carries_the_current_profile(tmp_path: Path) ->
     x = np.random.default_rng(0).normal(size=(16, 34)).astype(np.float32)
     before, after = (runtime_session(p).run(None, {"policy": x}) for p in (SKILLS, copy))
     assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+@pytest.mark.skipif(not SKILLS.is_file(), reason="no shipped games team")
+def test_export_writes_the_deployment_profile_of_the_skills_model(tmp_path: Path) -> None:
+    """``export.py checkpoint=games_skills.pt`` gives a model the robot can fly as it is: the same profile and
+    constants as the shipped (stamped) ``games_skills.onnx``, no stamping step after it (atol as the shipped
+    export: README "ONNX")."""
+    import importlib.util
+    import sys
+
+    name = "covey_export_cli"  # the name the other tests load it under
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "export.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
+        spec.loader.exec_module(sys.modules[name])
+    export = sys.modules[name]
+    out = tmp_path / "games_skills.onnx"
+    files = export.export_checkpoint(SKILLS.with_suffix(".pt"), out=out, record_steps=4, record_envs=2, atol=1e-4)[
+        "files"
+    ]
+    (exported,) = files.values()
+    _, meta = load_policy(Path(exported))
+    _, shipped = load_policy(SKILLS)
+    assert meta["ros"] == shipped["ros"] and meta["deployment"] == shipped["deployment"]

@@ -166,6 +166,19 @@ class VolleyballCoplayEnv(MultiAgentEnv, MatchHooks):
         """Observation noise off."""
         return evaluation_overrides()
 
+    def deployment_profile(self, group: str = GROUP) -> dict:
+        """ROS deployment of the skills model, the games team's drones (:mod:`sim.tasks.drone_volleyball.deployment`):
+        what export.py writes into the model's metadata."""
+        from sim.tasks.drone_volleyball import deployment
+
+        return deployment.deployment_profile(self.match)
+
+    def deployment_constants(self, group: str = GROUP) -> dict:
+        """The court's and the rule layer's constants the robot-side builder reads (``deployment``)."""
+        from sim.tasks.drone_volleyball import deployment
+
+        return deployment.deployment_constants(self.match)
+
     @classmethod
     def has_native_kernels(cls, cfg: VolleyballCfg) -> bool:
         """Its match's observations in C (``kernels`` reaches the match)."""
