@@ -92,9 +92,8 @@ PLAIN_REWARDS = {
     "formation": -1.0,
     "alive": 1.0,
     "penalty_bound": 1.0,
-    # Dying forfeits the living reward still to earn: discounted at the recipe's gamma 0.99, up to 1 / (1 - 0.99)
-    # = 100 steps of the alive term. Its -10 was small beside the tracking gained by flying at the goal too fast
-    # (a first run's episodes ended out of bounds after ~3.4 s).
+    # Dying costs the living reward still to earn: discounted at the recipe's gamma 0.99, 1 / (1 - 0.99) = 100
+    # steps of the alive term.
     "termination": -100.0,
 }
 
