@@ -119,7 +119,7 @@ def test_the_residual_profile_is_the_default_and_unchanged() -> None:
             _, reward, terminated, truncated, info = env.step(act)
             assert not (terminated | truncated).any()
             assert torch.equal(reward[GROUP], _residual_reference(env, terminated))
-            assert not info["reward_terms"]["alive"].any() and not info["reward_terms"]["penalty_bound"].any()
+            assert "alive" not in info["reward_terms"] and "penalty_bound" not in info["reward_terms"]
             outs.append(reward[GROUP])
         assert torch.equal(outs[0], outs[1])
 
@@ -140,6 +140,10 @@ def test_the_c_pass_computes_the_plain_reward_as_the_torch_code() -> None:
         torch.testing.assert_close(r_n[GROUP], r_t[GROUP], atol=2e-4, rtol=1e-4)
         assert torch.equal(e_n, e_t)
         assert list(i_n["reward_terms"]) == list(i_t["reward_terms"])
+        assert {"alive", "penalty_bound"} <= set(i_t["reward_terms"])
+        for r, i in ((r_t, i_t), (r_n, i_n)):  # the terms still add up to the reward (penalty_bound: the bound's share)
+            total = torch.stack(list(i["reward_terms"].values())).sum(0)
+            torch.testing.assert_close(r[GROUP].mean(-1), total, atol=1e-4, rtol=1e-5)
         for name, val in i_t["reward_terms"].items():
             torch.testing.assert_close(i_n["reward_terms"][name], val, atol=2e-4, rtol=1e-4)
         bounded = max(bounded, float(i_t["reward_terms"]["penalty_bound"].max()))  # >= 0: what it took off

@@ -391,7 +391,6 @@ class CableLoadEnv(MultiAgentEnv):
             weighted["penalty_bound"] = bounded - penalty  # what the bound took off the penalties (for the logs)
         else:
             reward = torch.stack([*weighted.values(), end]).sum(0)
-            weighted["alive"] = weighted["penalty_bound"] = torch.zeros_like(reward)
         weighted["termination"] = end
         return {GROUP: reward}, {name: val.mean(-1) for name, val in weighted.items()}
 

@@ -37,11 +37,13 @@ MAX_ROTORS = 8
 FRAME_SIZE = sum(t.size for t in policy_terms())  # the policy frame post_physics.c writes
 FRAME_ENV = sum(t.size for t in policy_terms() if not t.name.startswith(("own_", "last_")))  # its per-env part
 ACTIONS = len(ACTION_NAMES)
-# The env's reward terms (CableLoadEnv._rewards), in its order; alive and penalty_bound are the plain profile's.
+# The env's reward terms (CableLoadEnv._rewards), in its order; alive and penalty_bound are the plain profile's
+# (RewardCfg.penalty_bound > 0), reported only there.
 REWARD_TERMS = (
     "position", "orientation", "action_smoothness", "body_rate", "cable_force", "formation", "alive", "penalty_bound",
     "termination",
 )  # fmt: skip
+PLAIN_TERMS = ("alive", "penalty_bound")
 GROUND_FRICTION = 0.5  # sim.physics.components.ground_contact's default (the C file takes it as a parameter)
 REASONS = ("crash", "load_ground", "drone_proximity", "cable_proximity", "out_of_bounds")
 
@@ -322,6 +324,7 @@ class NativePostPhysics:
             bounds_xy=tc.bounds_xy, bounds_z=tc.bounds_z,
         )  # fmt: skip
         self.cable_attach = env.model.cable_attach.contiguous()
+        self.term_names = {n for n in REWARD_TERMS if rc.penalty_bound > 0 or n not in PLAIN_TERMS}  # as the env's
 
     def view(self, env_ids: Tensor | None = None) -> dict[str, Tensor]:
         """The state every pass reads (post_physics.c's ``_VIEW`` arguments), contiguous, by argument name."""
@@ -368,7 +371,7 @@ class NativePostPhysics:
         return (
             obs,
             {GROUP: reward},
-            dict(zip(REWARD_TERMS, terms.unbind(0), strict=True)),
+            {name: row for name, row in zip(REWARD_TERMS, terms.unbind(0), strict=True) if name in self.term_names},
             terminated,
             dict(zip(REASONS, reasons.unbind(0), strict=True)),
             bad,
