@@ -391,7 +391,7 @@ def test_sim_compile_auto_compiles_where_the_task_measured_that_it_pays(monkeypa
     from training.config import COMPILE_CACHE, sim_compile
 
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-    cable, volley = task_class("cable_load"), task_class("drone_volleyball")
+    cable, volley, reach = task_class("cable_load"), task_class("drone_volleyball"), task_class("point_reach")
 
     class LongRunsCompile:  # a task that measured compiling to pay on a CPU from 1M steps
         auto_compile_min_steps = {"cpu": 1_000_000}
@@ -409,7 +409,9 @@ def test_sim_compile_auto_compiles_where_the_task_measured_that_it_pays(monkeypa
     monkeypatch.setattr("training.config.cpu_compiler_available", lambda: False)  # no g++: eager, and why
     on, why = sim_compile("auto", cpu, LongRunsCompile, total_steps=2_000_000)
     assert not on and "no C++ compiler" in why
-    assert sim_compile("auto", cuda, volley)[0] is False and sim_compile("auto", cpu, volley, 10**9)[0] is False
+    # drone_volleyball compiles on a GPU as cable_load does (set from cable_load's measurement), never on a CPU
+    assert sim_compile("auto", cuda, volley)[0] is True and sim_compile("auto", cpu, volley, 10**9)[0] is False
+    assert sim_compile("auto", cuda, reach)[0] is False  # a task that measured nothing stays eager
     assert sim_compile(True, cpu, volley)[0] and sim_compile("True", cpu, cable)[0]
     assert not sim_compile(False, cuda, cable)[0] and not sim_compile("false", cuda, cable)[0]
     with pytest.raises(ConfigError, match="sim.compile"):
