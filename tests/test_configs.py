@@ -99,12 +99,18 @@ def test_the_cable_load_readme_command_reproduces_the_shipped_policys_settings()
     args = shlex.split(commands[0].split("#")[0])[2:]
     payload = torch.load(ROOT / "assets/policies/cable_load/policy.pt", map_location="cpu", weights_only=False)
     composed = plain(*args)
+    # Reward options newer than the checkpoint must be at values that leave its reward as it was.
+    rewards, recorded_rewards = composed["task"]["rewards"], payload["task_cfg"]["rewards"]
+    newer = {k: rewards.pop(k) for k in list(rewards) if k not in recorded_rewards}
+    assert newer == {"profile": "residual", "alive": 0.0, "penalty_bound": 0.0}, newer
     assert composed["task"] == payload["task_cfg"]
     recorded = payload["meta"]["config"]
-    # PPO options newer than the checkpoint must be at values that leave the algorithm as it was.
+    # PPO options newer than the checkpoint must be at values that leave the algorithm as it was (TRPL's projection
+    # "none" is PPO's clipped loss).
     newer_algo = {k: v for k, v in composed["algo"].items() if k not in recorded["algo"]}
+    assert newer_algo.pop("trpl", {}).get("projection", "none") == "none", composed["algo"]
     assert newer_algo.items() <= {"stratify": False, "stratum_max_weight": 10.0}.items(), newer_algo
-    assert {k: v for k, v in composed["algo"].items() if k not in newer_algo} == recorded["algo"]
+    assert {k: v for k, v in composed["algo"].items() if k not in newer_algo and k != "trpl"} == recorded["algo"]
     assert composed["seed"] == recorded["seed"] and composed["num_envs"] == recorded["num_envs"]
 
 
