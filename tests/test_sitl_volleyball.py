@@ -19,7 +19,7 @@ from test_volleyball_ros_observation import SKILLS, STRATEGY, in_process_team  #
 
 from deploy_ros.launch import node_commands, params_file, running_nodes  # noqa: E402
 from sim.ros.bridge import read_task_cfg  # noqa: E402
-from sim.ros.volleyball import make_env  # noqa: E402
+from sim.tasks.drone_volleyball.ros_bridge import make_env  # noqa: E402
 from sim.tasks.drone_volleyball.teams import scripted_team  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

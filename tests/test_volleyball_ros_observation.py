@@ -18,8 +18,8 @@ from builtin_interfaces.msg import Time  # noqa: E402
 from covey_common.onnx import load_policy, runtime_session  # noqa: E402
 from covey_common.profile import DeploymentProfile  # noqa: E402
 from deploy_ros.messages import PARSERS  # noqa: E402
-from sim.ros.volleyball import make_env, messages  # noqa: E402
 from sim.tasks.drone_volleyball.robot_observation import SkillObservation, interception_point, strategy_observation  # noqa: E402
+from sim.tasks.drone_volleyball.ros_bridge import make_env, messages  # noqa: E402
 from sim.tasks.drone_volleyball.rule_strategy import RuleBasedStrategy  # noqa: E402
 from sim.tasks.drone_volleyball.strategy import strategy_observation as sim_strategy_observation  # noqa: E402
 from sim.tasks.drone_volleyball.teams import scripted_team, strategy_team  # noqa: E402

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from sim.tasks.drone_volleyball.match_env import VolleyballMatchEnv
 
 BUILDER = "sim.tasks.drone_volleyball.robot_observation:SkillObservation"
-BRIDGE = "sim.ros.volleyball:VolleyballBridge"
+BRIDGE = "sim.tasks.drone_volleyball.ros_bridge:VolleyballBridge"
 STRATEGY_MODEL = "games_strategy.onnx"  # the games team's strategy, beside the skills file
 
 
