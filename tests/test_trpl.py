@@ -13,7 +13,6 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from export import export_checkpoint
 from training.checkpoint import load_policy
 from training.runner import Runner
 from training.trpl import TRPL, distance, project
@@ -21,6 +20,20 @@ from training.trpl import TRPL, distance, project
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("w2", "kl", "frob")
 MEAN_BOUND, COV_BOUND = 0.03, 0.001  # configs/algo/trpl.yaml's
+
+
+def _export_cli():
+    """export.py, a script rather than a module of the package: loaded from the checkout under the name the other
+    tests use."""
+    import importlib.util
+    import sys
+
+    name = "covey_export_cli"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "export.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
 
 
 def gaussians(n: int, spread: float, dtype: torch.dtype = torch.float32, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -140,7 +153,7 @@ def final_returns(tmp_path: Path, algo: str, seeds: tuple[int, ...], steps: int)
         if algo == "trpl":  # export and load_policy take TRPL's checkpoints as PPO's (the same actor class)
             ckpt = runner.run_dir / "checkpoints" / "latest.pt"
             assert load_policy(ckpt).meta["algo"] == "trpl"
-            report = export_checkpoint(ckpt, tmp_path / f"trpl{seed}.onnx", record_steps=8, record_envs=2)
+            report = _export_cli().export_checkpoint(ckpt, tmp_path / f"trpl{seed}.onnx", record_steps=8, record_envs=2)
             assert report["parity"]["agents"]["max_abs_diff_recorded"] < 1e-5
     return untrained, trained
 
