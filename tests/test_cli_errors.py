@@ -47,9 +47,7 @@ def _env() -> dict[str, str]:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_missing_input_is_one_line(name):
     args, mentions = CASES[name]
-    done = subprocess.run(
-        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=180, env=_env()
-    )
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=180, env=_env())
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode != 0, f"{name}: exit code 0 for a missing input"
     assert "Traceback" not in done.stderr, f"{name}: a traceback:\n{done.stderr[-3000:]}"
@@ -63,7 +61,11 @@ def test_ctrl_c_in_evaluate_is_one_line():
     policy = ROOT / "assets" / "policies" / "cable_load" / "policy.pt"
     proc = subprocess.Popen(
         [sys.executable, "evaluate.py", f"checkpoint={policy}", "episodes=100000", "num_envs=4"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
         # pytest-xdist's workers ignore SIGINT, and a child inherits that (Python then installs no Ctrl-C
         # handler): give the child the default a user's shell gives it.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),

@@ -91,7 +91,10 @@ def test_the_export_cli_prints_its_result_and_nothing_else(tmp_path):
     out = tmp_path / "pixel.onnx"
     done = subprocess.run(
         [sys.executable, "export.py", f"checkpoint={POLICIES / 'pixel_reach' / 'policy.pt'}", f"out={out}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr.strip() == "", f"export printed noise: {done.stderr[:500]}"
