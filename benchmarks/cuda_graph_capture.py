@@ -46,33 +46,44 @@ class DeviceConstants(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def measure(task: str, n: int, compile: bool) -> str:
-    env = sim.make(task, num_envs=n, device="cuda", seed=0, compile=compile)
-    env.masked_resets = True
-    env.defer_action_checks = True
-    env.reset()
-    act = env.sample_actions()
+def warm_up(env, act: dict) -> None:
+    """Steps off the capture, on a side stream: compilation (under the mode too, which a compiled function's guards
+    see), and the masked reset's one-time check."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    # Warm-up off the capture: compilation (under the mode too, which a compiled function's guards see), and the
-    # masked reset's one-time check.
     with torch.cuda.stream(side):
         for i in range(4):
             with DeviceConstants() if i % 2 else contextlib.nullcontext():
                 env.step(act)
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
+
+
+def capture_step(env, act: dict) -> torch.cuda.CUDAGraph:
+    """One ``env.step(act)`` captured in a CUDA graph (the env's generator registered with it); raises where the
+    step cannot be captured."""
+    graph = torch.cuda.CUDAGraph()
+    graph.register_generator_state(env.rng.graphsafe_get_state())
+    with torch.cuda.graph(graph), DeviceConstants():
+        env.step(act)
+    torch.cuda.synchronize()
+    return graph
+
+
+def measure(task: str, n: int, compile: bool) -> str:
+    env = sim.make(task, num_envs=n, device="cuda", seed=0, compile=compile)
+    env.masked_resets = True
+    env.defer_action_checks = True
+    env.reset()
+    act = env.sample_actions()
+    warm_up(env, act)
     t = time.perf_counter()
     for _ in range(20):
         env.step(act)
     torch.cuda.synchronize()
     plain = 20 * n / (time.perf_counter() - t)
-    graph = torch.cuda.CUDAGraph()
-    graph.register_generator_state(env.rng.graphsafe_get_state())
     try:
-        with torch.cuda.graph(graph), DeviceConstants():
-            env.step(act)
-        torch.cuda.synchronize()
+        graph = capture_step(env, act)
     except Exception as exc:  # noqa: BLE001 - report why, whatever it is
         why = str(exc).splitlines()[0][:120]
         return f"| {n} | {compile} | {plain:,.0f} | capture failed: {type(exc).__name__}: {why} |"

@@ -94,22 +94,11 @@ def _graph_capture(task: str, n: int, device) -> tuple[float | None, str]:
     if device.type != "cuda":  # the masked, sync-free step runs; a capture needs CUDA
         env.step(act)
         return None, "n/a: no CUDA device (the masked step ran)"
-    from cuda_graph_capture import DeviceConstants
+    from cuda_graph_capture import capture_step, warm_up
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for i in range(4):
-            with DeviceConstants() if i % 2 else contextlib.nullcontext():
-                env.step(act)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    graph.register_generator_state(env.rng.graphsafe_get_state())
+    warm_up(env, act)
     try:
-        with torch.cuda.graph(graph), DeviceConstants():
-            env.step(act)
-        torch.cuda.synchronize()
+        graph = capture_step(env, act)
     except Exception as exc:  # noqa: BLE001 - the reason is the result
         return None, f"no: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
     graph.replay()
