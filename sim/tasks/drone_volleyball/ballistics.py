@@ -59,25 +59,23 @@ def sync_free(env) -> bool:
 
 def cached_predict_ball(env, horizon_s: float, dt: float = 0.02) -> tuple[Tensor, Tensor]:
     """:func:`predict_ball`, reused while the env's ball state and the arguments are unchanged: the strategy, the
-    skills and both scripted teams of a step share one prediction. Unchanged: the same tensors, unwritten since
-    (their version counters), a test with no host sync; inference tensors (a training rollout) keep no version, so
-    there their values are compared (a host sync), or, where the env is :func:`sync_free`, the ball is predicted
-    anew. Compiled code predicts anew too: its graph computes the prediction once anyway."""
-    if torch.compiler.is_compiling():
+    skills and both scripted teams of a step share one prediction. Unchanged is told by comparing values, a host
+    sync: where the env steps :func:`sync_free` the ball is predicted anew instead (as compiled code does: its graph
+    computes the prediction once anyway)."""
+    if torch.compiler.is_compiling() or sync_free(env):
         return predict_ball(env, horizon_s, dt)
     pos, vel = env.ball_pos, env.ball_vel
-    versioned = not (pos.is_inference() or vel.is_inference())
-    key = ((horizon_s, dt), pos._version, vel._version) if versioned else (horizon_s, dt)
     hit = _PREDICTIONS.get(env)
-    if hit is not None and hit[2] == key:
-        if versioned and hit[0] is pos and hit[1] is vel:
-            return hit[3]
-        if not versioned and not sync_free(env) and hit[0].shape == pos.shape:
-            if torch.equal(hit[0], pos) and torch.equal(hit[1], vel):
-                return hit[3]
+    if (
+        hit is not None
+        and hit[0] == (horizon_s, dt)
+        and hit[1].shape == pos.shape
+        and torch.equal(hit[1], pos)
+        and torch.equal(hit[2], vel)
+    ):
+        return hit[3]
     out = predict_ball(env, horizon_s, dt)
-    # The tensors themselves where versioned (held, their identity is not reused), else copies of their values.
-    _PREDICTIONS[env] = (pos, vel, key, out) if versioned else (pos.clone(), vel.clone(), key, out)
+    _PREDICTIONS[env] = ((horizon_s, dt), pos.clone(), vel.clone(), out)
     return out
 
 
