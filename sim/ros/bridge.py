@@ -93,6 +93,13 @@ def read_task_cfg(model: str | Path) -> dict:
 COMMAND_TOL = 1e-3  # relative slack on the action range for float32 round-off of a node's command
 
 
+def command_action(command: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The env actions ``[n_agents, act_dim]`` (float32, clipped to [-1, 1]) of commands in physical units
+    ``[n_agents, act_dim]``, as the bridge applies them: ``command / action_scale`` in float32. In-process checks of
+    the robot path call this too, so that they apply a command to the bit the bridge does."""
+    return (np.asarray(command, dtype=np.float32) / np.asarray(scale, dtype=np.float32)).clip(-1.0, 1.0)
+
+
 # --------------------------------------------------------------------------- node
 
 
@@ -252,7 +259,7 @@ class SimBridge(Node):
         for group, f in fresh.items():
             self.stale_count += int((~f).sum())
             command = np.where(f[:, None], self.commands[group], self.safe[group])
-            actions[group] = torch.as_tensor((command / self.scale[group]).clip(-1.0, 1.0), dtype=torch.float32)
+            actions[group] = torch.as_tensor(command_action(command, self.scale[group]))
         played = getattr(self.adapter, "other_actions", dict)()  # groups the adapter plays itself (a scripted team)
         zeros = self.env.zero_actions()
         self.env.step(
