@@ -82,6 +82,17 @@ class RandomizationCfg:
 
 
 @dataclass(frozen=True)
+class ModelScaleCfg:
+    """Fixed multipliers on the model of every env, applied under any randomised variant: the model changes a real
+    robot brings beyond the training randomisation (``evaluate.py scenario=<name>``, :mod:`.scenarios`). All 1 in
+    training."""
+
+    friction: float = positive(1.0)  # floor, ball and robot sliding friction, the ball's rolling friction
+    mass: float = positive(1.0)  # the robots' bodies and the ball
+    gain: float = positive(1.0)  # servo gains and force (torque) limits: drive, yaw and kicker (humanoid joints)
+
+
+@dataclass(frozen=True)
 class CameraCfg:
     """The head camera (vision observation): the paper's 40x30 RGB."""
 
@@ -126,6 +137,7 @@ class RobotSoccerCfg:
     # the reward with skill=getup (rewards is the soccer skill's)
     getup_rewards: RewardCfg = field(default_factory=lambda: GETUP_REWARDS)
     randomization: RandomizationCfg = field(default_factory=RandomizationCfg)
+    model_scale: ModelScaleCfg = field(default_factory=ModelScaleCfg)
     camera: CameraCfg = field(default_factory=CameraCfg)
     mujoco: MjWorldCfg = field(default_factory=MjWorldCfg)
 

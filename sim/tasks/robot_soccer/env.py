@@ -58,11 +58,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from sim.core.env import MultiAgentEnv, Obs
+from sim.core.env import MultiAgentEnv, Obs, Scenario
 from sim.core.randomization import uniform
 from sim.core.spec import EnvSpec, GroupSpec, ObsEntry
 from sim.core.teams import GROUPS
 from sim.mujoco.world import BatchedMjWorld
+from sim.tasks.robot_soccer import scenarios
 from sim.tasks.robot_soccer.config import RobotSoccerCfg
 from sim.tasks.robot_soccer.constants import (
     APPROACH_MIN_DIST,
@@ -431,6 +432,11 @@ class RobotSoccerEnv(MultiAgentEnv):
     @classmethod
     def evaluation_overrides(cls) -> dict:
         return {"randomization": {"enabled": False}}
+
+    @classmethod
+    def scenarios(cls) -> dict[str, Scenario]:
+        """Model variants a real robot would bring, beyond the training randomisation (:mod:`.scenarios`)."""
+        return scenarios.scenarios()
 
     @classmethod
     def match_teams(cls):

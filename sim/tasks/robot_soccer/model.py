@@ -17,6 +17,7 @@ biped of :mod:`.humanoid` instead (a free body with 18 position-servoed joints, 
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import mujoco
@@ -138,9 +139,10 @@ def build_model(cfg: RobotSoccerCfg, scale: dict[str, float] | None = None) -> m
 
 
 def model_variants(cfg: RobotSoccerCfg, rng: np.random.Generator) -> list[mujoco.MjModel]:
-    """The nominal model first, then ``randomization.variants - 1`` randomised ones (or just the nominal)."""
-    r = cfg.randomization
-    models = [build_model(cfg)]
+    """The nominal model first, then ``randomization.variants - 1`` randomised ones (or just the nominal); each
+    scaled by ``model_scale`` (a fixed model change, all 1 in training)."""
+    r, fixed = cfg.randomization, asdict(cfg.model_scale)
+    models = [build_model(cfg, fixed)]
     if r.enabled:
         for _ in range(r.variants - 1):
             scale = {
@@ -148,5 +150,5 @@ def model_variants(cfg: RobotSoccerCfg, rng: np.random.Generator) -> list[mujoco
                 "mass": rng.uniform(*r.mass_scale),
                 "gain": rng.uniform(*r.gain_scale),
             }
-            models.append(build_model(cfg, scale))
+            models.append(build_model(cfg, {k: fixed[k] * v for k, v in scale.items()}))
     return models
