@@ -7,9 +7,11 @@ operator would, on the topics the policy nodes of ``deploy_ros/params/cable_load
     /load/odom       nav_msgs/Odometry          the load, same conventions
     /load/goal       geometry_msgs/PoseStamped  the goal pose of the load, ``world``
 
-and takes each MAV's command on ``/mav<i>/command``. Parameter (besides the bridge's own):
+and takes each MAV's command on ``/mav<i>/command``. Parameters (besides the bridge's own):
 ``goal`` (``[x, y, z, roll, pitch, yaw]`` in m / rad relative to the start; anything else = drawn
-from the seed). Result: the final load position error (m) and orientation error (deg).
+from the seed) and ``engine`` (what steps the bodies, as ``evaluate.py engine=``: ``covey``, the default, or
+``mujoco[:<integrator>]`` to fly the team in MuJoCo: a sim-to-sim check over ROS). Result: the final load position
+error (m), orientation error (deg) and position (m), and the backend that stepped the bodies.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ def _integral_slice(env) -> slice:
     return env.spec.groups[GROUP].observations["policy"].slices()["own_attach_err_int"]
 
 
-def make_env(task_cfg: dict, seed: int, goal: list[float] | None = None, compile: bool = False):
+def make_env(task_cfg: dict, seed: int, goal: list[float] | None = None, compile: bool = False, engine: str = "covey"):
     """One evaluation-mode env (noise and randomisation off); ``goal`` = ``[x, y, z, roll, pitch, yaw]``
     relative to the start (None: the seed's draw). ``compile``: the control loop through
     ``torch.compile``, compiled here (two warm-up steps, then the reset below) so that the first
-    real-time tick does not stall for minutes."""
+    real-time tick does not stall for minutes. ``engine``: what steps the bodies (``sim.make``'s ``engine``,
+    e.g. ``"mujoco"``)."""
     cfg = deep_merge(dict(task_cfg), sim.evaluation_overrides(task_cfg["name"]))
-    env = sim.make(cfg, num_envs=1, device="cpu", seed=seed, compile=compile)
+    env = sim.make(cfg, num_envs=1, device="cpu", seed=seed, compile=compile, engine=engine)
     if compile:
         env.reset(seed=seed)
         for _ in range(2):
@@ -61,6 +64,22 @@ def load_errors(env) -> tuple[float, float]:
     return float(pos[0]), math.degrees(float(ori[0]))
 
 
+def messages(env, stamp: Any) -> dict[str, Any]:
+    """Topic -> message of env 0's state at ``stamp``: every MAV's odometry, the load's and the goal."""
+    from sim.ros.messages import odometry_msg, pose_msg
+
+    d, ld, out = env.drones, env.load, {}
+    for i in range(env.spec.groups[GROUP].n_agents):
+        v_body = quat_rotate_inv(d.quat[0, i], d.vel[0, i])
+        out[f"/mav{i}/odom"] = odometry_msg(
+            stamp, f"mav{i}/base_link", d.pos[0, i], d.quat[0, i], v_body, d.ang_vel[0, i]
+        )
+    v_body = quat_rotate_inv(ld.quat[0], ld.vel[0])
+    out["/load/odom"] = odometry_msg(stamp, "load", ld.pos[0], ld.quat[0], v_body, ld.ang_vel[0])
+    out["/load/goal"] = pose_msg(stamp, env.goal_pos[0], env.goal_quat[0])
+    return out
+
+
 class CableLoadBridge:
     """The bridge adapter: ``CableLoadBridge(node, task_cfg, seed)`` (see the module docstring)."""
 
@@ -69,28 +88,25 @@ class CableLoadBridge:
         from nav_msgs.msg import Odometry
 
         goal = list(node.declare_parameter("goal", [0.0]).value)
-        self.env = make_env(task_cfg, seed, goal if len(goal) == 6 else None, bool(getattr(node, "compile", False)))
-        self.n = self.env.spec.groups[GROUP].n_agents
-        self.command_topics = {GROUP: [f"/mav{i}/command" for i in range(self.n)]}
-        self.odom_pubs = [node.create_publisher(Odometry, f"/mav{i}/odom", 10) for i in range(self.n)]
-        self.load_pub = node.create_publisher(Odometry, "/load/odom", 10)
-        self.goal_pub = node.create_publisher(PoseStamped, "/load/goal", 10)
+        self.engine = str(node.declare_parameter("engine", "covey").value)
+        compile = bool(getattr(node, "compile", False))
+        self.env = make_env(task_cfg, seed, goal if len(goal) == 6 else None, compile, self.engine)
+        n = self.env.spec.groups[GROUP].n_agents
+        self.command_topics = {GROUP: [f"/mav{i}/command" for i in range(n)]}
+        self.pubs = {f"/mav{i}/odom": node.create_publisher(Odometry, f"/mav{i}/odom", 10) for i in range(n)}
+        self.pubs["/load/odom"] = node.create_publisher(Odometry, "/load/odom", 10)
+        self.pubs["/load/goal"] = node.create_publisher(PoseStamped, "/load/goal", 10)
 
     def describe(self) -> str:
-        return f"goal {[round(x, 3) for x in self.env.goal_pos[0].tolist()]}"
+        return f"engine {self.engine}, goal {[round(x, 3) for x in self.env.goal_pos[0].tolist()]}"
 
     def publish(self, stamp: Any) -> None:
         """Every MAV's odometry, the load's and the goal, at sim time ``stamp``."""
-        from sim.ros.messages import odometry_msg, pose_msg
+        for topic, msg in messages(self.env, stamp).items():
+            self.pubs[topic].publish(msg)
 
-        d, ld = self.env.drones, self.env.load
-        for i, pub in enumerate(self.odom_pubs):
-            v_body = quat_rotate_inv(d.quat[0, i], d.vel[0, i])
-            pub.publish(odometry_msg(stamp, f"mav{i}/base_link", d.pos[0, i], d.quat[0, i], v_body, d.ang_vel[0, i]))
-        v_body = quat_rotate_inv(ld.quat[0], ld.vel[0])
-        self.load_pub.publish(odometry_msg(stamp, "load", ld.pos[0], ld.quat[0], v_body, ld.ang_vel[0]))
-        self.goal_pub.publish(pose_msg(stamp, self.env.goal_pos[0], self.env.goal_quat[0]))
-
-    def result(self) -> dict[str, float]:
+    def result(self) -> dict[str, Any]:
+        """The final load errors and position, and the backend that stepped the bodies (``mujoco``, ``native``...)."""
         pos_err, ori_err = load_errors(self.env)
-        return {"pos_err_m": pos_err, "ori_err_deg": ori_err}
+        load_pos = self.env.load.pos[0].tolist()
+        return {"pos_err_m": pos_err, "ori_err_deg": ori_err, "load_pos_m": load_pos, "backend": self.env.backend.name}
