@@ -29,6 +29,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from sim.core.env import Scenario
 from sim.core.randomization import uniform
 from sim.physics.quaternion import cross, quat_mul
 from sim.tasks.hepi.base import yaw_quat
@@ -36,6 +37,7 @@ from sim.tasks.hepi.cloth_config import ClothHangingCfg
 from sim.tasks.hepi.cloth_model import build_cloth_model
 from sim.tasks.hepi.flex import FlexEnv, axis_offset
 from sim.tasks.hepi.flex_model import FlexModel
+from sim.tasks.hepi.scenarios import cloth_scenarios
 
 __all__ = ["ClothHangingEnv"]
 
@@ -60,6 +62,11 @@ class ClothHangingEnv(FlexEnv):
     # Window mean at the last control step: hung over the bar (not_hung = 0).
     success_criteria: ClassVar = {"not_hung": 0.5}
     line_axis = (1.0, 0.0, 0.0)  # the bar: its local x axis
+
+    @classmethod
+    def scenarios(cls) -> dict[str, Scenario]:
+        """Model variants a real setup would bring (:mod:`sim.tasks.hepi.scenarios`)."""
+        return cloth_scenarios()
 
     def _build_flex(self, cfg: ClothHangingCfg) -> FlexModel:
         return build_cloth_model(cfg)

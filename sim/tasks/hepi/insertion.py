@@ -28,12 +28,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from sim.core.env import Scenario
 from sim.core.randomization import uniform
 from sim.physics.quaternion import cross, quat_conj, quat_mul, quat_rotate, quat_to_matrix
 from sim.tasks.hepi.base import GROUP, HepiEnv, mocap_world, random_tilt, yaw_quat
 from sim.tasks.hepi.graph import SceneGraph
 from sim.tasks.hepi.insertion_config import HELD_OUT_SHAPES, InsertionCfg
 from sim.tasks.hepi.insertion_model import build_variants
+from sim.tasks.hepi.scenarios import insertion_scenarios
 from sim.tasks.hepi.shapes import N_OUTLINE, SHAPES
 
 __all__ = ["HELD_OUT_SHAPES", "InsertionEnv", "RigidPegGraph"]
@@ -80,6 +82,11 @@ class InsertionEnv(HepiEnv):
     evaluation_window_s = 0.04  # the last control step: success is where the peg ends
     renderer = "sim.tasks.hepi.insertion_render:InsertionRenderer"
     robot_builder = "sim.tasks.hepi.insertion_robot:GraphPart"
+
+    @classmethod
+    def scenarios(cls) -> dict[str, Scenario]:
+        """Model variants a real setup would bring (:mod:`sim.tasks.hepi.scenarios`)."""
+        return insertion_scenarios()
 
     def __init__(
         self,

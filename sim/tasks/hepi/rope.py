@@ -29,6 +29,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from sim.core.env import Scenario
 from sim.core.randomization import uniform
 from sim.physics.quaternion import cross, quat_mul
 from sim.tasks.hepi.base import random_tilt
@@ -36,6 +37,7 @@ from sim.tasks.hepi.flex import FlexEnv, axis_offset
 from sim.tasks.hepi.flex_model import FlexModel
 from sim.tasks.hepi.rope_config import RopeClosingCfg
 from sim.tasks.hepi.rope_model import build_rope_model
+from sim.tasks.hepi.scenarios import rope_scenarios
 
 __all__ = ["RopeClosingEnv", "winding_number"]
 
@@ -73,6 +75,11 @@ class RopeClosingEnv(FlexEnv):
     # Window mean at the last control step: closed round the pole (not_closed = 0).
     success_criteria: ClassVar = {"not_closed": 0.5}
     line_axis = (0.0, 0.0, 1.0)  # the pole: its local z axis
+
+    @classmethod
+    def scenarios(cls) -> dict[str, Scenario]:
+        """Model variants a real setup would bring (:mod:`sim.tasks.hepi.scenarios`)."""
+        return rope_scenarios()
 
     def _build_flex(self, cfg: RopeClosingCfg) -> FlexModel:
         return build_rope_model(cfg)
