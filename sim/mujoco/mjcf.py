@@ -15,7 +15,8 @@ Visual geoms have no collisions except with the floor, as in the torch model.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from sim.physics.multirotor import MultirotorParams
 from sim.physics.rigid_body import GRAVITY
@@ -183,6 +184,27 @@ def cable_load_model(
     return mjcf_document("\n".join(bodies), "\n".join(acts), "\n".join(tendons), timestep=timestep, floor=floor)
 
 
+@dataclass(frozen=True)
+class BallContacts:
+    """The ball's physics in MuJoCo for :func:`volleyball_model` (a second engine's, not a drawing's).
+
+    Contacts are explicit ``pair``s, ball against ``floor``, ``net`` and each ``drone{i}_paddle``, frictionless
+    (``condim=1``) with a direct ``solref = "-K -B"`` per surface and a constant impedance ``d``: in contact the
+    penetration ``x`` obeys ``x'' + B x' + K x = (1 - d) a_free``, a spring-damper whose restitution is
+    ``exp(-pi zeta / sqrt(1 - zeta^2))``, ``zeta = B / (2 sqrt K)``. Nothing else touches the ball, net or paddles.
+    The ball's drag is MuJoCo's ellipsoid fluid model (``fluidcoef = "C_D/2 0 0 0 0"``: ``-1/2 rho C_D pi r^2 |v|
+    v``); the drones get a zero-coefficient ellipsoid so that the fluid model adds nothing to them.
+    ``found`` contact sensors (named ``ball_<surface>``), then the ball's ``framepos``, are the model's sensors.
+    """
+
+    solref: Mapping[str, tuple[float, float]]  # "floor", "net", "paddle" -> (K 1/s^2, B 1/s)
+    impedance: float = 0.99  # solimp d (constant)
+    drag_coeff: float = 0.47  # the ball's C_D
+    air_density: float = 1.225  # kg/m^3 (MuJoCo's global density)
+    paddle_half_height: float = 0.005  # m: the paddle's cylinder, its top face at the paddle plane
+    net_half_thickness: float = 0.005  # m
+
+
 def volleyball_model(
     params: MultirotorParams,
     drone_pos: Sequence[Sequence[float]],
@@ -195,32 +217,63 @@ def volleyball_model(
     drone_rgba: Sequence[str] | None = None,
     paddle: tuple[float, float] | None = None,
     extra_world_xml: str = "",
+    contacts: BallContacts | None = None,
 ) -> str:
     """Drone volleyball: bodies ``drone{i}`` (multirotors), a free ``ball`` sphere, a net (a thin
     static box at x = 0) and the floor. Joint order: drones, then the ball. Actuators:
     ``drone{i}_rotor{j}``, i-major. ``drone_rgba`` colours each drone; ``paddle = (radius, offset)``
-    draws each drone's hitting disc (visual only) ``offset`` above its centre of mass."""
+    draws each drone's hitting disc (visual only) ``offset`` above its centre of mass. With ``contacts``
+    (and ``paddle``) the ball collides with the floor, the net and the paddles as :class:`BallContacts` says."""
+    if contacts is not None and paddle is None:
+        raise ValueError("volleyball_model: contacts need the paddle (radius, offset)")
     bodies, acts = [], []
+    no_fluid = ' fluidshape="ellipsoid" fluidcoef="0 0 0 0 0"' if contacts is not None else ""
     for i, pos in enumerate(drone_pos):
         rgba = drone_rgba[i] if drone_rgba is not None else "0.2 0.4 0.8 1"
         body, act = multirotor_body(params, f"drone{i}", pos, (1.0, 0.0, 0.0, 0.0), rgba)
+        body = body.replace(f'name="drone{i}_core"', f'name="drone{i}_core"{no_fluid}')
         if paddle is not None:
+            half, z = 0.006, paddle[1]
+            if contacts is not None:
+                half, z = contacts.paddle_half_height, paddle[1] - contacts.paddle_half_height
             disc = (
-                f'<geom name="drone{i}_paddle" type="cylinder" size="{paddle[0]:.4g} 0.006" pos="0 0 {paddle[1]:.4g}"'
+                f'<geom name="drone{i}_paddle" type="cylinder" size="{paddle[0]:.4g} {half:.4g}" pos="0 0 {z:.6g}"'
                 f' rgba="{rgba.rsplit(" ", 1)[0]} 0.45" mass="0" contype="0" conaffinity="0"/>'
             )
             body = body[: body.rindex("</body>")] + disc + "\n</body>"
         bodies.append(body)
         acts.append(act)
+    ball_extra, net_extra, net_half = "", "", 0.01
+    if contacts is not None:
+        ball_extra = (
+            f' name="ball" contype="0" conaffinity="0" fluidshape="ellipsoid"'
+            f' fluidcoef="{contacts.drag_coeff / 2:.9g} 0 0 0 0"'
+        )
+        net_extra, net_half = ' contype="0" conaffinity="0"', contacts.net_half_thickness
     bodies.append(
         f'<body name="ball" pos="{_vec(ball_pos)}"><freejoint/>'
-        f'<geom type="sphere" size="{ball_radius}" mass="{ball_mass}" rgba="1 0.9 0.2 1"/></body>'
+        f'<geom type="sphere" size="{ball_radius}" mass="{ball_mass}" rgba="1 0.9 0.2 1"{ball_extra}/></body>'
     )
     net = (
-        f'<geom name="net" type="box" pos="0 0 {net_height / 2}" size="0.01 {court_width / 2} {net_height / 2}"'
-        ' rgba="0.95 0.95 0.95 0.55"/>'
+        f'<geom name="net" type="box" pos="0 0 {net_height / 2}" size="{net_half} {court_width / 2} {net_height / 2}"'
+        f' rgba="0.95 0.95 0.95 0.55"{net_extra}/>'
     )
-    return mjcf_document("\n".join(bodies), "\n".join(acts), timestep=timestep, extra_world_xml=net + extra_world_xml)
+    xml = mjcf_document("\n".join(bodies), "\n".join(acts), timestep=timestep, extra_world_xml=net + extra_world_xml)
+    if contacts is None:
+        return xml
+    d = contacts.impedance
+    surfaces = [("floor", "floor"), ("net", "net")] + [(f"drone{i}_paddle", "paddle") for i in range(len(drone_pos))]
+    pairs, sensors = [], []
+    for geom, kind in surfaces:
+        k, b = contacts.solref[kind]
+        pairs.append(
+            f'<pair geom1="ball" geom2="{geom}" condim="1" solref="{-k:.9g} {-b:.9g}" solimp="{d:g} {d:g} 0.001"/>'
+        )
+        sensors.append(f'<contact name="ball_{geom}" geom1="ball" geom2="{geom}" data="found" num="1"/>')
+    sensors.append('<framepos name="ball_pos" objtype="body" objname="ball"/>')
+    extra = f"<contact>{''.join(pairs)}</contact><sensor>{''.join(sensors)}</sensor>"
+    xml = xml.replace("<option ", f'<option density="{contacts.air_density:.9g}" ', 1)
+    return xml.replace("</mujoco>", extra + "\n</mujoco>")
 
 
 def camera_xml(name: str, pos: Sequence[float], target: Sequence[float]) -> str:

@@ -256,6 +256,7 @@ class BatchedMjWorld:
         )  # fmt: skip
         expected = self._state[:, self._slices["time"]][:, 0] + nstep * self._timestep()
         self._state = np.ascontiguousarray(state[:, -1])
+        self._sensor_steps = sensordata  # [E, nstep, nsensordata]: every step's, for sensors_per_step
         # MuJoCo resets an unstable env to its initial state (with a warning) and restarts its clock:
         # a clock that did not advance by nstep * dt marks an env that diverged.
         clock = self._state[:, self._slices["time"]][:, 0]
@@ -403,6 +404,15 @@ class BatchedMjWorld:
     def sensordata(self) -> Tensor:
         """``[E, nsensordata]`` at the current state (see ``exact_sensors``)."""
         return self._tensor(self._sensordata)
+
+    def sensors_per_step(self) -> Tensor:
+        """``[E, nstep, nsensordata]``: the sensors of every physics step of the last :meth:`step`, each at the state
+        that step started from (as ``rollout`` computes them inside ``mj_step``; e.g. the contacts found at each
+        step, which a task reading only the final state would miss). Rollout backend only."""
+        steps = getattr(self, "_sensor_steps", None)
+        if steps is None:
+            raise RuntimeError("sensors_per_step: no step taken yet (or a backend that does not keep them)")
+        return self._tensor(steps)
 
     def diverged(self) -> Tensor:
         """``[E]`` bool: since its last :meth:`set_state` the env went unstable (MuJoCo reset it

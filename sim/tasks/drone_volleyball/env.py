@@ -67,6 +67,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
     cfg_class = VolleyballCfg
     fresh_observations = True  # _observations_of makes every entry anew (cat/stack, or the C op; MultiAgentEnv)
     renderer = "sim.tasks.drone_volleyball.render:VolleyballRenderer"
+    engines = {"mujoco": "sim.tasks.drone_volleyball.mujoco_engine:MujocoEngine"}  # sim-to-sim (docs/sim_to_sim.md)
     # sim.compile=auto compiles the skills' and the matches' passes on a GPU, as the strategy level's (strategy.py says
     # why; not measured on a GPU yet: benchmarks/gpu_suite.py does). Not on a CPU, where a compile costs minutes.
     auto_compile_min_steps = {"cuda": 0}
