@@ -16,6 +16,8 @@ Shapes: E = num_envs, N = num_mavs, R = rotors per MAV.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import fields, replace
 from typing import Any
 
 import torch
@@ -44,7 +46,7 @@ from sim.tasks.cable_load import deployment, physics, reset, scenarios
 from sim.tasks.cable_load.backends import CableLoadBackend, select_backend
 from sim.tasks.cable_load.config import GROUP, PENALTY_TERMS, CableLoadCfg, evaluation_overrides
 from sim.tasks.cable_load.geometry import box_inertia, hover_equilibrium, load_attach_points
-from sim.tasks.cable_load.spec import ACTION_NAMES, build_spec, noise_std
+from sim.tasks.cable_load.spec import ACTION_NAMES, build_spec, noise_std, pid_law
 
 __all__ = ["ACTION_NAMES", "CableLoadEnv"]
 
@@ -165,6 +167,15 @@ class CableLoadEnv(MultiAgentEnv):
 
     def _build_spec(self) -> EnvSpec:
         return build_spec(self.cfg)
+
+    def expert_policy(self) -> Callable[[Obs], dict[str, Tensor]]:
+        """``obs -> {"mavs": action [E, N, 5]}``: the PID formation law with the shipped prior's gains (the config's
+        defaults, whatever this run's ``action_prior_k*``), clamped to [-1, 1] as the env applies it. It is the
+        teacher of a plain policy (``imitation.expert=task``, every prior gain 0): the prior alone flies the task."""
+        defaults = {f.name: f.default for f in fields(CableLoadCfg)}
+        law = pid_law(self.cfg, *(defaults[f"action_prior_k{k}"] for k in "pdi"))
+        matrix = replace(self.spec.groups[GROUP], action_prior=law).action_prior_matrix().to(self.device)
+        return lambda obs: {GROUP: (obs[GROUP]["policy"] @ matrix).clamp(-1.0, 1.0)}
 
     @property
     def kernels(self) -> str:

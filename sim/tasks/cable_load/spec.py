@@ -38,6 +38,22 @@ def policy_terms() -> tuple[ObsTerm, ...]:
     )
 
 
+def pid_law(cfg: CableLoadCfg, kp: float, kd: float, ki: float) -> tuple[tuple[int, int, float], ...]:
+    """The PID formation law as ``GroupSpec.action_prior`` entries ``(policy index, action index, gain)``: the
+    normalised acceleration ``(kp own_slot_rel - kd own_vel + ki own_attach_err_int) / action_acc_scale``, read
+    from the newest frame of the ``policy`` history; body rates 0. Zero gains give no entries."""
+    frame = sum(t.size for t in policy_terms())
+    slices = ObsEntry((frame,), terms=policy_terms()).slices()
+    newest = (cfg.history_len - 1) * frame  # offset of the newest frame in the flattened history
+    slot, vel, integ = (newest + slices[t].start for t in ("own_slot_rel", "own_vel", "own_attach_err_int"))
+    prior = []
+    for k in range(3):
+        for index, gain in ((slot, kp), (vel, -kd), (integ, ki)):
+            if gain:
+                prior.append((index + k, k, gain / cfg.action_acc_scale))
+    return tuple(prior)
+
+
 def build_spec(cfg: CableLoadCfg) -> EnvSpec:
     """The ``mavs`` group (policy history and critic state entries, the action prior) and the timing."""
     N = cfg.num_mavs
@@ -60,17 +76,7 @@ def build_spec(cfg: CableLoadCfg) -> EnvSpec:
         ObsTerm("agent_id", N, "one-hot"),
     )
     policy = ObsEntry((cfg.history_len * frame,), terms=terms, history=cfg.history_len)
-    newest = (cfg.history_len - 1) * frame  # offset of the newest frame in the flattened history
-    slices = policy.slices()
-    slot, vel, integ = (slices[t].start for t in ("own_slot_rel", "own_vel", "own_attach_err_int"))
-    prior = []
-    for k in range(3):
-        if cfg.action_prior_kp:
-            prior.append((newest + slot + k, k, cfg.action_prior_kp / cfg.action_acc_scale))
-        if cfg.action_prior_kd:
-            prior.append((newest + vel + k, k, -cfg.action_prior_kd / cfg.action_acc_scale))
-        if cfg.action_prior_ki:
-            prior.append((newest + integ + k, k, cfg.action_prior_ki / cfg.action_acc_scale))
+    prior = pid_law(cfg, cfg.action_prior_kp, cfg.action_prior_kd, cfg.action_prior_ki)
     group = GroupSpec(
         n_agents=N,
         observations={
