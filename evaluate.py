@@ -236,8 +236,6 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         raise EvalError("league_reuse= takes the pairs of an earlier league=: give league=A,B,C,...")
     if args.scenario is not None and (args.match is not None or args.league is not None):
         raise EvalError("scenario= applies to episode evaluations, not to match= or league=")
-    if args.engine != "covey" and (args.match is not None or args.league is not None):
-        raise EvalError("engine= applies to episode evaluations, not to match= or league=")
     if args.match is not None:
         return evaluate_match(args, task_overrides)
     if args.league is not None:

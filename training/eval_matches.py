@@ -54,7 +54,13 @@ def match_env_and_teams(names: list[str], args: Any, task_overrides: Mapping[str
         task_cfg = resolve_task_cfg(source_cfg, args, task_overrides)
         num_envs = min(args.games, args.num_envs or DEFAULT_MAX_ENVS)
         env = sim.make(
-            task_cfg, num_envs=num_envs, device=args.device, seed=args.seed, compile=args.compile, kernels=args.kernels
+            task_cfg,
+            num_envs=num_envs,
+            device=args.device,
+            seed=args.seed,
+            compile=args.compile,
+            kernels=args.kernels,
+            engine=args.engine,
         )
         teams = [build_team(env, n, load) for n in names]
     except ValueError as err:
@@ -109,6 +115,7 @@ def evaluate_league(args: Any, task_overrides: Mapping[str, Any]) -> dict[str, A
         "games": args.games,
         "pairs": pairs,
         "seed": args.seed,
+        "engine": args.engine,
         "task": env.task_name,
         "task_cfg": task_cfg,
     }
@@ -116,17 +123,18 @@ def evaluate_league(args: Any, task_overrides: Mapping[str, Any]) -> dict[str, A
 
 def reusable_pairs(args: Any, task: str, task_cfg: Mapping[str, Any]) -> dict[tuple[str, str], dict]:
     """``{(team_a, team_b): summary}`` of the earlier league report ``args.league_reuse``; it must have been
-    played under this league's task, task config, games per pair and seed, or its results would not be
+    played under this league's task, task config, games per pair, seed and engine, or its results would not be
     comparable (the games of a pair are reproducible: same seed, same env)."""
     path = Path(str(args.league_reuse))
     try:
         old = json.loads(path.read_text())
         old_pairs = old["pairs"]
-        setting = {"task": old["task"], "games": old["games"], "seed": old["seed"]}
+        engine = old.get("engine", "covey")  # reports from before engine= in matches were covey's
+        setting = {"task": old["task"], "games": old["games"], "seed": old["seed"], "engine": engine}
         old_cfg = old["task_cfg"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise EvalError(f"league_reuse={path}: not a league report ({err})") from err
-    want = {"task": task, "games": args.games, "seed": args.seed}
+    want = {"task": task, "games": args.games, "seed": args.seed, "engine": args.engine}
     for key, val in want.items():
         if setting[key] != val:
             raise EvalError(f"league_reuse={path}: played with {key}={setting[key]!r}, this league {key}={val!r}")
@@ -156,7 +164,8 @@ def evaluate_match(args: Any, task_overrides: Mapping[str, Any]) -> dict[str, An
     log(f"{args.games} games in {time.perf_counter() - start:.1f} s")
     lo, hi = summary["win_rate_ci95"]
     mode = f" ({task_cfg['mode']})" if task_cfg.get("mode") is not None else ""  # a task with several modes
-    print(f"task {env.task_name}{mode}, {names[0]} (team A) vs {names[1]} (team B), seed {args.seed}")
+    engine = f", engine {args.engine}" if args.engine != "covey" else ""
+    print(f"task {env.task_name}{mode}, {names[0]} (team A) vs {names[1]} (team B), seed {args.seed}{engine}")
     record = f"{summary['wins_a']} W / {summary['draws']} D / {summary['losses_a']} L"
     print(f"  win rate A   {summary['win_rate_a']:.3f}  [{lo:.3f}, {hi:.3f}]  ({record})")
     rallies_counted = math.isfinite(summary["hits_per_rally"])  # only a task that counts rallies has the ratio
@@ -185,6 +194,7 @@ def evaluate_match(args: Any, task_overrides: Mapping[str, Any]) -> dict[str, An
         "team_a": names[0],
         "team_b": names[1],
         "seed": args.seed,
+        "engine": args.engine,
         "task": env.task_name,
         "task_cfg": task_cfg,
     }
