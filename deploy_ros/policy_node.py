@@ -30,7 +30,8 @@ Parameters:
     use_sim_time (bool): the standard ROS parameter; ages and the timer then follow ``/clock``.
     lockstep (bool, false): no timer; the node answers each new simulator state exactly once, as soon as
         every ``step_inputs`` message of that state (equal header stamps, newer than the last answered
-        ones) and every other input have arrived: one command per sim step, whatever the machine's load.
+        ones) and every other input have arrived: one command per sim step, whatever the machine's load
+        (the ages and frozen stamps of step inputs are then not checked: the simulator waits for the answer).
         For SITL with the sim bridge's ``lockstep`` (which steps only when every agent has answered);
         never on a robot, whose state does not wait for the policy.
 
@@ -316,7 +317,7 @@ class PolicyNode(Node):
             if not self._needs_reset:  # mid-run only: at a (re)start the histories begin afresh anyway
                 return why
         frozen = (now - track.changed).nanoseconds * 1e-9
-        if track.advanced and frozen > timeout:
+        if track.advanced and frozen > timeout and not self._current_by_construction(key):
             # Messages keep coming but the state they carry does not move (a hung estimator): stale.
             # A stream that never advanced (a simulator holding its start state) is not stale here.
             return f"header stamps not advancing for {frozen:.3f} s (> {timeout:g} s)"
@@ -327,6 +328,13 @@ class PolicyNode(Node):
                 "-p max_stamp_lead_s:=0 disables the check)"
             )
         return None
+
+    def _current_by_construction(self, key: str) -> bool:
+        """Whether input ``key`` is current whatever its age: in lockstep a step input's state is the simulator's
+        current one (the bridge holds it until every node answered), however long its messages took to arrive on a
+        loaded machine, so its age by this node's clock says nothing. A safe tick there would restart the histories
+        mid-flight and part the run from the in-process one."""
+        return self.lockstep and key in self.profile.step_inputs
 
     def _gather(self, now: Time) -> tuple[dict[str, Any] | None, str | None]:
         """This tick's parsed inputs (name -> value), or why they are not usable."""
@@ -341,7 +349,7 @@ class PolicyNode(Node):
             age = (now - latest.stamp).nanoseconds * 1e-9 if now >= latest.stamp else -1.0
             if age < 0:  # the clock went backwards (e.g. a simulator restarted /clock): trust nothing
                 return None, f"{topic} received in the future (clock jumped back)"
-            if timeout > 0 and age > timeout:
+            if timeout > 0 and age > timeout and not self._current_by_construction(key):
                 return None, f"stale {topic} ({age:.3f} s old > {timeout:g} s)"
             stamp_problem = self._stamp_problem(key, now)
             if stamp_problem:
