@@ -63,7 +63,8 @@ not-yet-due state leaves them on the older one: the bridge steps on their held c
 fall due at one step only the newest is delivered (``superseded``). Every answer counts in the lockstep handshake;
 a dropped command's content is discarded. The result's ``link`` (only when a path is on) counts per path the
 ``messages`` sent, those ``delayed`` (latency above 0, in lockstep at least one step), ``dropped`` and, in lockstep,
-``superseded`` states.
+``superseded`` states. The state path may hold an adapter's messages: an adapter builds new ones at each
+``publish`` (as every adapter does), never refilling one it published before.
 
 This node runs the simulator, so it needs torch (the policy nodes do not) and lives on the simulator side;
 ``python -m deploy_ros.sim_bridge`` starts it too. It names no task. Adapters build their messages with
