@@ -10,7 +10,11 @@ Tolerances are a few times the measured errors quoted at each assertion.
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,6 +25,7 @@ from sim.tasks.drone_volleyball.mujoco_engine import CONTACT_STEPS, contact_solr
 pytest.importorskip("mujoco")
 
 E = 4
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def make(engine: str, mode: str = "1v1"):
@@ -163,3 +168,15 @@ def test_engine_errors_and_rally_restart():
     a, b = physics_steps(ref, 5), physics_steps(other, 5)
     assert (a[-1][2] - b[-1][2]).norm(dim=-1).max() < 2e-3
     assert (a[-1][0] - b[-1][0]).norm(dim=-1).max() < 1e-3
+
+
+def test_evaluate_plays_a_match_in_mujoco():
+    """The entry point, in a subprocess with a tiny budget: a match in MuJoCo (engine= reaches the match env and its
+    report), hovering drones against the scripted team for 1 s."""
+    args = ["task=drone_volleyball", "match=scripted,hover", "games=2", "engine=mujoco", "task.episode_length_s=1"]
+    out = subprocess.run(
+        [sys.executable, "evaluate.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=True
+    )
+    report = json.loads(out.stdout.splitlines()[-1])
+    assert report["engine"] == "mujoco" and report["games"] == 2
+    assert "engine mujoco" in out.stdout
