@@ -18,7 +18,8 @@ spring). The tension the observations, rewards and metrics read is covey's formu
 
 Per-episode parameters (load mass and inertia, MAV mass and inertia, cable lengths) are written into each env's own
 copy of the model at its reset, so randomised and heterogeneous teams fly as drawn. A released cable (fault
-``cable="released"``) has no counterpart here: such a config is refused.
+``cable="released"``) lets go when its MAV fails, as covey's does: that env's tendon loses its stiffness and damping
+(it stays in the model as a path that transmits no force) until the env's next reset.
 
 MuJoCo steps every env in one ``mujoco.rollout`` call per physics step (:class:`sim.mujoco.world.BatchedMjWorld`, CPU
 threads): no Python loop over envs; the forces depend on the state, so each call advances one physics step.
@@ -72,9 +73,6 @@ class MujocoEngine:
             raise ValueError(
                 f"cable_load engine 'mujoco': unknown integrator {integrator!r}; known: {list(INTEGRATORS)}"
             )
-        if cfg.fault.enabled and cfg.fault.cable == "released":
-            raise ValueError("cable_load engine 'mujoco': fault.cable='released' has no MuJoCo counterpart (a tendon "
-                             "cannot let go); use fault.cable='attached'")  # fmt: skip
         self.env = env
         self.inner = TorchPhysics(env)
         self.evaluate = self.inner.evaluate
@@ -105,6 +103,10 @@ class MujocoEngine:
         self.mav_body = [base.body(f"mav{i}").id for i in range(n)]
         self.load_body = base.body("load").id
         self.tendon = [base.tendon(f"cable{i}").id for i in range(n)]
+        # A released cable: the failed MAV's tendon stops pulling (stiffness and damping 0) until the env's reset.
+        self.release = cfg.fault.enabled and cfg.fault.cable == "released"
+        self.cable_gains = base.tendon_stiffness[self.tendon].copy(), base.tendon_damping[self.tendon].copy()
+        self.let_go = np.zeros((env.num_envs, n), dtype=bool)  # [E, N] tendons released in MuJoCo's models
         self._scratch = mujoco.MjData(base)  # workspace of mj_setConst (every env's model has the base's sizes)
         self._stale = False  # set when the env's state was written behind the engine's back
         self.reset_rows(torch.arange(env.num_envs, device=env.device), inner=False)  # the env's current state
@@ -142,7 +144,9 @@ class MujocoEngine:
             m.body_mass[self.load_body] = load_mass[row]
             m.body_inertia[self.load_body] = load_inertia[row]
             m.tendon_lengthspring[self.tendon, 1] = length[row]
+            m.tendon_stiffness[self.tendon], m.tendon_damping[self.tendon] = self.cable_gains
             mujoco.mj_setConst(m, self._scratch)  # MuJoCo steps with constants derived from the masses (dof_M0)
+        self.let_go[ids] = False
         d, ld = env.drones, env.load
         qpos = torch.cat((torch.cat((d.pos, d.quat), -1).flatten(1), ld.pos, ld.quat), -1)[env_ids]
         qvel = torch.cat((torch.cat((d.vel, d.ang_vel), -1).flatten(1), ld.vel, ld.ang_vel), -1)[env_ids]
@@ -166,10 +170,21 @@ class MujocoEngine:
         failed = physics.failed_mavs(env)
         env.failed = failed
         env.rotor_alive = (~failed).float().unsqueeze(-1)
+        if self.release:
+            self.release_cables(failed)
         speed_cmd = torch.minimum(speed_cmd, env.rotor_speed_max) * env.rotor_alive
         for _ in range(env.cfg.physics_substeps):
             self.physics_step(speed_cmd)
         env.time = env.time + env.ctrl_dt
+
+    def release_cables(self, failed: Tensor) -> None:
+        """Let go of the cables of MAVs newly failed (``failed [E, N]`` bool) in their envs' MuJoCo models."""
+        new = failed.cpu().numpy() & ~self.let_go
+        for e, i in zip(*np.nonzero(new), strict=True):
+            m = self.world.models[e]
+            m.tendon_stiffness[self.tendon[i]] = 0.0
+            m.tendon_damping[self.tendon[i]] = 0.0
+        self.let_go |= new
 
     def applied_forces(self) -> Tensor:
         """``xfrc_applied`` now, ``[E, nbody, 6]`` (force N, torque N m; world frame, at each centre of mass): each
@@ -194,6 +209,8 @@ class MujocoEngine:
         p_d, vel_d = point_velocity(env.drones, env.model.cable_attach)
         p_l, vel_l = point_velocity(physics.load_per_mav(env), env.attach)
         tension, _, _ = cable_tension(p_d, vel_d, p_l, vel_l, env.cable_length, cfg.cable_stiffness, cfg.cable_damping)
+        if self.release:
+            tension = tension * (~env.failed)  # a lost MAV's cable has let go of the load
         env.cable_tension = tension
         self.world.step(self.applied_forces().flatten(1), nstep=1)
         self.read_state()
