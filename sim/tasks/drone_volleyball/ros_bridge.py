@@ -12,7 +12,8 @@ publishes what motion capture and the referee would, on the topics of ``deploy_r
 and takes team A's commands on ``/drone<i>/command``. Parameters (besides the bridge's own): ``games`` (stop after
 this many finished games; 0 = run on), ``points_to_win`` (0 = the model's). Result: every finished game's score
 (``scores``: ``[[a, b], ...]``), ``wins_a``, the score of the game in progress, the rallies played and the finished
-games' event counts (``events``).
+games' event counts (``events``), and the sum of the ball's position over every step (``ball_path_sum``, m, float64):
+a fingerprint of the whole flight, which lockstep checks compare with their in-process twin to the bit.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class VolleyballBridge:
         self.scores: list[list[int]] = []
         self.events: dict[str, int] = {}  # the rules' event counts of the finished games (rally outcomes, faults)
         self.rallies = 0
+        self.ball_path_sum = torch.zeros(3, dtype=torch.float64)
 
     def describe(self) -> str:
         rules = self.env.cfg.rules
@@ -115,6 +117,7 @@ class VolleyballBridge:
     def after_step(self) -> None:
         """Keep each finished game's score (read from the episode's last counters, before the auto-reset)."""
         ev = self.env.events
+        self.ball_path_sum += self.env.ball_pos[0].double()
         self.rallies += int(ev.rally_over[0])
         if bool(ev.game_over[0]):
             counters = {k: int(v[0]) for k, v in self.env.final_counters.items()}
@@ -137,4 +140,5 @@ class VolleyballBridge:
             "score_now": [int(s) for s in self.env.rules.score[0]],
             "rallies": self.rallies,
             "events": self.events,
+            "ball_path_sum": [float(v) for v in self.ball_path_sum],
         }
