@@ -55,12 +55,13 @@ def in_process_games(seed: int, points: int, games: int) -> list[list[int]]:
     return scores
 
 
-def robot_path_games(seed: int, points: int, games: int) -> dict:
+def robot_path_games(seed: int, points: int, games: int, engine: str = "covey", max_steps: int = 0) -> dict:
     """``games`` games against the scripted team on the robot path, in process: each step the bridge's messages of
     the state go through a policy node's parsers, each drone's builder (strategy, rule layer) and ONNX runner, and
     the commands through the bridge's conversion, as in lockstep SITL but without DDS. The bridge's result fields:
-    ``scores``, ``steps``, ``events``, ``ball_path_sum``."""
-    env = make_env(read_task_cfg(SKILLS), seed, points)
+    ``scores``, ``steps``, ``events``, ``ball_path_sum`` (``engine``: what steps the bodies, as the bridge's;
+    ``max_steps`` > 0: stop after that many steps, as the bridge's ``duration_s``)."""
+    env = make_env(read_task_cfg(SKILLS), seed, points, engine)
     team_b, n = scripted_team(env), env.n
     policies = [OnnxPolicy(SKILLS, i) for i in range(n)]
     meta = policies[0].metadata
@@ -72,7 +73,7 @@ def robot_path_games(seed: int, points: int, games: int) -> dict:
     last, key, steps = np.zeros((n, len(meta["action"]["names"])), np.float32), None, 0
     scores, events, ball_path_sum = [], {}, torch.zeros(3, dtype=torch.float64)
     with torch.no_grad():
-        while len(scores) < games:
+        while len(scores) < games and not (max_steps and steps >= max_steps):
             stamp = sim_stamp(steps * env.spec.control_dt)
             msgs = messages(env, stamp)
             inputs = {k: parse[k](msgs[s.topic]) for k, s in profile.inputs.items()}
@@ -143,3 +144,18 @@ def test_a_rally_in_real_time_at_the_control_rate_has_few_stale_commands(tmp_pat
     assert out["steps"] == 400, out
     assert out["stale_command_steps"] <= 0.05 * out["steps"] * 3, out
     assert out["bad_commands"] == 0, out
+
+
+def test_the_games_team_over_ros_in_mujoco_in_lockstep_flies_the_in_process_mujoco_run(tmp_path: Path) -> None:
+    """Sim-to-sim over ROS: the bridge steps the match in MuJoCo (``engine:=mujoco``; the ball's contacts are
+    MuJoCo's), and 3 s of lockstep (a serve and its return: ball contacts in MuJoCo) are the robot path's run in
+    MuJoCo in process to the bit."""
+    steps = 150
+    robot = robot_path_games(SEED, POINTS, GAMES, engine="mujoco", max_steps=steps)
+    assert robot["steps"] == steps and robot["scores"] == [], robot
+    extra = ["-p", f"seed:={SEED}", "-p", f"points_to_win:={POINTS}", "-p", "engine:=mujoco"]
+    extra += ["-p", f"duration_s:={steps / 50:g}", "-p", "lockstep:=true", "-p", "realtime_factor:=10.0"]
+    out = play_sitl(tmp_path, extra, timeout_s=300)
+    print(f"SITL lockstep in MuJoCo {out}; robot path in process {robot}")
+    assert out["engine"] == "mujoco" and out["stale_command_steps"] == 0 and out["bad_commands"] == 0, out
+    assert {k: out[k] for k in robot} == robot, (out, robot)

@@ -10,7 +10,9 @@ publishes what motion capture and the referee would, on the topics of ``deploy_r
     /game/state      sensor_msgs/JointState   the game state (names: ``robot_observation.game_fields``)
 
 and takes team A's commands on ``/drone<i>/command``. Parameters (besides the bridge's own): ``games`` (stop after
-this many finished games; 0 = run on), ``points_to_win`` (0 = the model's). Result: every finished game's score
+this many finished games; 0 = run on), ``points_to_win`` (0 = the model's), ``engine`` (what steps the bodies, as
+``evaluate.py engine=``: ``covey``, the default, or ``mujoco`` to play the games in MuJoCo, a sim-to-sim check over
+ROS). Result: every finished game's score
 (``scores``: ``[[a, b], ...]``), ``wins_a``, the score of the game in progress, the rallies played and the finished
 games' event counts (``events``), and the sum of the ball's position over every step (``ball_path_sum``, m, float64):
 a fingerprint of the whole flight, which lockstep checks compare with their in-process twin to the bit.
@@ -29,12 +31,13 @@ from sim.tasks.drone_volleyball.deployment import match_cfg
 from sim.tasks.drone_volleyball.robot_observation import game_fields
 
 
-def make_env(task_cfg: dict, seed: int, points_to_win: int = 0):
-    """One evaluation-mode match env of the team's config (``points_to_win`` > 0 overrides the game's length)."""
+def make_env(task_cfg: dict, seed: int, points_to_win: int = 0, engine: str = "covey"):
+    """One evaluation-mode match env of the team's config (``points_to_win`` > 0 overrides the game's length;
+    ``engine``: what steps the bodies, ``sim.make``'s, e.g. ``"mujoco"``)."""
     cfg = deep_merge(match_cfg(task_cfg), sim.evaluation_overrides(task_cfg["name"]))
     if points_to_win > 0:
         cfg = deep_merge(cfg, {"rules": {"points_to_win": points_to_win}})
-    env = sim.make(cfg, num_envs=1, device="cpu", seed=seed)
+    env = sim.make(cfg, num_envs=1, device="cpu", seed=seed, engine=engine)
     env.reset(seed=seed)
     return env
 
@@ -91,7 +94,8 @@ class VolleyballBridge:
 
         self.games = int(node.declare_parameter("games", 0).value)
         points = int(node.declare_parameter("points_to_win", 0).value)
-        self.env = make_env(task_cfg, seed, points)
+        self.engine = str(node.declare_parameter("engine", "covey").value)
+        self.env = make_env(task_cfg, seed, points, self.engine)
         n = self.env.n
         self.command_topics = {"team_a": [f"/drone{i}/command" for i in range(n)]}
         self.opponent = scripted_team(self.env)
@@ -105,8 +109,10 @@ class VolleyballBridge:
 
     def describe(self) -> str:
         rules = self.env.cfg.rules
-        return f"games to {rules.points_to_win} against the scripted team" + (
-            f", {self.games} games" if self.games else ""
+        return (
+            f"games to {rules.points_to_win} against the scripted team"
+            + (f", {self.games} games" if self.games else "")
+            + (f", bodies stepped by {self.engine}" if self.engine != "covey" else "")
         )
 
     def other_actions(self) -> dict[str, torch.Tensor]:
@@ -141,4 +147,5 @@ class VolleyballBridge:
             "rallies": self.rallies,
             "events": self.events,
             "ball_path_sum": [float(v) for v in self.ball_path_sum],
+            "engine": self.engine,
         }
