@@ -1,8 +1,8 @@
 """robot_soccer's named evaluation cases (``evaluate.py scenario=<name>``): model variants a real robot would bring.
 
 robot_soccer already runs on MuJoCo, so its sim-to-sim check changes the model, not the engine: each case is the
-nominal model with one change beyond the training randomisation (:class:`.config.RandomizationCfg`: friction and
-masses x0.85-1.3, servo gains x0.8-1.2, camera pitch +-3 deg, height +-1 cm), applied through
+nominal model with one change beyond the training randomisation (:class:`.config.RandomizationCfg`: friction
+x0.7-1.3, masses x0.85-1.15, servo gains x0.8-1.2, camera pitch +-3 deg, height +-1 cm), applied through
 :class:`.config.ModelScaleCfg` and the camera mount. Randomisation is off in every case (camera jitter, frame
 latency and the opponent's speed included: the chaser plays at full speed), so a case differs from ``nominal`` by
 its stated change alone. Rows and their measurements: docs/sim_to_sim.md ("robot_soccer and hepi: model variants").
