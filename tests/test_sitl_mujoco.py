@@ -85,9 +85,6 @@ def fly_sitl(tmp_path: Path, engine: str, seconds: float) -> dict:
     extra = ["--params-file", str(seed_file), "-p", f"model:={MODEL}", "-p", f"goal:={goal}", "-p", f"engine:={engine}"]
     extra += ["-p", "randomize:=true", "-p", f"duration_s:={seconds}", "-p", f"result_file:={result}"]
     extra += ["-p", "lockstep:=true", "-p", "realtime_factor:=5.0"]
-    # A node checks its inputs' age on the wall clock; in lockstep a loaded machine (load 16 on 2 cores, seen) can
-    # delay one input of a state past the real-time bound of 0.1 s, and the node would then fly the safe command.
-    extra += ["-p", "stale_timeout_s:=10.0"]
     cmds = node_commands(params_file("cable_load"), extra)
     with running_nodes(cmds, tmp_path, ros_env("sitl_mujoco"), cwd=ROOT) as procs:
         procs["sim_bridge"].wait(timeout=240)
