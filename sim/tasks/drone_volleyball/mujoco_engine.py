@@ -12,9 +12,11 @@ contact's spring-damper (``solref``, :func:`contact_solref`), the paddle's react
 lasts a few ms.
 
 MuJoCo steps ``substeps`` times per physics tick (``engine=mujoco:<substeps>``, default :data:`DEFAULT_SUBSTEPS`):
-a soft contact needs several steps to resolve (:data:`CONTACT_STEPS`), and covey's 5 ms tick would let a 10 m/s ball
-sink 13 cm into a paddle. With ``mujoco:1`` MuJoCo's steps are covey's (free flight agrees to round-off; contacts do
-not resolve). The rules read contacts from MuJoCo's contact sensors at every MuJoCo step: a hit is the first step of
+a soft contact needs several steps to resolve (at least :data:`CONTACT_STEPS`), and covey's 5 ms tick would let a
+10 m/s ball sink 13 cm into a paddle. A contact lasts :data:`CONTACT_DURATION_S` (10 steps at the default, 40 at
+``mujoco:40``: a single contact's restitution then depends less on where in a step it begins, see
+:func:`contact_solref`). With ``mujoco:1`` MuJoCo's steps are covey's (free flight agrees to round-off; contacts are
+soft, 50 ms). The rules read contacts from MuJoCo's contact sensors at every MuJoCo step: a hit is the first step of
 a paddle contact (a contact spanning two control steps is one touch), the net and the ground flags any contact, the
 landing point is the ball's position at the first floor contact. The drones' crashes (ground, net, another drone)
 are the task's checks on MuJoCo's positions; drones touch only the floor in MuJoCo (covey's fly through it).
@@ -47,7 +49,9 @@ if TYPE_CHECKING:
 DEFAULT_SUBSTEPS = 10
 # Where in a MuJoCo step a contact begins (penetration at its first step, in speed x dt): contact_solref's average.
 PHASES = tuple((k + 0.5) / 16 for k in range(16))
-# MuJoCo steps one ball contact lasts (its undamped half period, pi / omega_0): enough to resolve the spring-damper.
+# How long a ball contact lasts (its undamped half period, pi / omega_0), and the fewest MuJoCo steps that resolve it
+# (a coarser step lengthens the contact to this many steps).
+CONTACT_DURATION_S = 0.005
 CONTACT_STEPS = 10
 
 
@@ -106,7 +110,7 @@ class MujocoEngine:
         self.inner = env.backend
         self.evaluate = self.inner.evaluate
         dt = env.phys_dt / substeps
-        duration = CONTACT_STEPS * dt
+        duration = max(CONTACT_DURATION_S, CONTACT_STEPS * dt)
         contacts = BallContacts(
             solref={
                 "floor": contact_solref(bp.restitution_ground, duration, dt),
