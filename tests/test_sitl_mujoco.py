@@ -79,10 +79,7 @@ def fly_sitl(tmp_path: Path, engine: str, seconds: float) -> dict:
     bridge's result."""
     result = tmp_path / "result.json"
     goal = "[" + ",".join(f"{g:.6f}" for g in GOAL) + "]"
-    # The parameter file's covey_sim_bridge entry (seed: 0) wins over a global -p seed:=; a later file wins over it.
-    seed_file = tmp_path / "seed.yaml"
-    seed_file.write_text(f"covey_sim_bridge:\n  ros__parameters:\n    seed: {SEED}\n")
-    extra = ["--params-file", str(seed_file), "-p", f"model:={MODEL}", "-p", f"goal:={goal}", "-p", f"engine:={engine}"]
+    extra = ["-p", f"seed:={SEED}", "-p", f"model:={MODEL}", "-p", f"goal:={goal}", "-p", f"engine:={engine}"]
     extra += ["-p", "randomize:=true", "-p", f"duration_s:={seconds}", "-p", f"result_file:={result}"]
     extra += ["-p", "lockstep:=true", "-p", "realtime_factor:=5.0"]
     cmds = node_commands(params_file("cable_load"), extra)
