@@ -76,8 +76,13 @@ def run_bridge(params: dict, tmp_path: Path, respond: bool = True) -> tuple[dict
         bridge = SimBridge(
             context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in {**base, **params}.items()]
         )
-        env, loads = bridge.env, []
-        bridge.adapter.after_step = lambda: loads.append(env.load.pos[0].tolist())
+        env, loads, hook = bridge.env, [], getattr(bridge.adapter, "after_step", lambda: None)
+
+        def after_step() -> None:  # the adapter's hook, then the load's position
+            hook()
+            loads.append(env.load.pos[0].tolist())
+
+        bridge.adapter.after_step = after_step
         scale = bridge.scale["mavs"]
         responder = Responder(drawn_commands(scale), env.spec.control_dt, context=ctx)
         executor = SingleThreadedExecutor(context=ctx)
