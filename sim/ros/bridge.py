@@ -54,17 +54,17 @@ messages: a message is not due before the one sent before it), and each message 
   ``stale_command_steps``.
 
 In real time the latencies are wall-clock seconds (not scaled by ``realtime_factor``) and each message of the state
-path is delayed and dropped on its own. In lockstep a latency is rounded to whole control steps (``round(latency /
-control_dt)``, so that a study is deterministic however loaded the machine): a command sent in answer to the state
-after ``s`` steps acts from step ``s + k``, and the state after step ``t`` reaches the nodes after step ``t + k``. A
-state is then one message (all its topics together, delayed and dropped as one); the start state is delivered at
-once and never dropped; the bridge waits for answers only when a new state reached the nodes (a dropped or
-not-yet-due state leaves them on the older one: the bridge steps on their held commands), and when several states
-fall due at one step only the newest is delivered (``superseded``). Every answer counts in the lockstep handshake;
-a dropped command's content is discarded. The result's ``link`` (only when a path is on) counts per path the
+path is delayed and dropped on its own. In lockstep a latency is rounded (halves up) to ``k`` whole control steps
+(``latency / control_dt``, so that a study is deterministic however loaded the machine): a command sent in answer to
+the state after ``s`` steps acts from step ``s + k``, and the state after step ``t`` reaches the nodes after step
+``t + k``. A state is then one message (all its topics together, delayed and dropped as one); the start state is
+delivered at once and never dropped; the bridge waits for answers only when a new state reached the nodes (a dropped
+or not-yet-due state leaves them on the older one: the bridge steps on their held commands), and when several states
+fall due at one step only the newest is delivered (``superseded``). Every answer counts in the lockstep handshake; a
+dropped command's content is discarded. The result's ``link`` (only when a path is on) counts per path the
 ``messages`` sent, those ``delayed`` (latency above 0, in lockstep at least one step), ``dropped`` and, in lockstep,
-``superseded`` states. The state path may hold an adapter's messages: an adapter builds new ones at each
-``publish`` (as every adapter does), never refilling one it published before.
+``superseded`` states. The state path may hold an adapter's messages: an adapter builds new ones at each ``publish``
+(as every adapter does), never refilling one it published before.
 
 This node runs the simulator, so it needs torch (the policy nodes do not) and lives on the simulator side;
 ``python -m deploy_ros.sim_bridge`` starts it too. It names no task. Adapters build their messages with
