@@ -71,6 +71,7 @@ from training.eval_sources import (
     load_onnx_source,
     load_trained_policy,
     log,
+    make_eval_env,
     resolve_scenario,
     resolve_source,
     resolve_task_cfg,
@@ -220,7 +221,6 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
     """Run the evaluation described by the arguments, print the table; returns the report."""
     import torch
 
-    import sim
     from training.evaluation import (
         format_table,
         prior_policy,
@@ -242,17 +242,9 @@ def evaluate(args: EvalArgs, task_overrides: Mapping[str, Any], success: Mapping
         return evaluate_league(args, task_overrides)
     source = resolve_source(args)
     task_cfg = resolve_task_cfg(source.task_cfg, args, task_overrides)
-    num_envs = min(args.episodes, args.num_envs or DEFAULT_MAX_ENVS)
     try:
-        env = sim.make(
-            task_cfg,
-            num_envs=num_envs,
-            device=args.device,
-            seed=args.seed,
-            compile=args.compile,
-            kernels=args.kernels,
-            engine=args.engine,
-        )
+        env = make_eval_env(task_cfg, args, args.episodes)
+        num_envs = env.num_envs
         scenario = resolve_scenario(env.task_name, args.scenario)
         criteria = {**success_criteria(env.task_name), **(scenario.success if scenario else {}), **success}
         policy = source.make_policy(env) if source.make_policy is not None else zero_policy(env)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from training.eval_sources import DEFAULT_MAX_ENVS, EvalError, load_trained_policy, log, resolve_task_cfg
+from training.eval_sources import EvalError, load_trained_policy, log, make_eval_env, resolve_task_cfg
 from training.eval_video import video_hook
 
 
@@ -52,16 +52,7 @@ def match_env_and_teams(names: list[str], args: Any, task_overrides: Mapping[str
                 raise EvalError(f"task {args.task!r} is not a two-team task")
             source_cfg = teams_api.match_task({"name": args.task})
         task_cfg = resolve_task_cfg(source_cfg, args, task_overrides)
-        num_envs = min(args.games, args.num_envs or DEFAULT_MAX_ENVS)
-        env = sim.make(
-            task_cfg,
-            num_envs=num_envs,
-            device=args.device,
-            seed=args.seed,
-            compile=args.compile,
-            kernels=args.kernels,
-            engine=args.engine,
-        )
+        env = make_eval_env(task_cfg, args, args.games)
         teams = [build_team(env, n, load) for n in names]
     except ValueError as err:
         raise EvalError(str(err)) from err

@@ -117,6 +117,24 @@ def resolve_scenario(task: str, name: str | None) -> Any:
         raise EvalError(str(err)) from err
 
 
+def make_eval_env(task_cfg: Mapping[str, Any], args: Any, runs: int):
+    """The evaluation env of ``task_cfg`` with the command line's execution settings (device, seed, compile,
+    kernels, engine): ``min(runs, num_envs or DEFAULT_MAX_ENVS)`` envs for ``runs`` episodes or games. ValueError
+    from ``sim.make`` for a bad setting (callers turn it into an :class:`EvalError`)."""
+    import sim
+
+    num_envs = min(runs, args.num_envs or DEFAULT_MAX_ENVS)
+    return sim.make(
+        task_cfg,
+        num_envs=num_envs,
+        device=args.device,
+        seed=args.seed,
+        compile=args.compile,
+        kernels=args.kernels,
+        engine=args.engine,
+    )
+
+
 def resolve_task_cfg(source_cfg: Mapping[str, Any] | None, args: Any, overrides: Mapping[str, Any]) -> dict:
     """The evaluation task config: trained config (or the task's defaults), eval overrides, the
     scenario's overrides, ``task.*``."""
