@@ -17,14 +17,11 @@ pytest.importorskip("rclpy")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("mujoco")
 
+from robot_path import RobotTeam  # noqa: E402
 from test_sitl import GOAL, MODEL, SEED  # noqa: E402
 
-from covey_common.onnx import OnnxPolicy, load_policy  # noqa: E402
-from covey_common.profile import DeploymentProfile  # noqa: E402
 from deploy_ros.launch import node_commands, params_file, running_nodes  # noqa: E402
-from deploy_ros.messages import PARSERS  # noqa: E402
-from deploy_ros.profile import make_builder  # noqa: E402
-from sim.ros.bridge import command_action, read_task_cfg  # noqa: E402
+from sim.ros.bridge import read_task_cfg  # noqa: E402
 from sim.ros.messages import sim_stamp  # noqa: E402
 from sim.tasks.cable_load.config import GROUP  # noqa: E402
 from sim.tasks.cable_load.ros_bridge import load_errors, make_env, messages  # noqa: E402
@@ -34,43 +31,16 @@ SIM_SECONDS = 4.0  # the load travels most of the way to the goal (1.2 m off, tu
 
 
 def robot_path_run(engine: str, seconds: float) -> tuple[np.ndarray, float]:
-    """Final load position ``[3]`` (m) and position error (m) of an in-process run that does what the bridge and the
-    nodes do in lockstep: each state as the bridge's messages, parsed and built into each MAV's observation by the
-    node's builder (reset on the first state, then pushed with the previous action and the stamps' dt), the policy
-    on onnxruntime, its float32 command turned into the action as the bridge does."""
-    _, meta = load_policy(MODEL)
-    profile = DeploymentProfile.from_metadata(meta)
+    """Final load position ``[3]`` (m) and position error (m) of the robot path run in process (``RobotTeam``: what
+    the bridge and the nodes do in lockstep, without DDS)."""
     env = make_env(read_task_cfg(MODEL), SEED, GOAL, engine=engine, randomize=True)
     group = env.spec.groups[GROUP]
-    policies = [OnnxPolicy(MODEL, i) for i in range(group.n_agents)]
-    builders = [
-        {e["name"]: make_builder(profile.observations[e["name"]], meta, e, i, None, str(MODEL)) for e in p.entries}
-        for i, p in enumerate(policies)
-    ]
-    scale = np.asarray(group.action_scale, np.float32)
-    last = np.zeros((group.n_agents, group.action_dim), np.float32)
-    previous = None
+    # Relative topics resolve in each node's namespace /mav<i> (deploy_ros/params/cable_load.yaml).
+    team = RobotTeam(MODEL, group.n_agents, group.action_scale, namespace="/mav{i}")
     with torch.inference_mode():
         for step in range(round(seconds / env.spec.control_dt)):
             stamp = sim_stamp(step * env.spec.control_dt)
-            msgs = messages(env, stamp)
-            dt = None if previous is None else (stamp.sec - previous.sec) + (stamp.nanosec - previous.nanosec) * 1e-9
-            previous = stamp
-            commands = []
-            for i, (policy, entries) in enumerate(zip(policies, builders, strict=True)):
-                # Relative topics resolve in the node's namespace /mav<i> (deploy_ros/params/cable_load.yaml).
-                topic = {
-                    k: s.topic if s.topic.startswith("/") else f"/mav{i}/{s.topic}" for k, s in profile.inputs.items()
-                }
-                values = {k: PARSERS[s.msg](msgs[topic[k]]) for k, s in profile.inputs.items()}
-                obs = {}
-                for name, builder in entries.items():
-                    sources = {s: values[s] for s in profile.observations[name].sources}
-                    obs[name] = builder.reset(sources) if dt is None else builder.push(sources, last[i], dt=dt)
-                action, command = policy.run(obs)
-                last[i] = action
-                commands.append(command)
-            env.step({GROUP: torch.as_tensor(command_action(np.stack(commands), scale)).unsqueeze(0)})
+            env.step({GROUP: team.actions(messages(env, stamp), stamp)})
     return env.load.pos[0].numpy().astype(np.float64), load_errors(env)[0]
 
 

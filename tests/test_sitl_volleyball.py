@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from ros_domains import ros_env
@@ -18,15 +17,11 @@ from ros_domains import ros_env
 rclpy = pytest.importorskip("rclpy")
 pytest.importorskip("onnxruntime")
 
+from robot_path import RobotTeam  # noqa: E402
 from test_volleyball_ros_observation import SKILLS, STRATEGY, in_process_team  # noqa: E402
 
-from covey_common.onnx import OnnxPolicy  # noqa: E402
-from covey_common.profile import DeploymentProfile  # noqa: E402
 from deploy_ros.launch import node_commands, params_file, running_nodes  # noqa: E402
-from deploy_ros.messages import PARSERS  # noqa: E402
-from deploy_ros.policy_node import _sized, _stamp_dt, _with_fields  # noqa: E402
-from deploy_ros.profile import make_builder  # noqa: E402
-from sim.ros.bridge import command_action, read_task_cfg  # noqa: E402
+from sim.ros.bridge import read_task_cfg  # noqa: E402
 from sim.ros.messages import sim_stamp  # noqa: E402
 from sim.tasks.drone_volleyball.ros_bridge import make_env, messages  # noqa: E402
 from sim.tasks.drone_volleyball.teams import scripted_team  # noqa: E402
@@ -56,50 +51,26 @@ def in_process_games(seed: int, points: int, games: int) -> list[list[int]]:
 
 
 def robot_path_games(seed: int, points: int, games: int, engine: str = "covey", max_steps: int = 0) -> dict:
-    """``games`` games against the scripted team on the robot path, in process: each step the bridge's messages of
-    the state go through a policy node's parsers, each drone's builder (strategy, rule layer) and ONNX runner, and
-    the commands through the bridge's conversion, as in lockstep SITL but without DDS. The bridge's result fields:
-    ``scores``, ``steps``, ``events``, ``ball_path_sum`` (``engine``: what steps the bodies, as the bridge's;
-    ``max_steps`` > 0: stop after that many steps, as the bridge's ``duration_s``)."""
+    """``games`` games against the scripted team on the robot path, in process (``RobotTeam``: the bridge's messages
+    through the nodes' parsers, builders with the strategy and rule layer, and ONNX runner, the commands through the
+    bridge's conversion, as in lockstep SITL but without DDS). The bridge's result fields: ``scores``, ``steps``,
+    ``events``, ``ball_path_sum`` (``engine``: what steps the bodies, as the bridge's; ``max_steps`` > 0: stop after
+    that many steps, as the bridge's ``duration_s``)."""
     env = make_env(read_task_cfg(SKILLS), seed, points, engine)
-    team_b, n = scripted_team(env), env.n
-    policies = [OnnxPolicy(SKILLS, i) for i in range(n)]
-    meta = policies[0].metadata
-    profile, entry = DeploymentProfile.from_metadata(meta), policies[0].entries[0]
-    spec = profile.observations[entry["name"]]
-    builders = [make_builder(spec, meta, entry, i, {"strategy_model": str(STRATEGY)}, str(SKILLS)) for i in range(n)]
-    parse = {k: _with_fields(_sized(PARSERS[s.msg], s.size), s.fields) for k, s in profile.inputs.items()}
-    scale = np.asarray(env.spec.groups["team_a"].action_scale, dtype=np.float32)
-    last, key, steps = np.zeros((n, len(meta["action"]["names"])), np.float32), None, 0
-    scores, events, ball_path_sum = [], {}, torch.zeros(3, dtype=torch.float64)
+    team_b = scripted_team(env)
+    team_a = RobotTeam(SKILLS, env.n, env.spec.groups["team_a"].action_scale, params={"strategy_model": str(STRATEGY)})
+    steps, scores, events, ball_path_sum = 0, [], {}, torch.zeros(3, dtype=torch.float64)
     with torch.no_grad():
         while len(scores) < games and not (max_steps and steps >= max_steps):
             stamp = sim_stamp(steps * env.spec.control_dt)
-            msgs = messages(env, stamp)
-            inputs = {k: parse[k](msgs[s.topic]) for k, s in profile.inputs.items()}
-            sources = {s: inputs[s] for s in spec.sources}
-            dt = _stamp_dt(key, ((stamp.sec, stamp.nanosec),), env.spec.control_dt)
-            key = ((stamp.sec, stamp.nanosec),)
-            commands = []
-            for i in range(n):
-                obs = builders[i].reset(sources) if steps == 0 else builders[i].push(sources, last[i], dt=dt)
-                action, command = policies[i].run({entry["name"]: obs})
-                last[i] = action
-                commands.append(np.float32([float(c) for c in command]))  # the Float32MultiArray the node sends
-            act_a = torch.as_tensor(command_action(np.stack(commands), scale)).unsqueeze(0)
-            env.step({"team_a": act_a, "team_b": team_b(env, None, 1)})
+            env.step({"team_a": team_a.actions(messages(env, stamp), stamp), "team_b": team_b(env, None, 1)})
             steps += 1
             ball_path_sum += env.ball_pos[0].double()
             if bool(env.events.game_over[0]):
                 counters = {k: int(v[0]) for k, v in env.final_counters.items()}
                 scores.append([counters["points_a"], counters["points_b"]])
                 events = {k: events.get(k, 0) + v for k, v in counters.items()}
-    return {
-        "scores": scores,
-        "steps": steps,
-        "events": events,
-        "ball_path_sum": [float(v) for v in ball_path_sum],
-    }
+    return {"scores": scores, "steps": steps, "events": events, "ball_path_sum": [float(v) for v in ball_path_sum]}
 
 
 def play_sitl(tmp_path: Path, extra: list[str], timeout_s: float) -> dict:
