@@ -42,6 +42,8 @@ from mujoco import rollout
 from torch import Tensor
 
 from sim.core.config import non_negative
+from sim.physics.quaternion import quat_rotate
+from sim.physics.rigid_body import RigidBodyState
 
 ArrayT = TypeVar("ArrayT", np.ndarray, Tensor)
 BACKENDS = ("rollout", "warp")
@@ -428,6 +430,23 @@ class BatchedMjWorld:
         """Where sensor ``name`` lies in :attr:`sensordata`."""
         s = self.model.sensor(name)
         return slice(int(s.adr[0]), int(s.adr[0]) + int(s.dim[0]))
+
+
+def free_bodies(qpos: Tensor, qvel: Tensor, n: int) -> RigidBodyState:
+    """The first ``n`` free-joint bodies of every env, ``[E, n, ...]``, from MuJoCo's ``qpos [E, nq]`` and
+    ``qvel [E, nv]`` (position, ``[w, x, y, z]`` quaternion, world-frame velocity, body-frame angular velocity:
+    covey's conventions and a free joint's)."""
+    q, v = qpos[:, : 7 * n].view(-1, n, 7), qvel[:, : 6 * n].view(-1, n, 6)
+    return RigidBodyState(q[..., :3], q[..., 3:], v[..., :3], v[..., 3:])
+
+
+def thrust_wrench(quat: Tensor, thrust: Tensor, body_torque: Tensor, force: Tensor) -> Tensor:
+    """A multirotor's ``xfrc_applied`` rows ``[..., 6]`` (world frame, at the centre of mass): collective ``thrust``
+    ``[...]`` along its body z and ``body_torque [..., 3]`` rotated by ``quat [..., 4]``, plus a world-frame ``force``
+    ``[..., 3]`` (drag)."""
+    e_z = torch.zeros_like(force)
+    e_z[..., 2] = thrust
+    return torch.cat((quat_rotate(quat, e_z) + force, quat_rotate(quat, body_torque)), -1)
 
 
 def _to_numpy(x: Tensor | np.ndarray | Sequence[float] | int) -> np.ndarray:

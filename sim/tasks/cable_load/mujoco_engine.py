@@ -37,9 +37,8 @@ import torch
 from torch import Tensor
 
 from sim.mujoco.mjcf import cable_load_model
-from sim.mujoco.world import BatchedMjWorld, MjWorldCfg
+from sim.mujoco.world import BatchedMjWorld, MjWorldCfg, free_bodies, thrust_wrench
 from sim.physics.cable import cable_tension
-from sim.physics.quaternion import quat_rotate
 from sim.physics.rigid_body import RigidBodyState, point_velocity
 from sim.tasks.cable_load import physics
 from sim.tasks.cable_load.backends import TorchPhysics
@@ -192,11 +191,8 @@ class MujocoEngine:
         env, model = self.env, self.env.model
         d = env.drones
         thrust, rotor_torque = model.body_wrench(env.rotor_speed, env.thrust_scale)
-        e_z = torch.zeros_like(d.vel)
-        e_z[..., 2] = thrust
         xfrc = torch.zeros(env.num_envs, self.world.nbody, 6, device=env.device)
-        xfrc[:, self.mav_body, :3] = quat_rotate(d.quat, e_z) + model.drag_force(d.quat, d.vel)
-        xfrc[:, self.mav_body, 3:] = quat_rotate(d.quat, rotor_torque)
+        xfrc[:, self.mav_body] = thrust_wrench(d.quat, thrust, rotor_torque, model.drag_force(d.quat, d.vel))
         if env.cfg.disturbance.enabled:
             xfrc[:, self.load_body, :3] = physics.disturbance_force(env)
         return xfrc
@@ -219,9 +215,8 @@ class MujocoEngine:
         """The env's MAVs and load from MuJoCo's state (free joints: MAVs in order, then the load)."""
         env, n = self.env, self.env.n
         qpos, qvel = self.world.qpos, self.world.qvel  # [E, 7 (N + 1)], [E, 6 (N + 1)]
-        q_d, v_d = qpos[:, : 7 * n].view(-1, n, 7), qvel[:, : 6 * n].view(-1, n, 6)
         q_l, v_l = qpos[:, 7 * n :], qvel[:, 6 * n :]
-        env.drones = RigidBodyState(q_d[..., :3], q_d[..., 3:], v_d[..., :3], v_d[..., 3:])
+        env.drones = free_bodies(qpos, qvel, n)
         env.load = RigidBodyState(q_l[:, :3], q_l[:, 3:], v_l[:, :3], v_l[:, 3:])
 
     def diverged(self) -> Tensor:

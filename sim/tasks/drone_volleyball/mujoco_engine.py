@@ -37,9 +37,7 @@ import torch
 from torch import Tensor
 
 from sim.mujoco.mjcf import BallContacts, volleyball_model
-from sim.mujoco.world import BatchedMjWorld, MjWorldCfg
-from sim.physics.quaternion import quat_rotate
-from sim.physics.rigid_body import RigidBodyState
+from sim.mujoco.world import BatchedMjWorld, MjWorldCfg, free_bodies, thrust_wrench
 
 if TYPE_CHECKING:
     from sim.core.env import Obs
@@ -192,8 +190,7 @@ class MujocoEngine:
         """The env's drones and ball from MuJoCo's state (free joints: drones in order, then the ball)."""
         env, D = self.env, self.env.num_drones
         qpos, qvel = self.world.qpos, self.world.qvel  # [E, 7 (D + 1)], [E, 6 (D + 1)]
-        q, v = qpos[:, : 7 * D].view(-1, D, 7), qvel[:, : 6 * D].view(-1, D, 6)
-        env.drones = RigidBodyState(q[..., :3], q[..., 3:], v[..., :3], v[..., 3:])  # angular velocity: body frame
+        env.drones = free_bodies(qpos, qvel, D)  # angular velocity: body frame
         env.ball_pos, env.ball_vel = qpos[:, 7 * D : 7 * D + 3], qvel[:, 6 * D : 6 * D + 3]
         self._mirror = tuple(x.clone() for x in self._state_tensors())
 
@@ -209,11 +206,8 @@ class MujocoEngine:
         drone's rotor thrust and torque at its current rotor speeds plus its drag."""
         env, model, d = self.env, self.env.model, self.env.drones
         thrust, torque = model.body_wrench(env.rotor_speed)
-        e_z = torch.zeros_like(d.vel)
-        e_z[..., 2] = thrust
         xfrc = torch.zeros(env.num_envs, self.world.nbody, 6, device=env.device)
-        xfrc[:, self.drone_body, :3] = quat_rotate(d.quat, e_z) + model.drag_force(d.quat, d.vel)
-        xfrc[:, self.drone_body, 3:] = quat_rotate(d.quat, torque)
+        xfrc[:, self.drone_body] = thrust_wrench(d.quat, thrust, torque, model.drag_force(d.quat, d.vel))
         return xfrc
 
     def control_tick(self) -> None:
