@@ -4,6 +4,10 @@ The bridge plays team_a's robots over ROS: each robot's head camera frame (the c
 trained on, with the env's frame latency) as ``/player<i>/camera/image`` (``sensor_msgs/Image``, rgb8) and its
 wheel odometry as ``/player<i>/odom``; their commands arrive on ``/player<i>/command``. team_b is the scripted
 opponent inside the env (``opponent`` of the model's task config; a model trained in matches plays the chaser).
+Parameter (besides the bridge's own): ``games`` (0: play on; n: end the run after n finished games). The result
+lists every finished game (``games``: team_a's result, 1 won, 0 lost, 0.5 draw, its goals, the opponent's and the
+game's steps). A recurrent policy node carries its memory from one game into the next (nothing tells it a game
+ended); a run of ``games:=1`` per seed is what ``evaluate.py`` scores, one game from a fresh memory.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ class SoccerBridge:
         self.command_topics = {GROUP: [f"/player{i}/command" for i in range(self.n)]}
         self.image_pubs = [node.create_publisher(Image, f"/player{i}/camera/image", 10) for i in range(self.n)]
         self.odom_pubs = [node.create_publisher(Odometry, f"/player{i}/odom", 10) for i in range(self.n)]
+        self.games = int(node.declare_parameter("games", 0).value)
+        self.finished_games: list[dict[str, float]] = []
+        self.steps_in_game = 0
 
     def describe(self) -> str:
         return f"{self.n} player(s) vs the scripted {self.env.cfg.opponent}"
@@ -75,8 +82,28 @@ class SoccerBridge:
                 )
             )
 
-    def result(self) -> dict[str, float]:
-        """The game in progress (a goal ends a game and the env starts the next) and the last finished one."""
+    def after_step(self) -> None:
+        """Record a game that ended with this step (the env has started the next: its step counter is back at 0)."""
+        env = self.env
+        self.steps_in_game += 1
+        if int(env.episode_step[0]) == 0:
+            final = env.final_counters
+            self.finished_games.append(
+                {
+                    "result_a": float(env.game_result[0]),
+                    "goals_a": float(final["points_a"][0]),
+                    "goals_b": float(final["points_b"][0]),
+                    "steps": self.steps_in_game,
+                }
+            )
+            self.steps_in_game = 0
+
+    def finished(self) -> bool:
+        return 0 < self.games <= len(self.finished_games)
+
+    def result(self) -> dict[str, Any]:
+        """The game in progress (a goal ends a game and the env starts the next), the last finished one and every
+        finished game."""
         env, c = self.env, self.env.counters
         steps = max(1, int(env.episode_step[0]))
         return {
@@ -85,4 +112,5 @@ class SoccerBridge:
             "touches_a": float(c["hits_a"][0]),
             "ball_in_view_a": float(c["ball_in_view_a"][0]) / steps,
             "last_game_result_a": float(env.game_result[0]),  # 1 won, 0 lost, 0.5 draw, NaN none finished
+            "games": list(self.finished_games),
         }
