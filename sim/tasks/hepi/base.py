@@ -336,5 +336,8 @@ class HepiEnv(MultiAgentEnv):
                 "topic": "command",
                 "safe": [0.0] * self.spec.groups[GROUP].action_dim,
             },
-            "step_inputs": ["points"],
+            # A state is the cloud and the grippers' odometry of one instant (the bridge stamps them alike): in
+            # lockstep a node answers it once all are here, never with the previous state's gripper odometry.
+            "step_inputs": ["points", *(f"gripper{a}" for a in range(self.n_actuator))],
+            "bridge": "sim.tasks.hepi.ros_bridge:HepiBridge",  # the sim bridge's side (SITL)
         }
