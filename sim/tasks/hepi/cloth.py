@@ -42,14 +42,16 @@ from sim.tasks.hepi.scenarios import cloth_scenarios
 __all__ = ["ClothHangingEnv"]
 
 # The scripted expert: per gripper, waypoints around the bar point nearest to it (n: horizontal,
-# across the bar, away from the cloth's start; z up from the bar top), phase switch times, gain.
+# across the bar, away from the cloth's start; z up from the bar top), the blend between them, gain.
 EXPERT_ABOVE = (-0.04, 0.08)  # m (along n, along z): phase 1, above the bar's near side
 EXPERT_OVER = (0.06, 0.06)  # m: phase 2, above its far side
 EXPERT_DOWN_N = 0.05  # m along n: phase 3, down the far side (to half the cloth length below the top)
-# Phases switch on the gripper's own position, not on the clock, so the expert's action is a function
-# of what the policy sees (a DAgger student cannot imitate a timed script): phase 2 once the gripper
-# is this high above the bar top, phase 3 once it is this far across it.
-EXPERT_SWITCH = (0.045, 0.04)  # m: (phase 2: z above the top, phase 3: n across the top)
+# The phase is read from the gripper's own position, not from the clock (a DAgger student holds no clock),
+# and the goal blends linearly across these bands (m: from, width), so the action is a continuous function
+# of the state: hard switches left states on a switch line whose labels point opposite ways (back to the
+# near side below it, on over the bar above it), and the student, averaging them, stalled on the bar top.
+EXPERT_HIGH = (0.0, 0.05)  # z above the top: phase 1 -> 2
+EXPERT_ACROSS = (0.0, 0.04)  # n across the top: -> phase 3
 EXPERT_GAIN = 5.0  # 1/s
 EXPERT_AXIS_MARGIN = 0.05  # m: waypoints stay this far inside the bar's ends
 
@@ -136,7 +138,8 @@ class ClothHangingEnv(FlexEnv):
         """A scripted baseline on the true state: each gripper goes above the near side of the bar
         point nearest to it, over to the far side, then down it to half the cloth length below the
         bar top, with a proportional controller. The phase is read from the gripper's position
-        across and above the bar (``EXPERT_SWITCH``), never from the time."""
+        across and above the bar, never from the time, and the goal blends between the phases over
+        ``EXPERT_HIGH`` and ``EXPERT_ACROSS`` (a continuous action that a student can fit)."""
         cfg = self.cfg
         reach = cfg.bar_length / 2 - EXPERT_AXIS_MARGIN
 
@@ -152,10 +155,13 @@ class ClothHangingEnv(FlexEnv):
             n_far = across * torch.where(away == 0, 1.0, away)  # from the cloth's start over the bar
             n_pos = ((g - base) * n_far).sum(-1, keepdim=True)  # [E, 2, 1] across the bar, + = far side
             z_pos = (g - base)[..., 2:]  # [E, 2, 1] above the bar top
-            over, high = n_pos > EXPERT_SWITCH[1], z_pos > EXPERT_SWITCH[0]
-            n_off = torch.where(over, EXPERT_DOWN_N, torch.where(high, EXPERT_OVER[0], EXPERT_ABOVE[0]))
-            z_off = torch.where(high, EXPERT_OVER[1], EXPERT_ABOVE[1])
-            z_off = torch.where(over, -cfg.cloth_size / 2, z_off)
+            high = ((z_pos - EXPERT_HIGH[0]) / EXPERT_HIGH[1]).clamp(0.0, 1.0)
+            over = ((n_pos - EXPERT_ACROSS[0]) / EXPERT_ACROSS[1]).clamp(0.0, 1.0)
+            # phase 1 climbs straight up once past its waypoint: never back towards the near side
+            n_off = torch.lerp(n_pos.clamp(min=EXPERT_ABOVE[0]), torch.full_like(n_pos, EXPERT_OVER[0]), high)
+            z_off = EXPERT_ABOVE[1] + (EXPERT_OVER[1] - EXPERT_ABOVE[1]) * high
+            n_off = torch.lerp(n_off, torch.full_like(n_off, EXPERT_DOWN_N), over)
+            z_off = torch.lerp(z_off, torch.full_like(z_off, -cfg.cloth_size / 2), over)
             goal = base + n_off * n_far + z_off * up
             return self.proportional_action(goal, EXPERT_GAIN)
 
