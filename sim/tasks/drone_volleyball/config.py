@@ -74,6 +74,24 @@ class ObsNoiseCfg:
 
 
 @dataclass(frozen=True)
+class RandomizationCfg:
+    """Per-episode randomisation. Off by default, and then nothing is drawn: the default random streams are those
+    of a build without it."""
+
+    # Command latency (the link to the drones: a real court's, or ROS's): each episode (a game in matches) delays
+    # the delayed drones' actions by a whole number of control steps, uniform in [lo, hi] (inclusive), applied
+    # through sim.core.randomization.DelayBuffer. (0, 0): none. A fixed delay (lo == hi) draws nothing either.
+    action_delay_steps: tuple[int, int] = non_negative((0, 0), ordered=True)
+    # Matches: whose actions are delayed. "a": team A's only (the learned team that flies over the link; team B, the
+    # opponent a run trains or evaluates against, acts at once); "both": every drone. Solo skills: the one drone.
+    action_delay_teams: str = "a"
+
+    def __post_init__(self) -> None:
+        if self.action_delay_teams not in ("a", "both"):
+            raise ValueError(f"action_delay_teams must be 'a' or 'both', got {self.action_delay_teams!r}")
+
+
+@dataclass(frozen=True)
 class StrategyLevelCfg:
     """HCSP's high level (task ``drone_volleyball_strategy``): a team strategy over frozen skills."""
 
@@ -125,6 +143,7 @@ class VolleyballCfg:
     skill_rewards: SkillRewardCfg = field(default_factory=SkillRewardCfg)
     match_rewards: MatchRewardCfg = field(default_factory=MatchRewardCfg)
     obs_noise: ObsNoiseCfg = field(default_factory=ObsNoiseCfg)
+    randomization: RandomizationCfg = field(default_factory=RandomizationCfg)
     strategy: StrategyLevelCfg = field(default_factory=StrategyLevelCfg)  # drone_volleyball_strategy only
 
     def __post_init__(self) -> None:

@@ -42,6 +42,7 @@ import torch
 from torch import Tensor
 
 from sim.core.env import MultiAgentEnv, Obs
+from sim.core.randomization import DelayBuffer
 from sim.core.spec import EnvSpec, ObsTerm
 from sim.core.teams import MatchTeams
 from sim.physics import components as soa
@@ -121,6 +122,7 @@ class DroneVolleyballEnv(MultiAgentEnv):
         super().__init__(cfg, num_envs, device, seed, compile)
         dev, E, D = self.device, num_envs, self.num_drones
         self.model = MultirotorModel(self.params, dev)
+        self.hover_thrust_action = 2.0 * self.params.mass * GRAVITY / self.params.max_thrust - 1.0
         self.phys_dt = cfg.control_dt / cfg.decimation
         self.rate_ctrl = RatePIDController(self.model, (E, D))
         self.rate_scale = torch.tensor((cfg.max_body_rate, cfg.max_body_rate, cfg.max_body_rate / 2), device=dev)
@@ -136,8 +138,18 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self.skill_id = torch.zeros(E, D, dtype=torch.long, device=dev)
         self.skill_target = zeros(E, D, 3)  # world frame
         self.touched = torch.zeros(E, D, dtype=torch.bool, device=dev)
-        self.last_action = zeros(E, D, 4)
-        self.cmd = self.last_action  # one tensor, as after every _apply_actions (a compiled reset guards on aliasing)
+        self.last_action = zeros(E, D, 4)  # what each drone's policy sent last (observed)
+        # The command latency (cfg.randomization): the first `delayed` drones' actions (team A's, or every drone's)
+        # reach the rate loop `delay` control steps late, per env; before an episode's or rally's first sent action
+        # arrives a drone flies the safe command, hover (as over ROS). A buffer of depth 0 (the default) passes.
+        rnd = cfg.randomization
+        self.delayed = D if rnd.action_delay_teams == "both" else min(self.n, D)
+        self.action_delay = DelayBuffer(rnd.action_delay_steps[1], (E, self.delayed, 4), dev)
+        hover = self.hover_thrust_action if cfg.action == "ctbr" else self._hover_rotor_action()
+        self._safe_action = torch.tensor((hover, 0.0, 0.0, 0.0) if cfg.action == "ctbr" else (hover,) * 4, device=dev)
+        # cmd: what the rate loop flies. Without a delay, the sent action itself (one tensor, as after every
+        # _apply_actions: a compiled reset guards on aliasing); with one, a tensor of its own.
+        self.cmd = self.last_action if self.action_delay.max_delay == 0 else zeros(E, D, 4)
         # Step contact flags (accumulated over the substeps of one control step).
         self.hits = torch.zeros(E, D, dtype=torch.bool, device=dev)
         self.ball_ground = torch.zeros(E, dtype=torch.bool, device=dev)
@@ -153,7 +165,6 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self._parked = torch.tensor((3.0, 0.0, 2.0), device=dev).expand(E, 2 * self.n - D, 3)
         self.drone_out = torch.zeros(E, D, dtype=torch.bool, device=dev)  # this step's DRONE_OUT flags
         self.final_counters = {name: torch.zeros(E, device=dev) for name in R.COUNTER_NAMES}  # last episode's
-        self.hover_thrust_action = 2.0 * self.params.mass * GRAVITY / self.params.max_thrust - 1.0
         self._loop = LoopLayout(self)  # see _control_loop
 
     # ----------------------------------------------------------------- spec
@@ -170,6 +181,26 @@ class DroneVolleyballEnv(MultiAgentEnv):
         for a in act.values():
             a[..., 0] = self.hover_thrust_action
         return act
+
+    def _hover_rotor_action(self) -> float:
+        """The ``rotor`` action that holds every rotor at hover speed."""
+        speed = float(torch.as_tensor(self.model.hover_speed(self.params.mass * GRAVITY)).flatten()[0])
+        return 2.0 * speed / self.params.rotor_speed_max - 1.0
+
+    def _action_delay_draws(self, k: int) -> Tensor | None:
+        """``[k]`` command delays (control steps) of the envs an episode reset starts, uniform in
+        ``cfg.randomization.action_delay_steps``; None where no delay is configured. A fixed delay draws nothing."""
+        lo, hi = self.cfg.randomization.action_delay_steps
+        if hi == 0:
+            return None
+        if lo == hi:
+            return torch.full((k,), lo, dtype=torch.long, device=self.device)
+        return torch.randint(lo, hi + 1, (k,), generator=self.rng, device=self.device)
+
+    def _set_action_delay(self, env_ids: Tensor, delay: Tensor | None) -> None:
+        """The envs ``env_ids [k]`` fly with the command delays ``delay [k]`` (from :meth:`_action_delay_draws`)."""
+        if delay is not None:
+            self.action_delay.set_delay(env_ids, delay)
 
     # ----------------------------------------------------------------- skill commands (matches)
     def set_skill_commands(
@@ -194,6 +225,8 @@ class DroneVolleyballEnv(MultiAgentEnv):
         self.rate_ctrl.reset(env_ids)
         self.last_action[env_ids] = 0.0
         self.cmd[env_ids] = 0.0
+        if self.action_delay.max_delay > 0:  # the commands in flight are dropped: hover until the first new one
+            self.action_delay.buf[env_ids] = self._safe_action
 
     def _place_drones(self, env_ids: Tensor, pos: Tensor) -> None:
         """Drones hover, level, at ``pos [k, D, 3]``."""
@@ -212,12 +245,21 @@ class DroneVolleyballEnv(MultiAgentEnv):
     def _apply_actions(self, actions: dict[str, Tensor]) -> None:
         act = torch.cat([actions[g] for g in self.spec.groups], dim=1).clamp(-1.0, 1.0)  # [E, D, 4]
         self.last_action = act
-        self.cmd = act
+        self.cmd = self._delayed(act)
         self.ball_prev = self.ball_pos
         self.hits = torch.zeros_like(self.hits)
         self.ball_ground = torch.zeros_like(self.ball_ground)
         self.ball_net = torch.zeros_like(self.ball_net)
         self.drone_crash = torch.zeros_like(self.drone_crash)
+
+    def _delayed(self, act: Tensor) -> Tensor:
+        """``act [E, D, 4]`` (sent this step) -> what the rate loop flies ``[E, D, 4]``: the delayed drones' actions
+        of ``delay`` steps ago (hover before the first), the others' as sent."""
+        if self.action_delay.max_delay == 0:
+            return act
+        k = self.delayed
+        late = self.action_delay.push(act[:, :k])
+        return late if k == act.shape[1] else torch.cat((late, act[:, k:]), dim=1)
 
     def _control_step(self) -> None:
         physics.control_step(self)

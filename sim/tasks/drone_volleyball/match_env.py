@@ -206,12 +206,16 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
     # (3v3 at 4096 envs, ~36 envs a reset: ~60 small ops, ~0.9 ms eager).
     def _reset_draws(self, k: int) -> dict[str, Tensor]:
         """The serving team, the opening server's slot (``opening_server="random"`` only, so "first" keeps its
-        random stream) and the serve's drop height, ``[k]`` each."""
+        random stream), the serve's drop height and the game's command delay (``randomization.action_delay_steps``
+        only), ``[k]`` each."""
         # A random serving team per game: with a fixed one, rally-mode training would only ever see one side serve.
         draws = {"team": torch.randint(0, 2, (k,), generator=self.rng, device=self.device)}
         if self.cfg.opening_server == "random":
             draws["slot"] = torch.randint(0, self.n, (k,), generator=self.rng, device=self.device)
         draws["drop"] = self._serve_drops(k)
+        delay = self._action_delay_draws(k)  # last, and only with a delay configured: the other draws keep their stream
+        if delay is not None:
+            draws["delay"] = delay
         return draws
 
     def _reset_envs(self, env_ids: Tensor, draws: dict[str, Tensor]) -> None:
@@ -219,6 +223,7 @@ class VolleyballMatchEnv(DroneVolleyballEnv):
         self.rules.reset(env_ids, serving_team=team, server=team * self.n + draws.get("slot", 0))
         self._start_rally(env_ids, draws["drop"])  # resets the actuators too
         self.landed_at[env_ids] = 0.0
+        self._set_action_delay(env_ids, draws.get("delay"))
 
     def _serve_drops(self, k: int) -> Tensor:
         """``[k]``: how far above the server's paddle the ball starts (uniform in ``cfg.launch.serve_height``)."""

@@ -53,6 +53,7 @@ class VolleyballSkillEnv(DroneVolleyballEnv):
     # ----------------------------------------------------------------- reset
     def _reset_idx(self, env_ids: Tensor) -> None:
         self._reset_skill(env_ids)
+        self._set_action_delay(env_ids, self._action_delay_draws(env_ids.numel()))  # after the skill's draws
         self._reset_actuators(env_ids)
         self.miss[env_ids] = math.inf
         self.landed_at[env_ids] = 0.0
