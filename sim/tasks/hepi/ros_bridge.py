@@ -159,19 +159,21 @@ class HepiBridge:
 
         deployment = read_metadata(node.get_parameter("model").value).get("deployment") or {}
         self.whole_episode = bool(node.declare_parameter("episode", False).value)
-        self.env = RecordedEnv(make_env(task_cfg, seed, deployment, bool(getattr(node, "compile", False))))
+        self.task_env = make_env(task_cfg, seed, deployment, bool(getattr(node, "compile", False)))
+        self.env = RecordedEnv(self.task_env)  # what the bridge steps
         types = {"object_points": PointCloud2, "target": PoseStamped}
-        types.update({f"gripper{a}/odom": Odometry for a in range(self.env.n_actuator)})
+        types.update({f"gripper{a}/odom": Odometry for a in range(self.task_env.n_actuator)})
         self.pubs = {f"{NAMESPACE}/{t}": node.create_publisher(c, f"{NAMESPACE}/{t}", 10) for t, c in types.items()}
         self.command_topics = {GROUP: [f"{NAMESPACE}/command"]}
 
     def describe(self) -> str:
-        peg = getattr(self.env.cfg, "shapes", None)
-        return f"{self.env.task_name}" + (f", peg {peg[0]} {self.env.variant_size[0] * 1e3:.1f} mm" if peg else "")
+        env = self.task_env
+        peg = getattr(env.cfg, "shapes", None)
+        return env.task_name + (f", peg {peg[0]} {env.variant_size[0] * 1e3:.1f} mm" if peg else "")
 
     def publish(self, stamp: Any) -> None:
         """The object points, the target pose and every gripper's odometry at sim time ``stamp``."""
-        for topic, msg in messages(self.env, stamp).items():
+        for topic, msg in messages(self.task_env, stamp).items():
             self.pubs[topic].publish(msg)
 
     def finished(self) -> bool:
@@ -179,6 +181,6 @@ class HepiBridge:
 
     def result(self) -> dict[str, Any]:
         """The task error and success now, the object points, and every finished episode's metrics."""
-        err, ok = task_error(self.env)
-        points = measurements(self.env)["points"]
+        err, ok = task_error(self.task_env)
+        points = measurements(self.task_env)["points"]
         return {"error_m": err, "success_now": ok, "points_m": points.tolist(), "episodes": list(self.env.episodes)}
