@@ -368,7 +368,7 @@ def _cpu_flags() -> frozenset[str]:
     return frozenset(next((line for line in info.splitlines() if line.startswith("flags")), "").split())
 
 
-def _cpu_has(*features: str) -> bool:
+def cpu_has(*features: str) -> bool:
     """Whether the CPU lists every one of ``features``."""
     return set(features) <= _cpu_flags()
 
@@ -402,7 +402,7 @@ def load_simd(source: Path, isa: str | None = None, layout: Layout | None = None
 
 def simd_runs(isa: str) -> bool:
     """Whether this CPU runs the ``isa`` build of :data:`SIMD_BUILDS`."""
-    return any(name == isa and (not needs or _cpu_has(*needs)) for name, needs, *_ in SIMD_BUILDS)
+    return any(name == isa and (not needs or cpu_has(*needs)) for name, needs, *_ in SIMD_BUILDS)
 
 
 def simd_isa() -> str:

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from sim.physics.ball import ball_flight_step
 from sim.physics.rigid_body import GRAVITY
+from sim.tasks.drone_volleyball import native
 from sim.tasks.drone_volleyball.control import EZ, dot
 
 
@@ -36,10 +37,14 @@ def desired_paddle_normal(v_in: Tensor, v_out_desired: Tensor, e: float) -> tupl
 
 def predict_ball(env, horizon_s: float, dt: float = 0.02) -> tuple[Tensor, Tensor]:
     """The ball's free flight (no contacts) from now: positions and velocities ``[E, T, 3]`` at
-    ``t = dt, 2 dt, .., T dt`` (``T = round(horizon_s / dt)``), with the env's drag model."""
+    ``t = dt, 2 dt, .., T dt`` (``T = round(horizon_s / dt)``), with the env's drag model. Where the env runs its C
+    kernels (a match on a CPU, :func:`predicts_in_c`), ``ball_flight.c`` computes the same numbers to the bit."""
     pos, vel = env.ball_pos, env.ball_vel
+    steps = max(1, round(horizon_s / dt))
+    if predicts_in_c(env):
+        return native.ball_flight(pos, vel, env.cfg.ball.drag_k, dt, steps, GRAVITY)
     ps, vs = [], []
-    for _ in range(max(1, round(horizon_s / dt))):
+    for _ in range(steps):
         pos, vel = ball_flight_step(pos, vel, env.cfg.ball, dt)
         ps.append(pos)
         vs.append(vel)
@@ -47,6 +52,12 @@ def predict_ball(env, horizon_s: float, dt: float = 0.02) -> tuple[Tensor, Tenso
 
 
 _PREDICTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def predicts_in_c(env) -> bool:
+    """Whether ``env``'s ball is predicted in C: it computes with its C kernels (``env.kernels == "native"``: a match
+    on a CPU, ``sim.kernels`` not "torch") and :func:`native.ball_flight_runs` on its tensors."""
+    return getattr(env, "kernels", "torch") == "native" and native.ball_flight_runs(env.ball_pos)
 
 
 def sync_free(env) -> bool:
@@ -62,8 +73,8 @@ def cached_predict_ball(env, horizon_s: float, dt: float = 0.02) -> tuple[Tensor
     skills and both scripted teams of a step share one prediction. Unchanged is told by comparing values, a host
     sync: where the env steps :func:`sync_free` the ball is predicted anew instead (as compiled code does: its graph
     computes the prediction once anyway)."""
-    if torch.compiler.is_compiling() or sync_free(env):
-        return predict_ball(env, horizon_s, dt)
+    if torch.compiler.is_compiling() or sync_free(env) or predicts_in_c(env):
+        return predict_ball(env, horizon_s, dt)  # in C a prediction costs less than the comparison
     pos, vel = env.ball_pos, env.ball_vel
     hit = _PREDICTIONS.get(env)
     if (
@@ -128,14 +139,25 @@ def ballistic_velocity_to(
 
 
 def drag_corrected(
-    p_from: Tensor, p_to: Tensor, v: Tensor, t: Tensor, drag_k: float, iterations: int = 3, steps: int = 30
+    p_from: Tensor,
+    p_to: Tensor,
+    v: Tensor,
+    t: Tensor,
+    drag_k: float,
+    iterations: int = 3,
+    steps: int = 30,
+    in_c: bool = False,
 ) -> Tensor:
     """Launch velocity ``v [..., 3]`` corrected so that the flight under drag ``drag_k`` from ``p_from``
     passes through ``p_to`` after ``t [...]`` (``iterations`` fixed-point steps ``v += (p_to - p_sim(t)) / t``
     on a flight simulated in ``steps`` steps). Elementwise over the leading axes, so callers stack
-    several problems into one call (the simulated flight is ~300 small ops whatever the batch)."""
+    several problems into one call (the simulated flight is ~300 small ops whatever the batch). ``in_c``: the
+    flights in ``ball_flight.c`` (the same numbers; where the env :func:`predicts_in_c`)."""
     dt = (t / steps).unsqueeze(-1)
     for _ in range(iterations):
-        end = _flight(p_from, v, drag_k, dt, steps)
+        if in_c:
+            end = native.drag_flight(p_from, v, dt, drag_k, steps, GRAVITY)
+        else:
+            end = _flight(p_from, v, drag_k, dt, steps)
         v = v + (p_to - end) / t.unsqueeze(-1)
     return v

@@ -1,4 +1,5 @@
-"""drone_volleyball's match observations in C on a CPU (the sim's kernels choice; ``observations.c``).
+"""drone_volleyball's C kernels on a CPU (the sim's kernels choice): the match observations (``observations.c``)
+and the ball's predicted flight (``ball_flight.c``).
 
 :func:`observations` computes what ``VolleyballMatchEnv._observations_of`` does from the torch code (the skill,
 policy and critic-state entries of every drone) through the custom op ``covey::volleyball_observations``
@@ -157,3 +158,120 @@ def observations(
         nthreads=native.threads(),
     )
     return skill, policy, state
+
+
+# --------------------------------------------------------------------------- the ball's predicted flight
+FLIGHT_SOURCE = Path(__file__).with_name("ball_flight.c")
+FLIGHT_LAYOUT = native.Layout(
+    parts=(
+        native.Signature(
+            "BALL_FLIGHT_ARGS",
+            (
+                ("int64_t", "E"),
+                ("int64_t", "T"),
+                ("const float*", "pos"),
+                ("const float*", "vel"),
+                ("float", "half_kdt"),
+                ("float", "dt"),
+                ("float", "drop"),
+                ("float", "gdt"),
+                ("float*", "out_pos"),
+                ("float*", "out_vel"),
+                ("int32_t", "nthreads"),
+            ),
+        ),
+        native.Signature(
+            "DRAG_FLIGHT_ARGS",
+            (
+                ("int64_t", "E"),
+                ("int64_t", "S"),
+                ("const float*", "pos"),
+                ("const float*", "vel"),
+                ("const float*", "dt"),
+                ("float", "half_k"),
+                ("float", "gravity"),
+                ("float*", "out_end"),
+                ("int32_t", "nthreads"),
+            ),
+        ),  # fmt: skip
+    ),
+)
+native.declare(FLIGHT_SOURCE, FLIGHT_LAYOUT)
+FLIGHT_OP = native.KernelOp("volleyball_ball_flight", FLIGHT_LAYOUT, "BALL_FLIGHT_ARGS")
+DRAG_FLIGHT_OP = native.KernelOp("volleyball_drag_flight", FLIGHT_LAYOUT, "DRAG_FLIGHT_ARGS")
+
+
+# fmaf as one instruction where the CPU has it (else glibc's fmaf: the same numbers, slower); no other op is fused, as
+# native.FLAGS keep -ffp-contract=off. Read at import: a compiled graph cannot trace the read of /proc/cpuinfo.
+_FLIGHT_FLAGS = ("-mfma",) if native.cpu_has("fma") else ()
+
+
+def _flight_lib() -> ctypes.CDLL | None:
+    lib = native.load(FLIGHT_SOURCE, _FLIGHT_FLAGS)
+    if lib is not None:
+        lib.volleyball_ball_flight.restype = None
+        lib.volleyball_drag_flight.restype = None
+    return lib
+
+
+def ball_flight_runs(pos: Tensor) -> bool:
+    """Whether :func:`ball_flight` can predict balls held as ``pos``: CPU float32 tensors and a C compiler."""
+    return pos.device.type == "cpu" and pos.dtype == torch.float32 and _flight_lib() is not None
+
+
+def ball_flight(
+    pos: Tensor, vel: Tensor, drag_k: float, dt: float, steps: int, gravity: float
+) -> tuple[Tensor, Tensor]:
+    """``ballistics.predict_ball`` in C, to the bit: positions and velocities ``[E, T, 3]`` (``T = steps``) of the
+    balls ``pos, vel [E, 3]`` after ``dt, 2 dt, .., T dt`` of ``sim.physics.ball.ball_flight_step`` (drag ``drag_k``,
+    gravity along -z). The scalars are formed in Python's doubles as the torch code forms them, then rounded to
+    float as torch rounds a Python number."""
+    lib = _flight_lib()
+    if lib is None:
+        raise RuntimeError("volleyball_ball_flight needs a C compiler (ball_flight_runs)")
+    if pos.shape != vel.shape or pos.dim() != 2 or pos.shape[-1] != 3:
+        raise ValueError(f"ball_flight: pos and vel must be [E, 3], got {tuple(pos.shape)} and {tuple(vel.shape)}")
+    pos, vel = pos.to(torch.float32).contiguous(), vel.to(torch.float32).contiguous()
+    E = pos.shape[0]
+    out_pos, out_vel = pos.new_empty(E, steps, 3), pos.new_empty(E, steps, 3)
+    FLIGHT_OP(
+        lib.volleyball_ball_flight,
+        E=E,
+        T=steps,
+        pos=pos,
+        vel=vel,
+        half_kdt=0.5 * drag_k * dt,
+        dt=dt,
+        drop=0.5 * gravity * dt * dt,
+        gdt=gravity * dt,
+        out_pos=out_pos,
+        out_vel=out_vel,
+        nthreads=native.threads(),
+    )
+    return out_pos, out_vel
+
+
+def drag_flight(pos: Tensor, vel: Tensor, dt: Tensor, drag_k: float, steps: int, gravity: float) -> Tensor:
+    """``ballistics._flight`` in C, to the bit: the position ``[..., 3]`` after ``steps`` steps of ``dt [..., 1]``
+    (per ball) of flight under drag ``drag_k`` from ``pos, vel [..., 3]`` (leading axes broadcast)."""
+    lib = _flight_lib()
+    if lib is None:
+        raise RuntimeError("volleyball_drag_flight needs a C compiler (ball_flight_runs)")
+    pos, vel, dt = torch.broadcast_tensors(pos, vel, dt)
+    shape = pos.shape
+    rows = lambda x: x.reshape(-1, 3).to(torch.float32).contiguous()  # noqa: E731
+    pos, vel, dt = rows(pos), rows(vel), dt[..., 0].reshape(-1).to(torch.float32).contiguous()
+    end = pos.new_empty(pos.shape)
+    DRAG_FLIGHT_OP(
+        lib.volleyball_drag_flight,
+        E=pos.shape[0],
+        S=steps,
+        pos=pos,
+        vel=vel,
+        dt=dt,
+        half_k=0.5 * drag_k,
+        gravity=gravity,
+        out_end=end,
+        nthreads=native.threads(),
+    )
+    return end.reshape(shape)

@@ -36,6 +36,7 @@ from sim.tasks.drone_volleyball.ballistics import (
     cached_predict_ball,
     desired_paddle_normal,
     drag_corrected,
+    predicts_in_c,
     sync_free,
 )
 from sim.tasks.drone_volleyball.config import SKILL_IDS
@@ -142,6 +143,7 @@ class ScriptedSkills:
         self.env = env
         self.p = params or SkillParams()
         self.gains = gains
+        self._in_c = predicts_in_c(env)  # the hits' drag corrections in ball_flight.c, as the env's prediction
         dev = env.device
         self.hit_height = torch.tensor(self.p.hit_height, device=dev)
         self.hold = env.drones.pos.clone()
@@ -241,7 +243,7 @@ class ScriptedSkills:
         v_land, t_land = ballistic_velocity_to(pc, land, time=t_fl)
         stack = lambda a, b: torch.stack((a, b))  # noqa: E731
         v_pass, v_land = drag_corrected(
-            stack(pc, pc), stack(target, land), stack(v_pass, v_land), stack(t_pass, t_land), k
+            stack(pc, pc), stack(target, land), stack(v_pass, v_land), stack(t_pass, t_land), k, in_c=self._in_c
         ).unbind(0)
         return torch.where(((skill == ATTACK) | (skill == SERVE)).unsqueeze(-1), v_land, v_pass)
 
