@@ -31,13 +31,19 @@ from sim.tasks.drone_volleyball.deployment import match_cfg
 from sim.tasks.drone_volleyball.robot_observation import game_fields
 
 
-def make_env(task_cfg: dict, seed: int, points_to_win: int = 0, engine: str = "covey"):
+def make_env(task_cfg: dict, seed: int, points_to_win: int = 0, engine: str = "covey", compile: bool = False):
     """One evaluation-mode match env of the team's config (``points_to_win`` > 0 overrides the game's length;
-    ``engine``: what steps the bodies, ``sim.make``'s, e.g. ``"mujoco"``)."""
+    ``engine``: what steps the bodies, ``sim.make``'s, e.g. ``"mujoco"``; ``compile``: the step through
+    ``torch.compile``, compiled here by two warm-up steps before the reset, so that the first real-time tick does
+    not stall)."""
     cfg = deep_merge(match_cfg(task_cfg), sim.evaluation_overrides(task_cfg["name"]))
     if points_to_win > 0:
         cfg = deep_merge(cfg, {"rules": {"points_to_win": points_to_win}})
-    env = sim.make(cfg, num_envs=1, device="cpu", seed=seed, engine=engine)
+    env = sim.make(cfg, num_envs=1, device="cpu", seed=seed, engine=engine, compile=compile)
+    if compile:
+        env.reset(seed=seed)
+        for _ in range(2):
+            env.step(env.zero_actions())
     env.reset(seed=seed)
     return env
 
@@ -95,7 +101,7 @@ class VolleyballBridge:
         self.games = int(node.declare_parameter("games", 0).value)
         points = int(node.declare_parameter("points_to_win", 0).value)
         self.engine = str(node.declare_parameter("engine", "covey").value)
-        self.env = make_env(task_cfg, seed, points, self.engine)
+        self.env = make_env(task_cfg, seed, points, self.engine, bool(getattr(node, "compile", False)))
         n = self.env.n
         self.command_topics = {"team_a": [f"/drone{i}/command" for i in range(n)]}
         self.opponent = scripted_team(self.env)
