@@ -1,7 +1,7 @@
-"""Software in the loop for the hepi tasks: the sim bridge and the shipped insertion or rope policy's node, separate
-processes over DDS on loopback, in lockstep. The object must end where an in-process run of the robot path puts it
-(the bridge's messages, the robot's point cloud and odometry parsers, the numpy graph builder with the rope's
-finite-difference point velocities, onnxruntime, float32 commands)."""
+"""Software in the loop for the hepi tasks: the sim bridge and the shipped insertion, rope or cloth policy's node,
+separate processes over DDS on loopback, in lockstep. The object must end where an in-process run of the robot path
+puts it (the bridge's messages, the robot's point cloud and odometry parsers, the numpy graph builder with the rope's
+and cloth's finite-difference point velocities, onnxruntime, float32 commands)."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from sim.tasks.hepi.ros_bridge import NAMESPACE, make_env, measurements, message
 
 ROOT = Path(__file__).resolve().parents[1]
 # (task, seed, sim seconds): the peg carried most of the way to the pre-insertion pose in 30 control steps; the rope
-# halfway round its pole in 50.
-FLIGHTS = [("hepi_insertion", 2, 1.2), ("hepi_rope_closing", 0, 1.0)]
+# halfway round its pole in 50; the cloth most of the way over its bar in 50.
+FLIGHTS = [("hepi_insertion", 2, 1.2), ("hepi_rope_closing", 0, 1.0), ("hepi_cloth_hanging", 0, 1.0)]
 
 
 def shipped(task: str) -> Path:
