@@ -419,7 +419,9 @@ class RobotSoccerEnv(MultiAgentEnv):
                 # and sent in float32.
                 "safe": [0.0, 0.0, 0.0, float(np.float32(-self.cfg.robot.kick_reach))],
             },
-            "step_inputs": ["camera"],
+            # Both streams: in lockstep the node answers a state once both carry its stamp (with the camera alone it
+            # could answer with the previous state's odometry: games over ROS then differed from launch to launch).
+            "step_inputs": ["camera", "odom"],
             "bridge": "sim.tasks.robot_soccer.ros_bridge:SoccerBridge",
         }
 
