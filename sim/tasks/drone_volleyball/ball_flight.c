@@ -20,6 +20,19 @@
 
 static inline float norm3(const float* v) { return sqrtf(fmaf(v[2], v[2], fmaf(v[1], v[1], v[0] * v[0]))); }
 
+/* One step of sim.physics.ball.ball_flight_step's splitting, in its order, on p and v in place: v /= 1 + kh |v|;
+ * p += h v; p_z -= drop; v_z -= gdt; v /= 1 + kh |v|. Each kernel forms the scalars kh (k h / 2), drop (g h^2 / 2)
+ * and gdt (g h) as its torch reference rounds them. */
+static inline void flight_step(float* p, float* v, float kh, float h, float drop, float gdt) {
+    float s = 1.0f + kh * norm3(v);
+    for (int i = 0; i < 3; i++) v[i] = v[i] / s;
+    for (int i = 0; i < 3; i++) p[i] = p[i] + h * v[i];
+    p[2] = p[2] - drop;
+    v[2] = v[2] - gdt;
+    s = 1.0f + kh * norm3(v);
+    for (int i = 0; i < 3; i++) v[i] = v[i] / s;
+}
+
 void volleyball_ball_flight(BALL_FLIGHT_ARGS) {
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t e = 0; e < E; e++) {
@@ -28,13 +41,7 @@ void volleyball_ball_flight(BALL_FLIGHT_ARGS) {
         float* op = out_pos + 3 * T * e;
         float* ov = out_vel + 3 * T * e;
         for (int64_t t = 0; t < T; t++) {
-            float s = 1.0f + half_kdt * norm3(v);
-            for (int i = 0; i < 3; i++) v[i] = v[i] / s;
-            for (int i = 0; i < 3; i++) p[i] = p[i] + dt * v[i];
-            p[2] = p[2] - drop;
-            v[2] = v[2] - gdt;
-            s = 1.0f + half_kdt * norm3(v);
-            for (int i = 0; i < 3; i++) v[i] = v[i] / s;
+            flight_step(p, v, half_kdt, dt, drop, gdt);  /* the scalars as Python's doubles rounded to float */
             for (int i = 0; i < 3; i++) {
                 op[3 * t + i] = p[i];
                 ov[3 * t + i] = v[i];
@@ -43,22 +50,15 @@ void volleyball_ball_flight(BALL_FLIGHT_ARGS) {
     }
 }
 
-/* ballistics._flight's order: v /= 1 + (0.5 k dt) |v|; p = (p + dt v) - ((0.5 dt) dt) g e_z; v_z -= dt g; v /= ... */
+/* ballistics._flight: its dt is a float32 tensor, so the scalars are formed in float, in its order ((0.5 k) dt,
+ * ((0.5 dt) dt) g, dt g). */
 void volleyball_drag_flight(DRAG_FLIGHT_ARGS) {
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t e = 0; e < E; e++) {
         float p[3] = {pos[3 * e], pos[3 * e + 1], pos[3 * e + 2]};
         float v[3] = {vel[3 * e], vel[3 * e + 1], vel[3 * e + 2]};
         const float h = dt[e], kh = half_k * h, drop = (0.5f * h) * h * gravity, gdt = h * gravity;
-        for (int64_t t = 0; t < S; t++) {
-            float s = 1.0f + kh * norm3(v);
-            for (int i = 0; i < 3; i++) v[i] = v[i] / s;
-            for (int i = 0; i < 3; i++) p[i] = p[i] + h * v[i];
-            p[2] = p[2] - drop;
-            v[2] = v[2] - gdt;
-            s = 1.0f + kh * norm3(v);
-            for (int i = 0; i < 3; i++) v[i] = v[i] / s;
-        }
+        for (int64_t t = 0; t < S; t++) flight_step(p, v, kh, h, drop, gdt);
         for (int i = 0; i < 3; i++) out_end[3 * e + i] = p[i];
     }
 }
