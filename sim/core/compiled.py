@@ -103,3 +103,12 @@ class TorchBackend:
 
     def observations_after_reset(self) -> Obs:
         return self.env._observe()
+
+
+def warm_up(env: MultiAgentEnv, seed: int) -> None:
+    """Build a compiled env's graphs now (a reset and two zero-action steps: the graphs compile at their first
+    calls), so that a caller on a wall clock (the ROS sim bridge) does not stall for minutes at its first step; the
+    caller then resets the env to the start it runs from."""
+    env.reset(seed=seed)
+    for _ in range(2):
+        env.step(env.zero_actions())

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 import sim
+from sim.core.compiled import warm_up
 from sim.core.config import deep_merge
 from sim.physics.quaternion import quat_from_euler, quat_rotate_inv
 from sim.tasks.cable_load.config import GROUP
@@ -56,9 +57,7 @@ def make_env(
     cfg = deep_merge(dict(task_cfg), overrides)
     env = sim.make(cfg, num_envs=1, device="cpu", seed=seed, compile=compile, engine=engine)
     if compile:
-        env.reset(seed=seed)
-        for _ in range(2):
-            env.step(env.zero_actions())
+        warm_up(env, seed)
     env.reset(seed=seed)
     if goal:
         if len(goal) != 6:
