@@ -76,10 +76,10 @@ def run_bridge(params: dict, tmp_path: Path, respond: bool = True) -> tuple[dict
         bridge = SimBridge(
             context=ctx, parameter_overrides=[Parameter(k, value=v) for k, v in {**base, **params}.items()]
         )
-        env, loads, hook = bridge.env, [], getattr(bridge.adapter, "after_step", lambda: None)
+        env, loads, hook = bridge.env, [], getattr(bridge.adapter, "after_step", lambda info: None)
 
-        def after_step() -> None:  # the adapter's hook, then the load's position
-            hook()
+        def after_step(info: dict) -> None:  # the adapter's hook, then the load's position
+            hook(info)
             loads.append(env.load.pos[0].tolist())
 
         bridge.adapter.after_step = after_step

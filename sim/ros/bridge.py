@@ -10,7 +10,8 @@ robots' estimators would from the env state (``adapter.publish(stamp)``), names 
 of every agent (``adapter.command_topics``: group -> one topic per agent) and reports the episode
 (``adapter.result()``: a JSON-friendly dict). Optional hooks: ``adapter.other_actions()`` (group -> actions
 ``[1, n, act_dim]`` of groups without command topics, e.g. a scripted opponent, on the current state; zeros
-otherwise), ``adapter.after_step()`` (after each step, before the state is published) and ``adapter.finished()``
+otherwise), ``adapter.after_step(info)`` (after each step, before the state is published; ``info``: the step's
+info dict, whose ``episode`` entry holds the metrics of episodes that ended with it) and ``adapter.finished()``
 (True ends the run as ``duration_s`` does, e.g. after a number of games). This node does the rest, the same for
 every task:
 
@@ -423,12 +424,12 @@ class SimBridge(Node):
             actions[group] = torch.as_tensor(command_action(command, self.scale[group]))
         played = getattr(self.adapter, "other_actions", dict)()  # groups the adapter plays itself (a scripted team)
         zeros = self.env.zero_actions()
-        self.env.step(
+        info = self.env.step(
             {g: actions[g].unsqueeze(0) if g in actions else played.get(g, zeros[g]) for g in self.env.spec.groups}
-        )
+        )[-1]
         self.steps += 1
         self.sim_time = self.steps * self.env.spec.control_dt
-        getattr(self.adapter, "after_step", lambda: None)()
+        getattr(self.adapter, "after_step", lambda info: None)(info)
         self.publish_state()
         over = getattr(self.adapter, "finished", lambda: False)()
         if over or (self.duration and self.sim_time >= self.duration - 1e-9):

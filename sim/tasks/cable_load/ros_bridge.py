@@ -160,7 +160,7 @@ class CableLoadBridge:
         for topic, msg in messages(self.env, stamp).items():
             self.pubs[topic].publish(msg)
 
-    def after_step(self) -> None:
+    def after_step(self, info: dict[str, Any]) -> None:
         self.episode.after_step()
 
     def finished(self) -> bool:

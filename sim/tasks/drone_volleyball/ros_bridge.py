@@ -125,7 +125,7 @@ class VolleyballBridge:
         without command topics)."""
         return {"team_b": self.opponent(self.env, None, 1)}
 
-    def after_step(self) -> None:
+    def after_step(self, info: dict[str, Any]) -> None:
         """Keep each finished game's score (read from the episode's last counters, before the auto-reset)."""
         ev = self.env.events
         self.ball_path_sum += self.env.ball_pos[0].double()

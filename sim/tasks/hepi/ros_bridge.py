@@ -128,25 +128,6 @@ def task_error(env) -> tuple[float, bool]:
     return float(err[0]), bool(env.success()[0])
 
 
-class RecordedEnv:
-    """The env, whose ``step`` also keeps the metrics of every episode that ends (``info["episode"]``, read before
-    the auto-reset replaces the terminal state): the bridge steps ``adapter.env``."""
-
-    def __init__(self, env) -> None:
-        self._env = env
-        self.episodes: list[dict[str, float]] = []
-
-    def step(self, actions: dict[str, torch.Tensor]):
-        out = self._env.step(actions)
-        stats = out[-1].get("episode")
-        if stats is not None:
-            self.episodes.append({k: float(v) for k, v in stats.items() if torch.as_tensor(v).numel() == 1})
-        return out
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._env, name)
-
-
 class HepiBridge:
     """The bridge adapter: ``HepiBridge(node, task_cfg, seed)`` (see the module docstring)."""
 
@@ -159,28 +140,34 @@ class HepiBridge:
 
         deployment = read_metadata(node.get_parameter("model").value).get("deployment") or {}
         self.whole_episode = bool(node.declare_parameter("episode", False).value)
-        self.task_env = make_env(task_cfg, seed, deployment, bool(getattr(node, "compile", False)))
-        self.env = RecordedEnv(self.task_env)  # what the bridge steps
+        self.env = make_env(task_cfg, seed, deployment, bool(getattr(node, "compile", False)))
+        self.episodes: list[dict[str, float]] = []  # every finished episode's metrics (the step's info["episode"])
         types = {"object_points": PointCloud2, "target": PoseStamped}
-        types.update({f"gripper{a}/odom": Odometry for a in range(self.task_env.n_actuator)})
+        types.update({f"gripper{a}/odom": Odometry for a in range(self.env.n_actuator)})
         self.pubs = {f"{NAMESPACE}/{t}": node.create_publisher(c, f"{NAMESPACE}/{t}", 10) for t, c in types.items()}
         self.command_topics = {GROUP: [f"{NAMESPACE}/command"]}
 
     def describe(self) -> str:
-        env = self.task_env
+        env = self.env
         peg = getattr(env.cfg, "shapes", None)
         return env.task_name + (f", peg {peg[0]} {env.variant_size[0] * 1e3:.1f} mm" if peg else "")
 
     def publish(self, stamp: Any) -> None:
         """The object points, the target pose and every gripper's odometry at sim time ``stamp``."""
-        for topic, msg in messages(self.task_env, stamp).items():
+        for topic, msg in messages(self.env, stamp).items():
             self.pubs[topic].publish(msg)
 
+    def after_step(self, info: dict[str, Any]) -> None:
+        """Keep the metrics of an episode that ended with this step (read before the auto-reset replaced its state)."""
+        stats = info.get("episode")
+        if stats is not None:
+            self.episodes.append({k: float(v) for k, v in stats.items() if torch.as_tensor(v).numel() == 1})
+
     def finished(self) -> bool:
-        return self.whole_episode and bool(self.env.episodes)
+        return self.whole_episode and bool(self.episodes)
 
     def result(self) -> dict[str, Any]:
         """The task error and success now, the object points, and every finished episode's metrics."""
-        err, ok = task_error(self.task_env)
-        points = measurements(self.task_env)["points"]
-        return {"error_m": err, "success_now": ok, "points_m": points.tolist(), "episodes": list(self.env.episodes)}
+        err, ok = task_error(self.env)
+        points = measurements(self.env)["points"]
+        return {"error_m": err, "success_now": ok, "points_m": points.tolist(), "episodes": list(self.episodes)}

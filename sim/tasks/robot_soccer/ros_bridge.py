@@ -82,7 +82,7 @@ class SoccerBridge:
                 )
             )
 
-    def after_step(self) -> None:
+    def after_step(self, info: dict[str, Any]) -> None:
         """Record a game that ended with this step (the env has started the next: its step counter is back at 0)."""
         env = self.env
         self.steps_in_game += 1
