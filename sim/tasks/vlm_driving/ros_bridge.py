@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import sim
+from sim.core.compiled import warm_up
 from sim.tasks.vlm_driving.env import GROUP
 
 NAMESPACE = "/car0"  # deploy_ros/params/vlm_driving.yaml: namespace /car{i}
@@ -32,6 +33,8 @@ def make_env(task_cfg: dict, seed: int, compile: bool = False):
     cfg = deep_merge(dict(task_cfg), evaluation_overrides("vlm_driving"))
     cfg["observation"] = "bev"
     env = sim.make(cfg, num_envs=1, seed=seed, compile=compile)
+    if compile:  # build the graphs now, not at the first tick on the wall clock
+        warm_up(env, seed)
     env.reset(seed=seed)
     return env
 
