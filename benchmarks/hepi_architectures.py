@@ -1,141 +1,199 @@
-"""HEPi vs EMPN vs Transformer graph actors on a hepi task, at the same budget, several seeds.
+"""HEPi vs EMPN vs Transformer graph actors on a hepi task: the same budget, several seeds, one table.
 
-    python benchmarks/hepi_architectures.py --task hepi_insertion --seeds 0 1
-    python benchmarks/hepi_architectures.py --task hepi_rope_closing --ppo-steps 200000
-    python benchmarks/hepi_architectures.py --task hepi_insertion --smoke      # seconds, checks the plumbing
+    python benchmarks/hepi_architectures.py --seeds 0 1 2 3 4 --jobs 2 --extra-eval "heldout=task.shapes=[star,heart]"
+    python benchmarks/hepi_architectures.py --archs hepi --algos ppo trpl --seeds 0 1 2 3 4 --jobs 2
+    python benchmarks/hepi_architectures.py --dagger-rounds 4 --algos ppo --steps 49152    # DAgger, then PPO
+    python benchmarks/hepi_architectures.py --smoke                                       # seconds: the plumbing
 
-For each architecture (``algo.policy.graph_actor``) and seed it runs, as a user would,
-``train.py`` (the same settings for all: DAgger from the task's scripted expert for
-``--dagger-rounds`` rounds, then ``--ppo-steps`` PPO env steps; ``--dagger-rounds 0`` = PPO only) and
-then ``evaluate.py`` on the final checkpoint (``--episodes`` episodes, deterministic actions, the
-zero-action and scripted-expert baselines beside it), once with the training config and once per ``--extra-eval``
-override set (e.g. held-out peg shapes). Runs go one after another (a 2-core machine cannot run
-two without slowing both). The result is a markdown table of success rate and return, mean over
-seeds with the 95% interval over the pooled episodes (Wilson for success), also written as JSON to
-``--out``. The trained runs stay under ``runs/hepi_arch/<task>/<arch>_s<seed>/``.
+For each architecture (``algo.policy.graph_actor``), algorithm (``algo=ppo|trpl``) and seed it runs ``train.py``
+as a user would, with the same settings for all: by default the seeded comparison's protocol (sim/tasks/hepi/
+README.md), pure RL from scratch for ``--steps`` env steps (64 envs x 64-step rollouts, one torch thread;
+``--dagger-rounds N`` first imitates the task's scripted expert), then ``evaluate.py`` on the final checkpoint
+(``latest.pt``: the best one is chosen on evaluation episodes; ``--episodes`` episodes, deterministic actions, the
+scripted expert beside it), once with the training config and once per ``--extra-eval`` override set (e.g.
+held-out peg shapes). ``--jobs`` runs go at once (each takes one core). Runs and reports stay under
+``runs/hepi_arch/<task>/<arch>_<algo>_s<seed>/`` (``eval_<label>.json``); a run or an evaluation already there is
+reused, so a cut-short sweep continues where it stopped and a finished one only prints its table.
+
+The table gives, per architecture and algorithm, each seed's success and the mean over seeds with Student's t 95%
+interval over seeds (seeds, not episodes, are the samples: a pooled-episode interval would ignore how much runs
+differ), the task error, the return and the wall time of a run. JSON goes to ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
-import math
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from training.sweep import t_ci95  # noqa: E402
+
 ARCHS = ("hepi", "empn", "transformer")
+ERROR_KEYS = ("keypoint_err_m", "task_error_m")  # insertion's, rope's and cloth's task error
 
 
-def run(cmd: list[str], log: Path) -> str:
-    """Run ``cmd`` in the repository root; its output goes to ``log``; returns stdout (raises on failure)."""
+def run(cmd: list[str], log: Path) -> None:
+    """Run ``cmd`` in the repository root, its output to ``log``; raises SystemExit on failure."""
     t = time.time()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
-    if proc.returncode != 0:
-        raise SystemExit(f"failed ({proc.returncode}) after {time.time() - t:.0f} s: {' '.join(cmd)}; see {log}")
-    return proc.stdout
+    with open(log, "w") as f:
+        code = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, check=False).returncode
+    if code != 0:
+        raise SystemExit(f"failed ({code}) after {time.time() - t:.0f} s: {' '.join(cmd)}; see {log}")
 
 
-def train(args: argparse.Namespace, arch: str, seed: int) -> Path:
-    runs_dir = ROOT / "runs" / "hepi_arch" / args.task / f"{arch}_s{seed}"
+def train_command(args: argparse.Namespace, arch: str, algo: str, seed: int, runs_dir: Path) -> list[str]:
+    """The ``train.py`` command of one run (the README's command of its row, with the seed filled in)."""
     cmd = [
-        sys.executable, "train.py", f"task={args.task}", f"num_envs={args.num_envs}", f"seed={seed}",
-        f"algo.policy.graph_actor={arch}", f"algo.policy.graph_action_vectors={args.action_vectors}",
-        f"algo.policy.graph_latent={args.latent}", f"algo.policy.graph_layers={args.layers}",
-        f"train.total_steps={args.ppo_steps}", "train.eval_every=0", "train.progress=false",
-        "wandb.mode=disabled", f"runs_dir={runs_dir}",
+        sys.executable, "train.py", f"task={args.task}", f"algo={algo}", f"algo.policy.graph_actor={arch}",
+        f"algo.policy.graph_action_vectors={args.action_vectors}", f"num_envs={args.num_envs}",
+        f"train.total_steps={args.steps}", f"train.rollout_steps={args.rollout_steps}",
+        f"train.eval_every={args.eval_every}", f"train.eval_envs={args.num_envs}", f"seed={seed}",
+        "torch_threads=1", "train.progress=false", f"runs_dir={runs_dir}",
     ]  # fmt: skip
     if args.dagger_rounds:
         cmd += [
-            "imitation.expert=task", f"imitation.rounds={args.dagger_rounds}", f"imitation.steps={args.dagger_steps}",
-        ]  # fmt: skip
-    cmd += args.train_override
-    run(cmd, runs_dir / "train.log")
+            "imitation.expert=task",
+            f"imitation.rounds={args.dagger_rounds}",
+            f"imitation.steps={args.dagger_steps}",
+        ]
+    else:
+        cmd += ["imitation.expert=none"]
+    return cmd + args.train_override
+
+
+def one_run(args: argparse.Namespace, arch: str, algo: str, seed: int, evals: list[tuple[str, list[str]]]) -> dict:
+    """Train (unless done) and evaluate (unless done) one run; returns ``{label: report}`` plus ``run``, the
+    run's own metrics (wall time, training-time evaluation curve)."""
+    runs_dir = ROOT / args.runs_root / args.task / f"{arch}_{algo}_s{seed}"
     ckpts = sorted(runs_dir.glob(f"{args.task}/*/checkpoints/latest.pt"))
-    if not ckpts:
-        raise SystemExit(f"no checkpoint under {runs_dir}")
-    return ckpts[-1]
+    if ckpts:
+        check_reused(ckpts[-1].parents[1], args, arch, algo, seed)
+    else:
+        t = time.time()
+        run(train_command(args, arch, algo, seed, runs_dir), runs_dir / "train.log")
+        print(f"{arch} {algo} seed {seed}: trained in {(time.time() - t) / 60:.1f} min", flush=True)
+        ckpts = sorted(runs_dir.glob(f"{args.task}/*/checkpoints/latest.pt"))
+        if not ckpts:
+            raise SystemExit(f"no checkpoint under {runs_dir}")
+    out: dict[str, Any] = {"run": run_metrics(ckpts[-1].parents[1])}
+    for label, overrides in evals:
+        report = runs_dir / f"eval_{label}.json"
+        if not report.is_file():
+            cmd = [sys.executable, "evaluate.py", f"checkpoint={ckpts[-1]}", f"episodes={args.episodes}",
+                   f"report={report}", *(["expert=true"] if label == "train" else []), *overrides]  # fmt: skip
+            run(cmd, runs_dir / f"eval_{label}.log")
+        out[label] = json.loads(report.read_text())
+    return out
 
 
-def evaluate(args: argparse.Namespace, ckpt: Path, overrides: list[str], label: str) -> dict:
-    cmd = [sys.executable, "evaluate.py", f"checkpoint={ckpt}", f"episodes={args.episodes}", "expert=true", *overrides]
-    out = run(cmd, ckpt.parents[1] / f"eval_{label}.log")
-    return json.loads(out.strip().splitlines()[-1])
+def check_reused(run_dir: Path, args: argparse.Namespace, arch: str, algo: str, seed: int) -> None:
+    """Refuse to reuse a run trained with other settings than this sweep's (its ``config.yaml``)."""
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    want = {"algo": algo, "actor": arch, "seed": seed, "steps": args.steps, "num_envs": args.num_envs}
+    have = {"algo": cfg["algo"]["name"], "actor": cfg["algo"]["policy"]["graph_actor"], "seed": cfg["seed"],
+            "steps": cfg["train"]["total_steps"], "num_envs": cfg["num_envs"]}  # fmt: skip
+    if want != have:
+        raise SystemExit(f"{run_dir} was trained with {have}, this sweep wants {want}: move it or pass --runs-root")
 
 
-def wilson(successes: float, n: int) -> tuple[float, float]:
-    if n == 0:
-        return math.nan, math.nan
-    z, p = 1.96, successes / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return mid - half, mid + half
+def run_metrics(run_dir: Path) -> dict[str, Any]:
+    """A run's wall time (min), env steps and training-time evaluation success at 1/4, 1/2, 3/4 and all of it."""
+    rows = list(csv.DictReader(open(run_dir / "metrics.csv")))
+    curve = [float(r["eval/metrics/success"]) for r in rows if r.get("eval/metrics/success")]
+    quarters = [curve[max(0, round(len(curve) * q) - 1)] for q in (0.25, 0.5, 0.75, 1.0)] if curve else []
+    return {"wall_min": float(rows[-1]["wall_time"]) / 60, "steps": int(rows[-1]["global_step"]), "curve": quarters}
+
+
+def summarize(results: dict[tuple[str, str], list[dict]], labels: list[str], success_key: str) -> dict[str, Any]:
+    """Per ``(arch, algo)``: each seed's success per label, and the mean with its t 95% interval over seeds;
+    the task error, return and wall time as means over seeds (``results``: one_run's outputs, seed order)."""
+    table = {}
+    for (arch, algo), runs in results.items():
+        row: dict[str, Any] = {"seeds": len(runs)}
+        for label in labels:
+            values = [float(r[label][success_key]) for r in runs]
+            mean, low, high = t_ci95(values)
+            row[label] = {"per_seed": values, "mean": float(mean), "ci95": [float(low), float(high)]}
+        train = [r["train"] for r in runs]
+        error_key = next((k for k in ERROR_KEYS if k in train[0]), None)
+        row["error_m"] = sum(float(r[error_key]) for r in train) / len(train) if error_key else None
+        row["return"] = sum(float(r["episode_return"]) for r in train) / len(train)
+        row["wall_min"] = sum(r["run"]["wall_min"] for r in runs) / len(runs)
+        row["curves"] = [r["run"]["curve"] for r in runs]
+        row["expert"] = (train[0].get("expert_baseline") or {}).get(success_key)
+        table[f"{arch}/{algo}"] = row
+    return table
+
+
+def markdown(table: dict[str, Any], labels: list[str]) -> str:
+    pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
+    head = "| actor / algorithm | seeds | " + " | ".join(f"{lab}: mean [95% CI over seeds]" for lab in labels)
+    head += " | per seed (train) | task error | return | min a run |"
+    lines = [head, "|" + "---|" * (len(labels) + 6)]
+    for name, row in table.items():
+        cells = [f"{pct(row[lab]['mean'])} [{pct(row[lab]['ci95'][0])}, {pct(row[lab]['ci95'][1])}]" for lab in labels]
+        per_seed = " / ".join(pct(v) for v in row["train"]["per_seed"])
+        err = f"{100 * row['error_m']:.2f} cm" if row["error_m"] is not None else "-"
+        lines.append(f"| {name} | {row['seeds']} | " + " | ".join(cells)
+                     + f" | {per_seed} | {err} | {row['return']:.2f} | {row['wall_min']:.1f} |")  # fmt: skip
+    return "\n".join(lines)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", default="hepi_insertion")
     p.add_argument("--archs", nargs="+", default=list(ARCHS), choices=ARCHS)
-    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    p.add_argument("--num-envs", type=int, default=128)
-    p.add_argument("--dagger-rounds", type=int, default=6)
+    p.add_argument("--algos", nargs="+", default=["trpl"], choices=("ppo", "trpl", "mappo"))
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (each uses one torch thread)")
+    p.add_argument("--num-envs", type=int, default=64)
+    p.add_argument("--steps", "--ppo-steps", type=int, default=262_144, help="RL env steps a run")
+    p.add_argument("--rollout-steps", type=int, default=64)
+    p.add_argument("--eval-every", type=int, default=4, help="training-time evaluation every N iterations")
+    p.add_argument("--dagger-rounds", type=int, default=0, help="0: pure RL (the protocol)")
     p.add_argument("--dagger-steps", type=int, default=100)
-    p.add_argument("--ppo-steps", type=int, default=100_000)
-    p.add_argument("--latent", type=int, default=32)
-    p.add_argument("--layers", type=int, default=2)
     p.add_argument("--action-vectors", type=int, default=None, help="default: 2 for insertion, else 1")
     p.add_argument("--episodes", type=int, default=200)
     p.add_argument("--success-key", default="success_rate")
     p.add_argument("--extra-eval", action="append", default=[], help="label=override[;override...]")
     p.add_argument("--train-override", action="append", default=[], help="extra train.py override")
-    p.add_argument("--out", default=None, help="JSON results (default runs/hepi_arch/<task>/results.json)")
+    p.add_argument("--runs-root", default="runs/hepi_arch", help="runs go to <root>/<task>/<arch>_<algo>_s<seed>")
+    p.add_argument("--out", default=None, help="JSON results (default <runs-root>/<task>/results.json)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: checks that everything runs")
     args = p.parse_args()
     if args.action_vectors is None:
         args.action_vectors = 2 if args.task.startswith("hepi_insertion") else 1
     if args.smoke:
-        args.num_envs, args.dagger_rounds, args.dagger_steps, args.ppo_steps, args.episodes = 8, 1, 4, 256, 8
-        args.seeds = args.seeds[:1]
+        args.num_envs, args.steps, args.rollout_steps, args.episodes, args.eval_every = 8, 64, 8, 4, 0
+        args.seeds, args.runs_root = args.seeds[:2], "runs/hepi_arch_smoke"
     evals = [("train", [])] + [
         (e.split("=", 1)[0], e.split("=", 1)[1].split(";") if "=" in e else []) for e in args.extra_eval
     ]
-    results: dict[str, dict[str, list[dict]]] = {a: {label: [] for label, _ in evals} for a in args.archs}
-    for seed in args.seeds:  # seeds outermost: a cut-short run still compares every architecture
-        for arch in args.archs:
-            t = time.time()
-            ckpt = train(args, arch, seed)
-            for label, ov in evals:
-                rep = evaluate(args, ckpt, ov, label)
-                results[arch][label].append(rep)
-                print(
-                    f"{arch} seed {seed} [{label}]: success {rep.get(args.success_key)} "
-                    f"return {rep.get('episode_return')} ({time.time() - t:.0f} s)",
-                    flush=True,
-                )
-    print(f"\n{args.task}: DAgger {args.dagger_rounds}x{args.dagger_steps} steps x {args.num_envs} envs, then "
-          f"{args.ppo_steps:,} PPO steps; latent {args.latent}, {args.layers} layers; {len(args.seeds)} seed(s), "
-          f"{args.episodes} episodes each\n")  # fmt: skip
-    print("| policy | eval | success (95% CI) | return (mean over seeds) | zero action | scripted expert |")
-    print("|---|---|---|---|---|---|")
-    table = {}
-    for arch in args.archs:
-        for label, _ in evals:
-            reps = results[arch][label]
-            n = sum(int(r["episodes"]) for r in reps)
-            succ = sum(float(r[args.success_key]) * int(r["episodes"]) for r in reps)
-            lo, hi = wilson(succ, n)
-            ret = sum(float(r["episode_return"]) for r in reps) / len(reps)
-            base = (reps[0].get("baseline") or {}).get(args.success_key)
-            expert = (reps[0].get("expert_baseline") or {}).get(args.success_key)
-            table[f"{arch}/{label}"] = {"success": succ / n, "ci95": [lo, hi], "return": ret, "episodes": n,
-                                        "per_seed": [r[args.success_key] for r in reps]}  # fmt: skip
-            print(f"| {arch} | {label} | {succ / n:.3f} [{lo:.3f}, {hi:.3f}] | {ret:.3f} | {base} | {expert} |")
-    out = Path(args.out) if args.out else ROOT / "runs" / "hepi_arch" / args.task / "results.json"
+    jobs = [(arch, algo, seed) for seed in args.seeds for algo in args.algos for arch in args.archs]
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:  # seeds outermost: a cut run compares them all
+        done = list(pool.map(lambda j: one_run(args, *j, evals), jobs))
+    results: dict[tuple[str, str], list[dict]] = {}
+    for (arch, algo, _), out in zip(jobs, done, strict=True):
+        results.setdefault((arch, algo), []).append(out)
+    labels = [label for label, _ in evals]
+    table = summarize(results, labels, args.success_key)
+    how = f"DAgger {args.dagger_rounds} x {args.dagger_steps} steps, then " if args.dagger_rounds else "pure RL, "
+    print(f"\n{args.task}: {how}{args.steps:,} env steps ({args.num_envs} envs); seeds {args.seeds}; "
+          f"{args.episodes} evaluation episodes of each final checkpoint\n")  # fmt: skip
+    print(markdown(table, labels))
+    out = Path(args.out) if args.out else ROOT / args.runs_root / args.task / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"args": vars(args), "table": table}, indent=2, default=str))
     print(f"\nresults: {out}")
