@@ -143,7 +143,8 @@ def markdown(table: dict[str, Any], labels: list[str]) -> str:
     head += " | per seed (train) | task error | return | min a run |"
     lines = [head, "|" + "---|" * (len(labels) + 6)]
     for name, row in table.items():
-        cells = [f"{pct(row[lab]['mean'])} [{pct(row[lab]['ci95'][0])}, {pct(row[lab]['ci95'][1])}]" for lab in labels]
+        ci = {lab: [min(max(x, 0.0), 1.0) for x in row[lab]["ci95"]] for lab in labels}  # a rate: [0, 1]
+        cells = [f"{pct(row[lab]['mean'])} [{pct(ci[lab][0])}, {pct(ci[lab][1])}]" for lab in labels]
         per_seed = " / ".join(pct(v) for v in row["train"]["per_seed"])
         err = f"{100 * row['error_m']:.2f} cm" if row["error_m"] is not None else "-"
         lines.append(f"| {name} | {row['seeds']} | " + " | ".join(cells)
