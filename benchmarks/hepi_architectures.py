@@ -61,6 +61,7 @@ def train_command(args: argparse.Namespace, arch: str, algo: str, seed: int, run
         f"train.total_steps={args.steps}", f"train.rollout_steps={args.rollout_steps}",
         f"train.eval_every={args.eval_every}", f"train.eval_envs={args.num_envs}", f"seed={seed}",
         "torch_threads=1", "train.progress=false", f"runs_dir={runs_dir}",
+        "train.max_minutes=0",  # the budget is env steps: a recipe's time limit must not cut a slow task's run
     ]  # fmt: skip
     if args.dagger_rounds:
         cmd += [
@@ -106,6 +107,9 @@ def check_reused(run_dir: Path, args: argparse.Namespace, arch: str, algo: str, 
             "steps": cfg["train"]["total_steps"], "num_envs": cfg["num_envs"]}  # fmt: skip
     if want != have:
         raise SystemExit(f"{run_dir} was trained with {have}, this sweep wants {want}: move it or pass --runs-root")
+    steps = run_metrics(run_dir)["steps"]
+    if steps < args.steps:  # a run stopped early (killed, or a time limit) keeps a latest.pt of fewer steps
+        raise SystemExit(f"{run_dir} stopped at {steps:,} of {args.steps:,} env steps: remove it to train it again")
 
 
 def run_metrics(run_dir: Path) -> dict[str, Any]:
