@@ -105,10 +105,12 @@ class TorchBackend:
         return self.env._observe()
 
 
-def warm_up(env: MultiAgentEnv, seed: int) -> None:
-    """Build a compiled env's graphs now (a reset and two zero-action steps: the graphs compile at their first
-    calls), so that a caller on a wall clock (the ROS sim bridge) does not stall for minutes at its first step; the
-    caller then resets the env to the start it runs from."""
+def reset_for_wall_clock(env: MultiAgentEnv, seed: int) -> None:
+    """Reset ``env`` to the start of ``seed`` for a caller on a wall clock (the ROS sim bridge). A compiled env first
+    builds its graphs (a reset and two zero-action steps: they compile at their first calls), so that the caller's
+    first tick does not stall for minutes."""
+    if env.compiled:
+        env.reset(seed=seed)
+        for _ in range(2):
+            env.step(env.zero_actions())
     env.reset(seed=seed)
-    for _ in range(2):
-        env.step(env.zero_actions())

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 import sim
-from sim.core.compiled import warm_up
+from sim.core.compiled import reset_for_wall_clock
 from sim.core.config import deep_merge
 from sim.physics.quaternion import quat_from_euler, quat_rotate_inv
 from sim.tasks.cable_load.config import GROUP
@@ -48,7 +48,7 @@ def make_env(
 ):
     """One evaluation-mode env (noise and randomisation off); ``goal`` = ``[x, y, z, roll, pitch, yaw]``
     relative to the start (None: the seed's draw). ``compile``: the control loop through
-    ``torch.compile``, compiled here (two warm-up steps, then the reset below) so that the first
+    ``torch.compile``, compiled here (``sim.core.compiled.reset_for_wall_clock``) so that the first
     real-time tick does not stall for minutes. ``engine``: what steps the bodies (``sim.make``'s ``engine``,
     e.g. ``"mujoco"``). ``randomize``: keep the config's randomisation (observation noise stays off)."""
     overrides = sim.evaluation_overrides(task_cfg["name"])
@@ -56,9 +56,7 @@ def make_env(
         overrides.pop("randomization", None)
     cfg = deep_merge(dict(task_cfg), overrides)
     env = sim.make(cfg, num_envs=1, device="cpu", seed=seed, compile=compile, engine=engine)
-    if compile:
-        warm_up(env, seed)
-    env.reset(seed=seed)
+    reset_for_wall_clock(env, seed)
     if goal:
         if len(goal) != 6:
             raise ValueError(f"goal must be [x, y, z, roll, pitch, yaw], got {goal}")

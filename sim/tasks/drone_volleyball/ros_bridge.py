@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 import sim
-from sim.core.compiled import warm_up
+from sim.core.compiled import reset_for_wall_clock
 from sim.core.config import deep_merge
 from sim.physics.quaternion import quat_rotate_inv
 from sim.tasks.drone_volleyball.deployment import match_cfg
@@ -41,9 +41,7 @@ def make_env(task_cfg: dict, seed: int, points_to_win: int = 0, engine: str = "c
     if points_to_win > 0:
         cfg = deep_merge(cfg, {"rules": {"points_to_win": points_to_win}})
     env = sim.make(cfg, num_envs=1, device="cpu", seed=seed, engine=engine, compile=compile)
-    if compile:
-        warm_up(env, seed)
-    env.reset(seed=seed)
+    reset_for_wall_clock(env, seed)
     return env
 
 

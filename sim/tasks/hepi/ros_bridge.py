@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 import sim
-from sim.core.compiled import warm_up
+from sim.core.compiled import reset_for_wall_clock
 from sim.core.config import deep_merge
 from sim.physics.quaternion import quat_rotate_inv
 from sim.tasks.hepi.base import GROUP
@@ -51,9 +51,7 @@ def make_env(task_cfg: dict, seed: int, deployment: dict | None = None, compile:
     if peg:  # the first variant of the export's config: its shape at one size
         cfg = deep_merge(cfg, {"shapes": [peg["shape"]], "n_sizes": 1, "size_range": [peg["size_m"]] * 2})
     env = sim.make(cfg, num_envs=1, device="cpu", seed=seed, compile=compile)
-    if compile:  # build the graphs now, not at the first tick on the wall clock
-        warm_up(env, seed)
-    env.reset(seed=seed)
+    reset_for_wall_clock(env, seed)
     return env
 
 

@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 import sim
-from sim.core.compiled import warm_up
+from sim.core.compiled import reset_for_wall_clock
 from sim.core.teams import GROUPS
 
 GROUP = GROUPS[0]
@@ -31,9 +31,7 @@ def make_env(task_cfg: dict, seed: int, compile: bool = False):
     if cfg.get("opponent", "none") == "none":
         cfg["opponent"] = "chaser"
     env = sim.make(cfg, num_envs=1, seed=seed, compile=compile)
-    if compile:  # build the graphs now, not at the first tick on the wall clock
-        warm_up(env, seed)
-    env.reset(seed=seed)
+    reset_for_wall_clock(env, seed)
     return env
 
 

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 import sim
-from sim.core.compiled import warm_up
+from sim.core.compiled import reset_for_wall_clock
 from sim.tasks.vlm_driving.env import GROUP
 
 NAMESPACE = "/car0"  # deploy_ros/params/vlm_driving.yaml: namespace /car{i}
@@ -33,9 +33,7 @@ def make_env(task_cfg: dict, seed: int, compile: bool = False):
     cfg = deep_merge(dict(task_cfg), evaluation_overrides("vlm_driving"))
     cfg["observation"] = "bev"
     env = sim.make(cfg, num_envs=1, seed=seed, compile=compile)
-    if compile:  # build the graphs now, not at the first tick on the wall clock
-        warm_up(env, seed)
-    env.reset(seed=seed)
+    reset_for_wall_clock(env, seed)
     return env
 
 
