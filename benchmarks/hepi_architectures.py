@@ -23,7 +23,6 @@ differ), the task error, the return and the wall time of a run. JSON goes to ``-
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import subprocess
 import sys
@@ -32,12 +31,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from training.sweep import t_ci95  # noqa: E402
+from training.sweep import flat_config, last_value, read_metrics, t_ci95  # noqa: E402
 
 ARCHS = ("hepi", "empn", "transformer")
 ERROR_KEYS = ("keypoint_err_m", "task_error_m")  # insertion's, rope's and cloth's task error
@@ -80,7 +79,8 @@ def one_run(args: argparse.Namespace, arch: str, algo: str, seed: int, evals: li
     runs_dir = ROOT / args.runs_root / args.task / f"{arch}_{algo}_s{seed}"
     ckpts = sorted(runs_dir.glob(f"{args.task}/*/checkpoints/latest.pt"))
     if ckpts:
-        check_reused(ckpts[-1].parents[1], args, arch, algo, seed)
+        metrics = run_metrics(ckpts[-1].parents[1])
+        check_reused(ckpts[-1].parents[1], metrics["steps"], args, arch, algo, seed)
     else:
         t = time.time()
         run(train_command(args, arch, algo, seed, runs_dir), runs_dir / "train.log")
@@ -88,7 +88,8 @@ def one_run(args: argparse.Namespace, arch: str, algo: str, seed: int, evals: li
         ckpts = sorted(runs_dir.glob(f"{args.task}/*/checkpoints/latest.pt"))
         if not ckpts:
             raise SystemExit(f"no checkpoint under {runs_dir}")
-    out: dict[str, Any] = {"run": run_metrics(ckpts[-1].parents[1])}
+        metrics = run_metrics(ckpts[-1].parents[1])
+    out: dict[str, Any] = {"run": metrics}
     for label, overrides in evals:
         report = runs_dir / f"eval_{label}.json"
         if not report.is_file():
@@ -99,25 +100,27 @@ def one_run(args: argparse.Namespace, arch: str, algo: str, seed: int, evals: li
     return out
 
 
-def check_reused(run_dir: Path, args: argparse.Namespace, arch: str, algo: str, seed: int) -> None:
-    """Refuse to reuse a run trained with other settings than this sweep's (its ``config.yaml``)."""
-    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
-    want = {"algo": algo, "actor": arch, "seed": seed, "steps": args.steps, "num_envs": args.num_envs}
-    have = {"algo": cfg["algo"]["name"], "actor": cfg["algo"]["policy"]["graph_actor"], "seed": cfg["seed"],
-            "steps": cfg["train"]["total_steps"], "num_envs": cfg["num_envs"]}  # fmt: skip
+def check_reused(run_dir: Path, steps: int, args: argparse.Namespace, arch: str, algo: str, seed: int) -> None:
+    """Refuse to reuse a run trained with other settings than this sweep's (its ``config.yaml``), or one that
+    stopped at ``steps`` env steps, short of the sweep's."""
+    cfg = flat_config(run_dir)
+    want = {"algo.name": algo, "algo.policy.graph_actor": arch, "seed": seed, "train.total_steps": args.steps,
+            "num_envs": args.num_envs}  # fmt: skip
+    have = {key: cfg.get(key) for key in want}
     if want != have:
         raise SystemExit(f"{run_dir} was trained with {have}, this sweep wants {want}: move it or pass --runs-root")
-    steps = run_metrics(run_dir)["steps"]
     if steps < args.steps:  # a run stopped early (killed, or a time limit) keeps a latest.pt of fewer steps
         raise SystemExit(f"{run_dir} stopped at {steps:,} of {args.steps:,} env steps: remove it to train it again")
 
 
 def run_metrics(run_dir: Path) -> dict[str, Any]:
     """A run's wall time (min), env steps and training-time evaluation success at 1/4, 1/2, 3/4 and all of it."""
-    rows = list(csv.DictReader(open(run_dir / "metrics.csv")))
-    curve = [float(r["eval/metrics/success"]) for r in rows if r.get("eval/metrics/success")]
+    columns = read_metrics(run_dir)
+    success = columns.get("eval/metrics/success", np.array([]))
+    curve = success[np.isfinite(success)].tolist()
     quarters = [curve[max(0, round(len(curve) * q) - 1)] for q in (0.25, 0.5, 0.75, 1.0)] if curve else []
-    return {"wall_min": float(rows[-1]["wall_time"]) / 60, "steps": int(rows[-1]["global_step"]), "curve": quarters}
+    steps = int(last_value(columns["global_step"]))
+    return {"wall_min": last_value(columns["wall_time"]) / 60, "steps": steps, "curve": quarters}
 
 
 def summarize(results: dict[tuple[str, str], list[dict]], labels: list[str], success_key: str) -> dict[str, Any]:
