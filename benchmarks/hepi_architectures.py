@@ -17,7 +17,7 @@ reused, so a cut-short sweep continues where it stopped and a finished one only 
 
 The table gives, per architecture and algorithm, each seed's success and the mean over seeds with Student's t 95%
 interval over seeds (seeds, not episodes, are the samples: a pooled-episode interval would ignore how much runs
-differ), the task error, the return and the wall time of a run. JSON goes to ``--out``.
+differ), the task error and the return with the same interval, and the wall time of a run. JSON goes to ``--out``.
 """
 
 from __future__ import annotations
@@ -125,7 +125,8 @@ def run_metrics(run_dir: Path) -> dict[str, Any]:
 
 def summarize(results: dict[tuple[str, str], list[dict]], labels: list[str], success_key: str) -> dict[str, Any]:
     """Per ``(arch, algo)``: each seed's success per label, and the mean with its t 95% interval over seeds;
-    the task error, return and wall time as means over seeds (``results``: one_run's outputs, seed order)."""
+    the task error and return the same way (training shapes), and the mean wall time (``results``: one_run's
+    outputs, seed order)."""
     table = {}
     for (arch, algo), runs in results.items():
         row: dict[str, Any] = {"seeds": len(runs)}
@@ -135,8 +136,15 @@ def summarize(results: dict[tuple[str, str], list[dict]], labels: list[str], suc
             row[label] = {"per_seed": values, "mean": float(mean), "ci95": [float(low), float(high)]}
         train = [r["train"] for r in runs]
         error_key = next((k for k in ERROR_KEYS if k in train[0]), None)
-        row["error_m"] = sum(float(r[error_key]) for r in train) / len(train) if error_key else None
-        row["return"] = sum(float(r["episode_return"]) for r in train) / len(train)
+        # The task error and the return get the same interval over seeds as success: on a task where no actor
+        # succeeds within the budget (the rope's winding), they are what tells the actors apart.
+        for key, values in (("error_m", [float(r[error_key]) for r in train] if error_key else None),
+                            ("return", [float(r["episode_return"]) for r in train])):  # fmt: skip
+            if values is None:
+                row[key] = None
+                continue
+            mean, low, high = t_ci95(values)
+            row[key] = {"per_seed": values, "mean": float(mean), "ci95": [float(low), float(high)]}
         row["wall_min"] = sum(r["run"]["wall_min"] for r in runs) / len(runs)
         row["curves"] = [r["run"]["curve"] for r in runs]
         row["expert"] = (train[0].get("expert_baseline") or {}).get(success_key)
@@ -147,15 +155,17 @@ def summarize(results: dict[tuple[str, str], list[dict]], labels: list[str], suc
 def markdown(table: dict[str, Any], labels: list[str]) -> str:
     pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
     head = "| actor / algorithm | seeds | " + " | ".join(f"{lab}: mean [95% CI over seeds]" for lab in labels)
-    head += " | per seed (train) | task error | return | min a run |"
+    head += " | per seed (train) | task error [95% CI] | return [95% CI] | min a run |"
     lines = [head, "|" + "---|" * (len(labels) + 6)]
     for name, row in table.items():
         ci = {lab: [min(max(x, 0.0), 1.0) for x in row[lab]["ci95"]] for lab in labels}  # a rate: [0, 1]
         cells = [f"{pct(row[lab]['mean'])} [{pct(ci[lab][0])}, {pct(ci[lab][1])}]" for lab in labels]
         per_seed = " / ".join(pct(v) for v in row["train"]["per_seed"])
-        err = f"{100 * row['error_m']:.2f} cm" if row["error_m"] is not None else "-"
+        e = row["error_m"]
+        err = f"{100 * e['mean']:.2f} [{100 * e['ci95'][0]:.2f}, {100 * e['ci95'][1]:.2f}] cm" if e else "-"
+        ret = f"{row['return']['mean']:.2f} [{row['return']['ci95'][0]:.2f}, {row['return']['ci95'][1]:.2f}]"
         lines.append(f"| {name} | {row['seeds']} | " + " | ".join(cells)
-                     + f" | {per_seed} | {err} | {row['return']:.2f} | {row['wall_min']:.1f} |")  # fmt: skip
+                     + f" | {per_seed} | {err} | {ret} | {row['wall_min']:.1f} |")  # fmt: skip
     return "\n".join(lines)
 
 
