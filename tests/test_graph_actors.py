@@ -154,6 +154,30 @@ def test_object_order_and_padding_do_not_change_actions(kind: str) -> None:
     torch.testing.assert_close(ac.action_mean(garbage).detach(), base, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["hepi", "empn", "transformer"])
+def test_actors_take_graphs_of_another_size(kind: str) -> None:
+    """An actor built for one object size acts on a graph with more object nodes (a longer rope, a held-out
+    shape with more keypoints): padded to a bigger graph, the same scene gives the same actions, and a scene
+    with more real nodes gives finite actions of the same shape. The actuators are the graph's last nodes."""
+    torch.manual_seed(0)
+    ac = _actor_critic(kind)
+    _boost_readout(ac)
+    obj, act, mask = _scene(4)
+    base = ac.action_mean(GRAPH.observation(obj, act, mask)).detach()
+    extra = 6
+    big = SceneGraph(N_OBJ + extra, N_ACT, N_VEC)
+    padded = big.observation(
+        torch.cat([obj, torch.full((4, extra, N_VEC, 3), 5.0)], 1), act, torch.cat([mask, mask.new_zeros(4, extra)], 1)
+    )
+    torch.testing.assert_close(ac.action_mean(padded).detach(), base, atol=1e-5, rtol=1e-4)
+    more = big.observation(
+        torch.cat([obj, obj[:, :extra] + 0.01], 1), act, torch.cat([mask, mask.new_ones(4, extra)], 1)
+    )
+    out = ac.action_mean(more).detach()
+    assert out.shape == base.shape and bool(torch.isfinite(out).all())
+    assert not torch.allclose(out, base, atol=1e-4)  # the extra nodes are seen
+
+
 def test_hepi_exports_to_onnx_with_parity(tmp_path) -> None:
     """One ONNX input per graph part; onnxruntime matches torch (small network: the export is slow),
     also where vectors are exactly zero (an epsilon the exporter would drop once made that 1e-4)."""
