@@ -40,6 +40,7 @@ from training.sweep import flat_config, last_value, read_metrics, t_ci95  # noqa
 
 ARCHS = ("hepi", "empn", "transformer")
 ERROR_KEYS = ("keypoint_err_m", "task_error_m")  # insertion's, rope's and cloth's task error
+EVAL_ERROR_KEYS = ("eval/metrics/keypoint_err_m", "eval/metrics/task_error")  # the same in metrics.csv
 
 
 def run(cmd: list[str], log: Path) -> None:
@@ -114,13 +115,19 @@ def check_reused(run_dir: Path, steps: int, args: argparse.Namespace, arch: str,
 
 
 def run_metrics(run_dir: Path) -> dict[str, Any]:
-    """A run's wall time (min), env steps and training-time evaluation success at 1/4, 1/2, 3/4 and all of it."""
+    """A run's wall time (min), env steps, and its training-time evaluation success (``curve``) and task error
+    (``error_curve``, m) at 1/4, 1/2, 3/4 and all of the run."""
     columns = read_metrics(run_dir)
-    success = columns.get("eval/metrics/success", np.array([]))
-    curve = success[np.isfinite(success)].tolist()
-    quarters = [curve[max(0, round(len(curve) * q) - 1)] for q in (0.25, 0.5, 0.75, 1.0)] if curve else []
+
+    def quarters(key: str) -> list[float]:
+        values = columns.get(key, np.array([]))
+        curve = values[np.isfinite(values)].tolist()
+        return [curve[max(0, round(len(curve) * q) - 1)] for q in (0.25, 0.5, 0.75, 1.0)] if curve else []
+
+    error_key = next((k for k in EVAL_ERROR_KEYS if k in columns), "")
     steps = int(last_value(columns["global_step"]))
-    return {"wall_min": last_value(columns["wall_time"]) / 60, "steps": steps, "curve": quarters}
+    return {"wall_min": last_value(columns["wall_time"]) / 60, "steps": steps,
+            "curve": quarters("eval/metrics/success"), "error_curve": quarters(error_key)}  # fmt: skip
 
 
 def summarize(results: dict[tuple[str, str], list[dict]], labels: list[str], success_key: str) -> dict[str, Any]:
@@ -147,6 +154,11 @@ def summarize(results: dict[tuple[str, str], list[dict]], labels: list[str], suc
             row[key] = {"per_seed": values, "mean": float(mean), "ci95": [float(low), float(high)]}
         row["wall_min"] = sum(r["run"]["wall_min"] for r in runs) / len(runs)
         row["curves"] = [r["run"]["curve"] for r in runs]
+        # The error curve over seeds: how fast each actor learns (sample efficiency), where success may lag.
+        errors = [r["run"].get("error_curve") or [] for r in runs]
+        if all(len(e) == 4 for e in errors):
+            quarter = [t_ci95([e[q] for e in errors]) for q in range(4)]
+            row["error_curve"] = [{"mean": float(m), "ci95": [float(lo), float(hi)]} for m, lo, hi in quarter]
         row["expert"] = (train[0].get("expert_baseline") or {}).get(success_key)
         table[f"{arch}/{algo}"] = row
     return table
