@@ -156,6 +156,7 @@ def summarize(results: dict[tuple[str, str], list[dict]], labels: list[str], suc
         row["curves"] = [r["run"]["curve"] for r in runs]
         # The error curve over seeds: how fast each actor learns (sample efficiency), where success may lag.
         errors = [r["run"].get("error_curve") or [] for r in runs]
+        row["error_curves"] = errors
         if all(len(e) == 4 for e in errors):
             quarter = [t_ci95([e[q] for e in errors]) for q in range(4)]
             row["error_curve"] = [{"mean": float(m), "ci95": [float(lo), float(hi)]} for m, lo, hi in quarter]
