@@ -97,7 +97,7 @@ class GraphActor(nn.Module):
         if self.n_act > n_nodes:
             raise ValueError(f"{self.n_act} actuator nodes needed for action_dim {action_dim}, the graph has {n_nodes}")
         self.cfg, self.action_dim = cfg, action_dim
-        self.n_nodes, self.n_free = n_nodes, n_vec - 1
+        self.n_free = n_vec - 1  # the node count is not kept: an actor acts on a graph of any size
         self.n_features = parts["node_features"].shape[-1] if "node_features" in parts else 0
 
     def read(self, parts: Mapping[str, Tensor]) -> Graph:
@@ -151,6 +151,11 @@ class GraphActor(nn.Module):
             edge_mask=emask[..., None],
             lead=lead,
         )
+
+    def actuators(self, x: Tensor) -> Tensor:
+        """``[B, N, ...]`` per-node rows -> the actuators' ``[B, n_act, ...]``: the last ``n_act`` nodes of the graph
+        given, whatever its size (a trained actor acts on a bigger object)."""
+        return x[:, x.shape[1] - self.n_act :]
 
     def action(self, vectors: Tensor, lead: tuple[int, ...]) -> Tensor:
         """``[B, n_act, action_vectors, 3]`` -> the flat action mean ``[*lead, action_dim]``."""

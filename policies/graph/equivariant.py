@@ -254,7 +254,6 @@ class EquivariantGraphActor(GraphActor):
         h, v = self._embed(g)
         for i, conv in enumerate(self.convs):
             h, v = conv(h, v, (unit, radial), stages[i % len(stages)], g.node_mask)
-        start = h.shape[1] - self.n_act  # the actuators are the last nodes of any graph, so any object size
-        coef = self.readout(h[:, start:]).unflatten(-1, (self.cfg.vector_channels, -1))  # [B, n_act, K, n_vec]
-        act = (v[:, start:] @ coef).transpose(-1, -2)  # [B, n_act, n_vec, 3]
+        coef = self.readout(self.actuators(h)).unflatten(-1, (self.cfg.vector_channels, -1))  # [B, n_act, K, n_vec]
+        act = (self.actuators(v) @ coef).transpose(-1, -2)  # [B, n_act, n_vec, 3]
         return self.action(act, g.lead)

@@ -67,5 +67,5 @@ class TransformerGraphActor(GraphActor):
         mask = ((g.node_mask[..., 0] - 1.0) * 1e9)[:, None, None, :]  # padding keys get -1e9
         for block in self.blocks:
             x = block(x, mask)
-        out = self.head(self.norm(x[:, x.shape[1] - self.n_act :]))  # [B, n_act, 3 * action_vectors]
+        out = self.head(self.norm(self.actuators(x)))  # [B, n_act, 3 * action_vectors]
         return self.action(out, g.lead)
