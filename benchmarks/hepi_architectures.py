@@ -130,6 +130,12 @@ def run_metrics(run_dir: Path) -> dict[str, Any]:
             "curve": quarters("eval/metrics/success"), "error_curve": quarters(error_key)}  # fmt: skip
 
 
+def over_seeds(values: list[float]) -> dict[str, Any]:
+    """``{"mean", "ci95"}``: the mean of per-seed values with Student's t 95% interval over seeds."""
+    mean, low, high = t_ci95(values)
+    return {"mean": float(mean), "ci95": [float(low), float(high)]}
+
+
 def summarize(results: dict[tuple[str, str], list[dict]], labels: list[str], success_key: str) -> dict[str, Any]:
     """Per ``(arch, algo)``: each seed's success per label, and the mean with its t 95% interval over seeds;
     the task error and return the same way (training shapes), and the mean wall time (``results``: one_run's
@@ -139,27 +145,21 @@ def summarize(results: dict[tuple[str, str], list[dict]], labels: list[str], suc
         row: dict[str, Any] = {"seeds": len(runs)}
         for label in labels:
             values = [float(r[label][success_key]) for r in runs]
-            mean, low, high = t_ci95(values)
-            row[label] = {"per_seed": values, "mean": float(mean), "ci95": [float(low), float(high)]}
+            row[label] = {"per_seed": values, **over_seeds(values)}
         train = [r["train"] for r in runs]
         error_key = next((k for k in ERROR_KEYS if k in train[0]), None)
         # The task error and the return get the same interval over seeds as success: on a task where no actor
         # succeeds within the budget (the rope's winding), they are what tells the actors apart.
-        for key, values in (("error_m", [float(r[error_key]) for r in train] if error_key else None),
-                            ("return", [float(r["episode_return"]) for r in train])):  # fmt: skip
-            if values is None:
-                row[key] = None
-                continue
-            mean, low, high = t_ci95(values)
-            row[key] = {"per_seed": values, "mean": float(mean), "ci95": [float(low), float(high)]}
+        errors = [float(r[error_key]) for r in train] if error_key else None
+        row["error_m"] = {"per_seed": errors, **over_seeds(errors)} if errors else None
+        returns = [float(r["episode_return"]) for r in train]
+        row["return"] = {"per_seed": returns, **over_seeds(returns)}
         row["wall_min"] = sum(r["run"]["wall_min"] for r in runs) / len(runs)
         row["curves"] = [r["run"]["curve"] for r in runs]
         # The error curve over seeds: how fast each actor learns (sample efficiency), where success may lag.
-        errors = [r["run"].get("error_curve") or [] for r in runs]
-        row["error_curves"] = errors
-        if all(len(e) == 4 for e in errors):
-            quarter = [t_ci95([e[q] for e in errors]) for q in range(4)]
-            row["error_curve"] = [{"mean": float(m), "ci95": [float(lo), float(hi)]} for m, lo, hi in quarter]
+        row["error_curves"] = [r["run"].get("error_curve") or [] for r in runs]
+        if all(len(e) == 4 for e in row["error_curves"]):
+            row["error_curve"] = [over_seeds([e[q] for e in row["error_curves"]]) for q in range(4)]
         row["expert"] = (train[0].get("expert_baseline") or {}).get(success_key)
         table[f"{arch}/{algo}"] = row
     return table
