@@ -14,6 +14,7 @@ scripted expert beside it), once with the training config and once per ``--extra
 held-out peg shapes). ``--jobs`` runs go at once (each takes one core). Runs and reports stay under
 ``runs/hepi_arch/<task>/<arch>_<algo>_s<seed>/`` (``eval_<label>.json``); a run or an evaluation already there is
 reused, so a cut-short sweep continues where it stopped and a finished one only prints its table.
+``--eval-only`` trains nothing: it evaluates the finished runs and leaves out the rest (safe beside a running sweep).
 
 The table gives, per architecture and algorithm, each seed's success and the mean over seeds with Student's t 95%
 interval over seeds (seeds, not episodes, are the samples: a pooled-episode interval would ignore how much runs
@@ -74,14 +75,23 @@ def train_command(args: argparse.Namespace, arch: str, algo: str, seed: int, run
     return cmd + args.train_override
 
 
-def one_run(args: argparse.Namespace, arch: str, algo: str, seed: int, evals: list[tuple[str, list[str]]]) -> dict:
+def one_run(
+    args: argparse.Namespace, arch: str, algo: str, seed: int, evals: list[tuple[str, list[str]]]
+) -> dict | None:
     """Train (unless done) and evaluate (unless done) one run; returns ``{label: report}`` plus ``run``, the
-    run's own metrics (wall time, training-time evaluation curve)."""
+    run's own metrics (wall time, training-time evaluation curve). ``None`` with ``--eval-only`` for a run that
+    is not finished (absent, or still training)."""
     runs_dir = ROOT / args.runs_root / args.task / f"{arch}_{algo}_s{seed}"
     ckpts = sorted(runs_dir.glob(f"{args.task}/*/checkpoints/latest.pt"))
     if ckpts:
         metrics = run_metrics(ckpts[-1].parents[1])
+        if args.eval_only and metrics["steps"] < args.steps:
+            print(f"{arch} {algo} seed {seed}: not finished ({metrics['steps']:,} env steps), left out", flush=True)
+            return None
         check_reused(ckpts[-1].parents[1], metrics["steps"], args, arch, algo, seed)
+    elif args.eval_only:
+        print(f"{arch} {algo} seed {seed}: not trained, left out", flush=True)
+        return None
     else:
         t = time.time()
         run(train_command(args, arch, algo, seed, runs_dir), runs_dir / "train.log")
@@ -203,6 +213,7 @@ def main() -> None:
     p.add_argument("--runs-root", default="runs/hepi_arch", help="runs go to <root>/<task>/<arch>_<algo>_s<seed>")
     p.add_argument("--out", default=None, help="JSON results (default <runs-root>/<task>/results.json)")
     p.add_argument("--smoke", action="store_true", help="tiny sizes: checks that everything runs")
+    p.add_argument("--eval-only", action="store_true", help="train nothing; evaluate and report finished runs")
     args = p.parse_args()
     if args.action_vectors is None:
         args.action_vectors = 2 if args.task.startswith("hepi_insertion") else 1
@@ -217,7 +228,10 @@ def main() -> None:
         done = list(pool.map(lambda j: one_run(args, *j, evals), jobs))
     results: dict[tuple[str, str], list[dict]] = {}
     for (arch, algo, _), out in zip(jobs, done, strict=True):
-        results.setdefault((arch, algo), []).append(out)
+        if out is not None:
+            results.setdefault((arch, algo), []).append(out)
+    if not results:
+        raise SystemExit("no finished run to report")
     labels = [label for label, _ in evals]
     table = summarize(results, labels, args.success_key)
     how = f"DAgger {args.dagger_rounds} x {args.dagger_steps} steps, then " if args.dagger_rounds else "pure RL, "
