@@ -290,3 +290,26 @@ def test_the_robot_side_graph_builder_reproduces_the_simulator_observation(env):
     # the finite difference over one control period tracks the simulator's instantaneous velocity
     cos = (fd * sim_vel).sum() / (np.linalg.norm(fd) * np.linalg.norm(sim_vel))
     assert cos > 0.9, cos
+
+
+def test_the_opt_in_winding_reward_pays_the_loops_turns():
+    """``rewards.winding = s`` adds ``s * min(|winding|, 1)`` to the rope's reward each step and changes nothing
+    else: the expert, which winds the rope round the pole, earns it by the end; the zero action does not."""
+    paper = sim.make("hepi_rope_closing", num_envs=4, seed=0)
+    wound = sim.make("hepi_rope_closing", num_envs=4, seed=0, rewards={"winding": 0.5})
+    earned = {}
+    for name, policy_of in (("expert", lambda e: e.expert_policy()), ("zero", lambda e: lambda obs: e.zero_actions())):
+        obs_p, obs_w = paper.reset(seed=3), wound.reset(seed=3)
+        act_p, act_w = policy_of(paper), policy_of(wound)
+        bonus = []
+        for _ in range(paper.max_episode_steps - 1):
+            obs_p, rew_p, *_ = paper.step(act_p(obs_p))
+            obs_w, rew_w, *_ = wound.step(act_w(obs_w))
+            turns = wound.task_terms()["winding"].abs().clamp(max=1.0)
+            torch.testing.assert_close(wound.vertices(), paper.vertices())  # the physics is untouched
+            torch.testing.assert_close(rew_w["grippers"] - rew_p["grippers"], 0.5 * turns.unsqueeze(-1))
+            bonus.append(turns)
+        earned[name] = torch.stack(bonus)  # [T, E]
+    assert (earned["expert"][-1] >= 0.75).float().mean() >= 0.75  # wound round the pole at the end
+    assert earned["zero"].max() < 0.25
+    assert "winding" not in paper._reward_terms()  # off by default: the paper's reward

@@ -18,7 +18,8 @@ vertices) and 2 actuator nodes (the grippers, at their rope ends); vectors per n
 displacement to the pole axis (the closest axis point minus the node), linear velocity. Action per
 gripper: a linear velocity (world frame), scaled by ``max_lin_vel`` (0.5 m/s).
 
-Reward per step: ``-task_error - 2e-3 |a_t - a_t-1|^2``.
+Reward per step: ``-task_error - 2e-3 |a_t - a_t-1|^2`` (``task.rewards.winding`` > 0 adds that many times the
+loop's turns round the pole, capped at 1: not the paper's, off by default).
 """
 
 from __future__ import annotations
@@ -107,6 +108,12 @@ class RopeClosingEnv(FlexEnv):
             "task_error_m": loop + self.cfg.gripper_weight * gap,
         }
         return self.state_cache["task_terms"]
+
+    def _reward_terms(self) -> dict[str, Tensor]:
+        terms = super()._reward_terms()
+        if self.cfg.rewards.winding:  # opt-in (RopeRewardCfg.winding): off, the reward is the paper's
+            terms["winding"] = self.task_terms()["winding"].abs().clamp(max=1.0)
+        return terms
 
     def success(self, terms: dict[str, Tensor] | None = None) -> Tensor:
         """``[E]`` bool: grippers within ``success_gap`` and the loop round the pole."""
