@@ -181,12 +181,14 @@ def markdown(table: dict[str, Any], labels: list[str]) -> str:
     head += " | per seed (train) | task error [95% CI] | return [95% CI] | min a run |"
     lines = [head, "|" + "---|" * (len(labels) + 6)]
     for name, row in table.items():
+        # One seed has no interval over seeds: its cells give the value alone.
+        span = (lambda lo, hi, f: f" [{f(lo)}, {f(hi)}]") if row["seeds"] > 1 else (lambda lo, hi, f: "")
         ci = {lab: [min(max(x, 0.0), 1.0) for x in row[lab]["ci95"]] for lab in labels}  # a rate: [0, 1]
-        cells = [f"{pct(row[lab]['mean'])} [{pct(ci[lab][0])}, {pct(ci[lab][1])}]" for lab in labels]
+        cells = [f"{pct(row[lab]['mean'])}{span(*ci[lab], pct)}" for lab in labels]
         per_seed = " / ".join(pct(v) for v in row["train"]["per_seed"])
-        e = row["error_m"]
-        err = f"{100 * e['mean']:.2f} [{100 * e['ci95'][0]:.2f}, {100 * e['ci95'][1]:.2f}] cm" if e else "-"
-        ret = f"{row['return']['mean']:.2f} [{row['return']['ci95'][0]:.2f}, {row['return']['ci95'][1]:.2f}]"
+        e, cm = row["error_m"], lambda x: f"{100 * x:.2f}"
+        err = f"{cm(e['mean'])}{span(*e['ci95'], cm)} cm" if e else "-"
+        ret = f"{row['return']['mean']:.2f}{span(*row['return']['ci95'], lambda x: f'{x:.2f}')}"
         lines.append(f"| {name} | {row['seeds']} | " + " | ".join(cells)
                      + f" | {per_seed} | {err} | {ret} | {row['wall_min']:.1f} |")  # fmt: skip
     return "\n".join(lines)
